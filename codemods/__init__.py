@@ -1,0 +1,1 @@
+"""Python codemods referenced from rules by name; each defines rewrite(call, site)."""

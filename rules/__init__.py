@@ -1,0 +1,1 @@
+"""The bundled rule packs (YAML), shipped inside the wheel as package data."""

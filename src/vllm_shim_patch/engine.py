@@ -1,0 +1,159 @@
+"""The libcst engine: match calls by qualified name, apply every rule in one pass per file.
+
+Per-file results never raise: ``changed | unchanged | skipped (reason) | failed (error)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
+from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.metadata import PositionProvider, QualifiedNameProvider
+
+from .ops import CallSite, NeedsHuman, Rewrite, compile_rule
+from .rules import Rule
+
+# Site actions, in the order a report lists them.
+EDITED = "edited"
+NEEDS_HUMAN = "needs-human"
+NOTICE = "notice"
+NOT_NEEDED = "not-needed"
+ALREADY = "already"
+
+
+@dataclass(frozen=True)
+class Site:
+    rule_id: str
+    path: str
+    line: int
+    callee: str
+    action: str
+    message: str
+    guarded: bool
+
+
+@dataclass(frozen=True)
+class FileResult:
+    path: str  # relative to the package root, "/"-separated
+    status: str  # "changed" | "unchanged" | "skipped" | "failed"
+    before: bytes = b""
+    after: bytes = b""
+    sites: tuple[Site, ...] = ()
+    reason: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return self.status == "changed"
+
+
+@dataclass
+class Engine:
+    """Compiled rules plus what decides them: the target version and, when known, signatures."""
+
+    rules: Sequence[Rule]
+    version: Any = None  # packaging Version; None: every rule is a candidate (rule examples)
+    signatures: Mapping[str, Any] | None = None  # qualname → Signature | None
+    _index: dict[str, list[tuple[Rule, list[Rewrite]]]] = field(init=False, default_factory=dict)
+    _needles: tuple[bytes, ...] = field(init=False, default=())
+
+    def __post_init__(self) -> None:
+        for rule in self.rules:
+            rewrites = compile_rule(rule)
+            for call in rule.calls:
+                self._index.setdefault(call, []).append((rule, rewrites))
+        self._needles = tuple(sorted({r.encode() for rule in self.rules for r in rule.short_names}))
+
+    def mentions(self, data: bytes) -> bool:
+        """Prefilter: a file that never names a rule's callable is not parsed at all."""
+        return any(n in data for n in self._needles)
+
+    def transform(self, data: bytes, path: str = "<string>") -> FileResult:
+        if not self.mentions(data):
+            return FileResult(path, "unchanged", data, data)
+        try:
+            module = cst.parse_module(data)
+        except cst.ParserSyntaxError as exc:
+            return FileResult(path, "skipped", data, data, reason=f"syntax error at line {exc.raw_line}: {exc.message}")
+        except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
+            return FileResult(path, "skipped", data, data, reason=f"cannot decode: {exc}")
+        context = CodemodContext(filename=path)
+        command = _CallRewriter(context, self, path)
+        try:
+            new_module = command.transform_module(module)
+            after = new_module.bytes
+            if after != data:
+                compile(after, path, "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            return FileResult(path, "failed", data, data, tuple(command.sites), f"result does not compile: {exc}")
+        except Exception as exc:  # a codemod's bug must not take the other files down
+            return FileResult(path, "failed", data, data, tuple(command.sites), f"{type(exc).__name__}: {exc}")
+        status = "changed" if after != data else "unchanged"
+        return FileResult(path, status, data, after, tuple(command.sites))
+
+    def transform_file(self, root: Path, relpath: str) -> FileResult:
+        try:
+            data = (root / relpath).read_bytes()
+        except OSError as exc:
+            return FileResult(relpath, "skipped", reason=f"cannot read: {exc.strerror}")
+        return self.transform(data, relpath)
+
+    def run(self, root: Path, relpaths: Iterable[str]) -> list[FileResult]:
+        return [self.transform_file(root, p) for p in relpaths]
+
+
+class _CallRewriter(VisitorBasedCodemodCommand):
+    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider)
+
+    def __init__(self, context: CodemodContext, engine: Engine, path: str):
+        super().__init__(context)
+        self.engine = engine
+        self.path = path
+        self.sites: list[Site] = []
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        names = self.get_metadata(QualifiedNameProvider, original_node.func, set())
+        index = self.engine._index
+        callees = sorted(q.name for q in names if q.name in index)
+        if not callees:
+            return updated_node
+        callee = callees[0]
+        line = self.get_metadata(PositionProvider, original_node).start.line
+        signatures = self.engine.signatures
+        signature = signatures.get(callee) if signatures is not None else None
+        version = self.engine.version
+        call = updated_node
+        for rule, rewrites in index[callee]:
+            if signature is None and version is not None and not rule.since <= version:
+                continue  # unguarded, and the rule is for a later vLLM than the target
+            site = CallSite(rule, callee, self.path, line, signature)
+            try:
+                new = call
+                for rewrite in rewrites:
+                    new = rewrite(new, site)
+            except NeedsHuman as exc:
+                self._record(site, NEEDS_HUMAN, str(exc))
+                continue
+            for module, obj in site.imports_to_add:
+                AddImportsVisitor.add_needed_import(self.context, module, obj)
+            for module, obj in site.imports_to_remove:
+                RemoveImportsVisitor.remove_unused_import(self.context, module, obj)
+            if site.edits:
+                self._record(site, EDITED, "; ".join(site.edits + site.notes))
+            elif any(n.startswith("notice: ") for n in site.notes):
+                self._record(site, NOTICE, "; ".join(n.removeprefix("notice: ") for n in site.notes))
+            elif site.notes:
+                self._record(site, NOT_NEEDED, "; ".join(site.notes))
+            else:
+                self._record(site, ALREADY, "nothing to change")
+            call = new
+        return call
+
+    def _record(self, site: CallSite, action: str, message: str) -> None:
+        self.sites.append(
+            Site(site.rule.id, self.path, site.line, site.callee, action, message, site.guarded)
+        )

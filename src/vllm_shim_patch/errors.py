@@ -1,0 +1,42 @@
+"""One exception hierarchy: the CLI turns every PatchError into a one-line message and exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class PatchError(Exception):
+    """An error the user can act on; anything else is a bug in the tool."""
+
+
+class RuleError(PatchError):
+    """A rule file that cannot be loaded: names the file, the line and the rule id."""
+
+    def __init__(self, path: str | Path, line: int | None, rule_id: str | None, message: str):
+        self.path = str(path)
+        self.line = line
+        self.rule_id = rule_id
+        self.message = message
+        where = self.path if line is None else f"{self.path}:{line}"
+        rule = f" rule {rule_id!r}:" if rule_id else ""
+        super().__init__(f"{where}:{rule} {message}")
+
+
+class TargetError(PatchError):
+    """The target interpreter or the installed package cannot be used."""
+
+
+class OverlayError(PatchError):
+    """The git overlay cannot be read or written."""
+
+
+class LockedError(OverlayError):
+    """Another process holds the overlay lock."""
+
+
+class VerifyError(PatchError):
+    """Verification could not run at all (not: it ran and found a mismatch)."""
+
+
+class SignatureError(PatchError):
+    """A signature source cannot be used (vLLM fails to import, source missing)."""

@@ -1,0 +1,440 @@
+"""Rule packs: YAML files → frozen dataclasses, every error naming file, line and rule id."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import keyword
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import RuleError
+
+SCHEMA_VERSION = 1
+OPERATIONS = ("drop", "add", "rename", "move", "notice", "codemod")
+RULE_KEYS = ("id", "call", "since", "why", "signature", "examples", "unchanged", *OPERATIONS)
+TOP_KEYS = ("schema", "package", "rules")
+_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_QUALNAME_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
+PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_]\w*)\}")
+
+
+@dataclass(frozen=True)
+class Example:
+    before: str
+    after: str
+    line: int
+
+
+@dataclass(frozen=True)
+class OldSignature:
+    """The callee's signature as the package was written against it (to name positionals)."""
+
+    text: str
+    positional: tuple[str, ...]  # parameters a positional argument can fill, in order
+    names: frozenset[str]
+    star_args: bool  # a *args in the old signature: positionals past `positional` are unknown
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    calls: tuple[str, ...]
+    since: Any  # packaging.version.Version; typed loosely so this module stays light to import
+    why: str
+    path: str
+    line: int
+    signature: OldSignature | None = None
+    drop: tuple[str, ...] = ()
+    add: tuple[tuple[str, str], ...] = ()
+    rename: tuple[tuple[str, str], ...] = ()
+    move: str | None = None
+    notice: str | None = None
+    codemod: str | None = None
+    codemod_path: str | None = None
+    examples: tuple[Example, ...] = ()
+    unchanged: tuple[str, ...] = ()
+
+    @property
+    def operations(self) -> tuple[str, ...]:
+        return tuple(op for op in OPERATIONS if getattr(self, op))
+
+    @property
+    def short_names(self) -> frozenset[str]:
+        return frozenset(c.rsplit(".", 1)[1] for c in self.calls)
+
+
+@dataclass(frozen=True)
+class RulePack:
+    rules: tuple[Rule, ...]
+    sources: tuple[str, ...] = field(default=())
+
+    def select(self, ids: Iterable[str]) -> RulePack:
+        wanted = set(ids)
+        return RulePack(tuple(r for r in self.rules if r.id in wanted), self.sources)
+
+    def by_id(self, rule_id: str) -> Rule:
+        for rule in self.rules:
+            if rule.id == rule_id:
+                return rule
+        raise KeyError(rule_id)
+
+
+def bundled_rule_files() -> list[Path]:
+    """The rule files shipped inside the wheel (top-level `rules/` in the source tree)."""
+    root = resources.files("vllm_shim_patch.bundled_rules")
+    return sorted(Path(str(p)) for p in root.iterdir() if p.name.endswith((".yaml", ".yml")))
+
+
+def bundled_codemod_dir() -> Path:
+    return Path(str(resources.files("vllm_shim_patch.codemods")))
+
+
+def load_pack(extra: Iterable[str | Path] = (), *, bundled: bool = True) -> RulePack:
+    """Load the bundled rules plus files or folders given by the user; fail on the first error."""
+    paths: list[Path] = bundled_rule_files() if bundled else []
+    for item in extra:
+        p = Path(item)
+        if p.is_dir():
+            found = sorted([*p.glob("*.yaml"), *p.glob("*.yml")])
+            if not found:
+                raise RuleError(p, None, None, "folder holds no *.yaml rule file")
+            paths.extend(found)
+        elif p.is_file():
+            paths.append(p)
+        else:
+            raise RuleError(p, None, None, "no such rule file or folder")
+    rules: list[Rule] = []
+    seen: dict[str, Rule] = {}
+    for path in paths:
+        for rule in load_file(path):
+            if rule.id in seen:
+                first = seen[rule.id]
+                raise RuleError(
+                    path, rule.line, rule.id, f"duplicate id (first defined at {first.path}:{first.line})"
+                )
+            seen[rule.id] = rule
+            rules.append(rule)
+    return RulePack(tuple(rules), tuple(str(p) for p in paths))
+
+
+def load_file(path: str | Path) -> list[Rule]:
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RuleError(path, None, None, f"cannot read: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise RuleError(path, line, None, "not valid UTF-8") from None
+    return parse_rules(text, path)
+
+
+def parse_rules(text: str, path: str | Path = "<string>") -> list[Rule]:
+    import yaml  # here, not at module level: --help and status must not pay for it
+
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise RuleError(path, line, None, f"YAML syntax error: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise RuleError(path, None, None, f"YAML error: {exc}") from None
+    finally:
+        loader.dispose()
+    return _Reader(path, yaml).read(root)
+
+
+class _Reader:
+    """Walks the YAML node tree so every value keeps its line number."""
+
+    def __init__(self, path: str | Path, yaml: Any):
+        self.path = str(path)
+        self.yaml = yaml
+        self.rule_id: str | None = None
+
+    def fail(self, node: Any, message: str) -> RuleError:
+        line = node.start_mark.line + 1 if node is not None else None
+        return RuleError(self.path, line, self.rule_id, message)
+
+    def mapping(self, node: Any, what: str) -> dict[str, tuple[Any, Any]]:
+        """Key → (key node, value node); duplicate keys are an error, not a silent overwrite."""
+        if not isinstance(node, self.yaml.MappingNode):
+            raise self.fail(node, f"{what} must be a mapping")
+        out: dict[str, tuple[Any, Any]] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, self.yaml.ScalarNode):
+                raise self.fail(key_node, f"{what} has a key that is not a plain name")
+            key = key_node.value
+            if key in out:
+                raise self.fail(key_node, f"{what} has key {key!r} twice")
+            out[key] = (key_node, value_node)
+        return out
+
+    def string(self, node: Any, what: str) -> str:
+        if not isinstance(node, self.yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:str":
+            raise self.fail(node, f"{what} must be a string")
+        return str(node.value)
+
+    def scalar(self, node: Any, what: str) -> str:
+        if not isinstance(node, self.yaml.ScalarNode) or node.value == "":
+            raise self.fail(node, f"{what} must be a non-empty value")
+        return str(node.value)
+
+    def names(self, node: Any, what: str) -> list[tuple[str, Any]]:
+        if not isinstance(node, self.yaml.SequenceNode) or not node.value:
+            raise self.fail(node, f"{what} must be a non-empty list of argument names")
+        out = []
+        for item in node.value:
+            name = self.string(item, f"each entry of {what}")
+            if not _is_identifier(name):
+                raise self.fail(item, f"{what}: {name!r} is not a valid argument name")
+            out.append((name, item))
+        return out
+
+    def read(self, root: Any) -> list[Rule]:
+        if root is None:
+            raise RuleError(self.path, None, None, "file is empty: expected 'schema', 'rules'")
+        top = self.mapping(root, "the file")
+        for key, (key_node, _) in top.items():
+            if key not in TOP_KEYS:
+                raise self.fail(key_node, f"unknown key {key!r} at top level (known: {', '.join(TOP_KEYS)})")
+        if "schema" not in top:
+            raise self.fail(root, "missing 'schema: 1'")
+        schema_node = top["schema"][1]
+        if getattr(schema_node, "value", None) != str(SCHEMA_VERSION):
+            raise self.fail(
+                schema_node,
+                f"unsupported schema {getattr(schema_node, 'value', None)!r} (this tool reads schema {SCHEMA_VERSION})",
+            )
+        if "package" in top:
+            self.string(top["package"][1], "'package'")
+        if "rules" not in top:
+            raise self.fail(root, "missing 'rules' list")
+        rules_node = top["rules"][1]
+        if not isinstance(rules_node, self.yaml.SequenceNode) or not rules_node.value:
+            raise self.fail(rules_node, "'rules' must be a non-empty list")
+        return [self.rule(node) for node in rules_node.value]
+
+    def rule(self, node: Any) -> Rule:
+        from packaging.version import InvalidVersion, Version
+
+        self.rule_id = None
+        fields = self.mapping(node, "a rule")
+        if "id" not in fields:
+            raise self.fail(node, "rule has no 'id'")
+        id_node = fields["id"][1]
+        rule_id = self.scalar(id_node, "'id'")
+        if not _ID_RE.match(rule_id):
+            raise self.fail(id_node, f"id {rule_id!r} must be lowercase letters, digits and dashes")
+        self.rule_id = rule_id
+        for key, (key_node, value_node) in fields.items():
+            if key not in RULE_KEYS:
+                raise self.fail(key_node, _unknown_key_message(key, value_node, self.yaml))
+        for required in ("call", "since", "why"):
+            if required not in fields:
+                raise self.fail(node, f"missing {required!r}")
+        calls = self.calls(fields["call"][1])
+        since_node = fields["since"][1]
+        since_text = self.scalar(since_node, "'since'")
+        try:
+            since = Version(since_text)
+        except InvalidVersion:
+            raise self.fail(since_node, f"'since' {since_text!r} is not a PEP 440 version") from None
+        why = self.string(fields["why"][1], "'why'").strip()
+        ops = [op for op in OPERATIONS if op in fields]
+        if not ops:
+            raise self.fail(node, f"rule has no operation (one of: {', '.join(OPERATIONS)})")
+        signature = None
+        if "signature" in fields:
+            signature = self.signature(fields["signature"][1])
+
+        drop = tuple(n for n, _ in self.names(fields["drop"][1], "'drop'")) if "drop" in fields else ()
+        if signature:
+            for name, item in self.names(fields["drop"][1], "'drop'") if "drop" in fields else ():
+                if name not in signature.names:
+                    raise self.fail(item, f"'drop' names {name!r}, which the old 'signature' does not have")
+        add = self.add(fields["add"][1], signature, drop) if "add" in fields else ()
+        rename = self.rename(fields["rename"][1]) if "rename" in fields else ()
+        touched = [*drop, *(k for k, _ in add), *(k for k, _ in rename), *(v for _, v in rename)]
+        dupes = sorted({n for n in touched if touched.count(n) > 1})
+        if dupes:
+            raise self.fail(node, f"argument {dupes[0]!r} appears in more than one of drop/add/rename")
+        move = None
+        if "move" in fields:
+            move = self.scalar(fields["move"][1], "'move'")
+            if not _QUALNAME_RE.match(move):
+                raise self.fail(fields["move"][1], f"'move' {move!r} is not a dotted module.name")
+            if move in calls:
+                raise self.fail(fields["move"][1], f"'move' {move!r} is the same as 'call'")
+        notice = self.string(fields["notice"][1], "'notice'").strip() if "notice" in fields else None
+        codemod = None
+        if "codemod" in fields:
+            codemod = self.scalar(fields["codemod"][1], "'codemod'")
+            if not _is_identifier(codemod):
+                raise self.fail(fields["codemod"][1], f"'codemod' {codemod!r} is not a module name")
+        codemod_path = self.find_codemod(codemod, fields["codemod"][1]) if codemod else None
+        examples = self.examples(fields["examples"][1]) if "examples" in fields else ()
+        unchanged = ()
+        if "unchanged" in fields:
+            un_node = fields["unchanged"][1]
+            if not isinstance(un_node, self.yaml.SequenceNode):
+                raise self.fail(un_node, "'unchanged' must be a list of code snippets")
+            unchanged = tuple(self.snippet(n, "each 'unchanged' entry") for n in un_node.value)
+        return Rule(
+            id=rule_id,
+            calls=calls,
+            since=since,
+            why=why,
+            path=self.path,
+            line=node.start_mark.line + 1,
+            signature=signature,
+            drop=drop,
+            add=add,
+            rename=rename,
+            move=move,
+            notice=notice,
+            codemod=codemod,
+            codemod_path=codemod_path,
+            examples=examples,
+            unchanged=unchanged,
+        )
+
+    def calls(self, node: Any) -> tuple[str, ...]:
+        items = node.value if isinstance(node, self.yaml.SequenceNode) else [node]
+        if not items:
+            raise self.fail(node, "'call' must name at least one callable")
+        out = []
+        for item in items:
+            name = self.scalar(item, "'call'")
+            if not _QUALNAME_RE.match(name):
+                raise self.fail(item, f"'call' {name!r} is not a fully qualified name like vllm.module.Name")
+            out.append(name)
+        return tuple(out)
+
+    def signature(self, node: Any) -> OldSignature:
+        text = self.string(node, "'signature'").strip()
+        try:
+            fn = ast.parse(f"def _{text}: pass").body[0]
+        except SyntaxError:
+            raise self.fail(node, f"'signature' {text!r} is not a parameter list like (a, b, c=None)") from None
+        assert isinstance(fn, ast.FunctionDef)
+        args = fn.args
+        positional = tuple(a.arg for a in [*args.posonlyargs, *args.args])
+        names = {*positional, *(a.arg for a in args.kwonlyargs)}
+        if positional and positional[0] == "self":
+            raise self.fail(node, "'signature' must leave out self")
+        return OldSignature(text, positional, frozenset(names), args.vararg is not None)
+
+    def add(self, node: Any, signature: OldSignature | None, drop: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+        fields = self.mapping(node, "'add'")
+        out = []
+        for name, (key_node, value_node) in fields.items():
+            if not _is_identifier(name):
+                raise self.fail(key_node, f"'add': {name!r} is not a valid argument name")
+            expr = self.scalar(value_node, f"'add' value for {name!r}")
+            placeholders = PLACEHOLDER_RE.findall(expr)
+            for ph in placeholders:
+                if ph in fields:
+                    raise self.fail(
+                        value_node, f"'add' {name!r}: placeholder {{{ph}}} names an argument this rule adds"
+                    )
+                if signature is not None and ph not in signature.names:
+                    raise self.fail(
+                        value_node,
+                        f"'add' {name!r}: placeholder {{{ph}}} is not a parameter of the old 'signature' {signature.text}",
+                    )
+            probe = PLACEHOLDER_RE.sub(lambda m: f"__vsp_{m.group(1)}", expr)
+            try:
+                ast.parse(probe.strip(), mode="eval")
+            except SyntaxError:
+                raise self.fail(value_node, f"'add' {name!r}: {expr!r} is not a single Python expression") from None
+            out.append((name, expr.strip()))
+        if not out:
+            raise self.fail(node, "'add' is empty")
+        return tuple(out)
+
+    def rename(self, node: Any) -> tuple[tuple[str, str], ...]:
+        fields = self.mapping(node, "'rename'")
+        out = []
+        for old, (key_node, value_node) in fields.items():
+            new = self.scalar(value_node, f"'rename' target for {old!r}")
+            for name, n in ((old, key_node), (new, value_node)):
+                if not _is_identifier(name):
+                    raise self.fail(n, f"'rename': {name!r} is not a valid argument name")
+            if old == new:
+                raise self.fail(value_node, f"'rename' {old!r} to itself")
+            out.append((old, new))
+        if not out:
+            raise self.fail(node, "'rename' is empty")
+        return tuple(out)
+
+    def snippet(self, node: Any, what: str) -> str:
+        code = self.string(node, what)
+        try:
+            ast.parse(code)
+        except SyntaxError as exc:
+            raise self.fail(node, f"{what} is not valid Python: {exc.msg} (line {exc.lineno} of the snippet)") from None
+        return code
+
+    def examples(self, node: Any) -> tuple[Example, ...]:
+        if not isinstance(node, self.yaml.SequenceNode) or not node.value:
+            raise self.fail(node, "'examples' must be a non-empty list of before/after pairs")
+        out = []
+        for item in node.value:
+            pair = self.mapping(item, "an example")
+            for key, (key_node, _) in pair.items():
+                if key not in ("before", "after"):
+                    raise self.fail(key_node, f"an example has unknown key {key!r} (known: before, after)")
+            if "before" not in pair or "after" not in pair:
+                raise self.fail(item, "an example needs both 'before' and 'after'")
+            before = self.snippet(pair["before"][1], "'before'")
+            after = self.snippet(pair["after"][1], "'after'")
+            out.append(Example(before, after, item.start_mark.line + 1))
+        return tuple(out)
+
+    def find_codemod(self, name: str, node: Any) -> str:
+        candidates = [Path(self.path).parent / "codemods" / f"{name}.py",
+                      Path(self.path).parent.parent / "codemods" / f"{name}.py",
+                      bundled_codemod_dir() / f"{name}.py"]
+        for cand in candidates:
+            if cand.is_file():
+                return str(cand)
+        raise self.fail(node, f"codemod {name!r} not found (looked in codemods/ beside the rule file and the bundled codemods)")
+
+
+def _is_identifier(name: str) -> bool:
+    return name.isidentifier() and not keyword.iskeyword(name)
+
+
+def _unknown_key_message(key: str, value_node: Any, yaml: Any) -> str:
+    op_match = difflib.get_close_matches(key, OPERATIONS, n=1, cutoff=0.6)
+    key_match = difflib.get_close_matches(key, RULE_KEYS, n=1, cutoff=0.6)
+    looks_like_op = bool(op_match) or isinstance(value_node, (yaml.SequenceNode, yaml.MappingNode))
+    if looks_like_op and not (key_match and key_match[0] not in OPERATIONS):
+        hint = f"; did you mean {op_match[0]!r}?" if op_match else ""
+        return f"unknown operation {key!r} (operations: {', '.join(OPERATIONS)}){hint}"
+    hint = f"; did you mean {key_match[0]!r}?" if key_match else ""
+    return f"unknown key {key!r} in rule{hint}"
+
+
+def rules_for_version(pack: RulePack, version: Any) -> list[Rule]:
+    """Rules whose `since` is at or below the target vLLM version (pyupgrade's --pyXY-plus)."""
+    return [r for r in pack.rules if r.since <= version]
+
+
+def index_by_call(rules: Iterable[Rule]) -> Mapping[str, list[Rule]]:
+    out: dict[str, list[Rule]] = {}
+    for rule in rules:
+        for call in rule.calls:
+            out.setdefault(call, []).append(rule)
+    return out
