@@ -31,6 +31,7 @@ class Site:
     rule_id: str
     path: str
     line: int
+    end_line: int  # the call's last line, so a diff hunk anywhere inside it names the rule
     callee: str
     action: str
     message: str
@@ -122,7 +123,8 @@ class _CallRewriter(VisitorBasedCodemodCommand):
         if not callees:
             return updated_node
         callee = callees[0]
-        line = self.get_metadata(PositionProvider, original_node).start.line
+        span = self.get_metadata(PositionProvider, original_node)
+        line, self._end_line = span.start.line, span.end.line
         signatures = self.engine.signatures
         signature = signatures.get(callee) if signatures is not None else None
         version = self.engine.version
@@ -155,5 +157,5 @@ class _CallRewriter(VisitorBasedCodemodCommand):
 
     def _record(self, site: CallSite, action: str, message: str) -> None:
         self.sites.append(
-            Site(site.rule.id, self.path, site.line, site.callee, action, message, site.guarded)
+            Site(site.rule.id, self.path, site.line, self._end_line, site.callee, action, message, site.guarded)
         )
