@@ -13,7 +13,7 @@ from typing import Any
 import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
-from libcst.metadata import PositionProvider, QualifiedNameProvider
+from libcst.metadata import PositionProvider, QualifiedNameProvider, QualifiedNameSource
 
 from .ops import CallSite, NeedsHuman, Rewrite, compile_rule
 from .rules import Rule
@@ -79,7 +79,7 @@ class Engine:
         try:
             module = cst.parse_module(data)
         except cst.ParserSyntaxError as exc:
-            return FileResult(path, "skipped", data, data, reason=f"syntax error at line {exc.raw_line}: {exc.message}")
+            return FileResult(path, "skipped", data, data, reason=_syntax_error(data, path, exc))
         except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
             return FileResult(path, "skipped", data, data, reason=f"cannot decode: {exc}")
         context = CodemodContext(filename=path)
@@ -119,12 +119,23 @@ class _CallRewriter(VisitorBasedCodemodCommand):
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         names = self.get_metadata(QualifiedNameProvider, original_node.func, set())
         index = self.engine._index
-        callees = sorted(q.name for q in names if q.name in index)
-        if not callees:
+        imported = {q for q in names if q.source is QualifiedNameSource.IMPORT and q.name in index}
+        if not imported:
             return updated_node
-        callee = callees[0]
+        callee = sorted(q.name for q in imported)[0]
         span = self.get_metadata(PositionProvider, original_node)
         line, self._end_line = span.start.line, span.end.line
+        others = sorted(
+            q.name if q.source is QualifiedNameSource.IMPORT else f"a local {q.name}" for q in names - imported
+        )
+        if others:
+            # The name is bound more than once in its scope (`X = other` beside the import, a
+            # try/except import): which callable this call reaches is a guess, so do not make it.
+            code = cst.Module(body=[]).code_for_node(original_node.func)
+            message = f"{code} may be {callee} or {' or '.join(others)} here: cannot tell which one is called"
+            for rule, _ in index[callee]:
+                self._record(CallSite(rule, callee, self.path, line, None), NEEDS_HUMAN, message)
+            return updated_node
         signatures = self.engine.signatures
         signature = signatures.get(callee) if signatures is not None else None
         version = self.engine.version
@@ -153,9 +164,23 @@ class _CallRewriter(VisitorBasedCodemodCommand):
             else:
                 self._record(site, ALREADY, "nothing to change")
             call = new
+        if not call.func.deep_equals(original_node.func):
+            # The callee itself was replaced (move): drop the import that named it, if now unused.
+            RemoveImportsVisitor.remove_unused_import_by_node(self.context, original_node.func)
         return call
 
     def _record(self, site: CallSite, action: str, message: str) -> None:
         self.sites.append(
             Site(site.rule.id, self.path, site.line, self._end_line, site.callee, action, message, site.guarded)
         )
+
+
+def _syntax_error(data: bytes, path: str, exc: cst.ParserSyntaxError) -> str:
+    """Python's own account of the error (libcst's native parser can name the wrong line)."""
+    try:
+        compile(data, path, "exec", dont_inherit=True)
+    except SyntaxError as err:
+        return f"syntax error at line {err.lineno}: {err.msg}"
+    except ValueError as err:  # null bytes (Python < 3.12)
+        return f"syntax error: {err}"
+    return f"syntax error at line {exc.raw_line}: {exc.message}"

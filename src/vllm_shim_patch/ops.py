@@ -171,10 +171,9 @@ def _move(target: str) -> Rewrite:
     module, _, name = target.rpartition(".")
 
     def rewrite(call: cst.Call, site: CallSite) -> cst.Call:
-        old_module, _, old_name = site.callee.rpartition(".")
+        # The engine drops the old import (any form: alias, `import a.b`, `from a import b`)
+        # when the callee expression is replaced and the import is left unused.
         site.imports_to_add.append((module, name))
-        if isinstance(call.func, cst.Name):
-            site.imports_to_remove.append((old_module, call.func.value if call.func.value == old_name else old_name))
         site.edits.append(f"move to {target}")
         return call.with_changes(func=cst.Name(name))
 

@@ -10,12 +10,9 @@ from typing import Any
 
 from .engine import EDITED, NEEDS_HUMAN, NOT_NEEDED, NOTICE, FileResult
 from .plan import Plan
+from .report_text import plural
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 def _text(data: bytes) -> str:

@@ -1,0 +1,74 @@
+"""`status`: original, patched, drifted, interrupted or not tracked — without git or libcst.
+
+Reads the overlay's state.json and hashes the installed files; only a probe of the target
+interpreter runs, so it answers in well under a second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .fsutil import hash_file, read_json
+
+if TYPE_CHECKING:
+    from .cli import Settings
+
+
+@dataclass
+class StatusResult:
+    state: str  # "original" | "patched" | "drifted" | "interrupted" | "not tracked"
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def status(s: Settings) -> StatusResult:
+    from .overlay import overlay_path, state_root, tracked_paths
+    from .target import probe
+
+    target = probe(s.python, s.package)
+    who = f"{target.package} {target.version}"
+    files = tracked_paths(e.path for e in target.record)
+    current = {p: hash_file(target.location / p) for p in files}
+    record = {e.path: e.hash for e in target.record if e.hash}
+    off_record = sorted(p for p in files if p in record and current[p] != record[p])
+    path = overlay_path(state_root(s.state_dir), target.package, target.location)
+    base: dict[str, Any] = {"package": target.package, "version": target.version,
+                            "location": str(target.location), "overlay": str(path),
+                            "vllm_installed": target.vllm_version, "differs_from_record": off_record}
+    journal = read_json(path / "journal.json")
+    if journal:
+        text = (f"interrupted: a {journal.get('op')} of {who} (pid {journal.get('pid')}) was cut short; "
+                f"the next apply or rollback finishes or undoes it")
+        return StatusResult("interrupted", text, {**base, "state": "interrupted", "journal": journal})
+    state = read_json(path / "state.json")
+    if not state:
+        extra = (f"; {len(off_record)} files differ from RECORD: {', '.join(off_record[:5])}" if off_record
+                 else "; files match RECORD")
+        return StatusResult("not tracked", f"not tracked: {who} was never patched by this tool{extra}",
+                            {**base, "state": "not tracked"})
+    head, original = state["head"], state.get("original") or state["head"]
+    trailers = state.get("trailers", {})
+    kind = trailers.get("kind", "baseline")
+    same_install = state.get("version") == target.version and state["files"] == files
+    differs = sorted(p for p in files if current[p] != head.get(p)) if same_install else files
+    if not differs:
+        if kind == "patch":
+            rules = trailers.get("rules", "")
+            text = (f"patched: {who} for vLLM {trailers.get('vllm', '?')} ({trailers.get('guard', 'unguarded')}) "
+                    f"at {state.get('when', '?')}; rules: {rules or '(none)'}")
+            return StatusResult("patched", text, {**base, "state": "patched", "rules": rules.split(",") if rules else [],
+                                                  "vllm": trailers.get("vllm"), "guard": trailers.get("guard"),
+                                                  "when": state.get("when"), "verify": trailers.get("verify")})
+        return StatusResult("original", f"original: {who} as installed", {**base, "state": "original"})
+    if not same_install:
+        why = (f"{target.package} {state.get('version')} was tracked, {target.version} is installed now"
+               if state.get("version") != target.version else "the installed file list changed (reinstalled)")
+    else:
+        why = f"{len(differs)} file(s) changed since the last recorded state: {', '.join(differs[:5])}"
+        if not off_record:
+            why += " (all files match RECORD: reinstalled, e.g. pip install --force-reinstall)"
+        else:
+            why += " (edited by hand? they differ from RECORD)"
+    text = f"drifted: {why}; apply records a reinstall as the new original, rollback restores the original"
+    return StatusResult("drifted", text, {**base, "state": "drifted", "files": differs})
