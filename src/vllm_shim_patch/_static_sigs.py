@@ -36,6 +36,7 @@ _PLAIN_FUNC_DECORATORS = frozenset({
     "typing.no_type_check", "abc.abstractmethod",
     "contextlib.contextmanager", "contextlib.asynccontextmanager",
     "torch.inference_mode", "torch.no_grad", "torch.enable_grad",
+    "typing.dataclass_transform", "typing_extensions.dataclass_transform",
 })
 _OVERLOAD = frozenset({"typing.overload", "typing_extensions.overload"})
 # Class decorators that return the class they were given.
@@ -263,6 +264,9 @@ class Resolver:
         self._mros: dict[int, _Mro] = {}
         self._active: set[tuple[int, str]] = set()
         self._active_mro: set[int] = set()
+
+    def parsed_modules(self) -> list[str]:
+        return sorted(name for name, mod in self._modules.items() if mod is not None)
 
     def has_package(self, name: str) -> bool:
         return self._read(f"{name}/__init__.py") is not None or self._is_dir(name)

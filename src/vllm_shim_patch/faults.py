@@ -1,12 +1,15 @@
 """Fault injection for the crash-safety tests: SIGKILL ourselves at the Nth checkpoint.
 
-Inert unless VSP_TEST_KILL_AT is set; VSP_TEST_TRACE names a file that records each checkpoint.
+Inert unless one of these is set: VSP_TEST_KILL_AT=N (SIGKILL at the Nth checkpoint),
+VSP_TEST_TRACE=FILE (append each checkpoint's number and name), VSP_TEST_PAUSE_AT=N with
+VSP_TEST_PAUSE_FILE=FILE (at the Nth checkpoint create FILE, then wait until it is removed).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 
 _count = 0
 
@@ -15,7 +18,8 @@ def checkpoint(name: str) -> None:
     global _count
     kill_at = os.environ.get("VSP_TEST_KILL_AT")
     trace = os.environ.get("VSP_TEST_TRACE")
-    if not kill_at and not trace:
+    pause_at = os.environ.get("VSP_TEST_PAUSE_AT")
+    if not kill_at and not trace and not pause_at:
         return
     _count += 1
     if trace:
@@ -23,3 +27,9 @@ def checkpoint(name: str) -> None:
             f.write(f"{_count} {name}\n")
     if kill_at and _count == int(kill_at):
         os.kill(os.getpid(), signal.SIGKILL)
+    if pause_at and _count == int(pause_at):
+        flag = os.environ["VSP_TEST_PAUSE_FILE"]
+        open(flag, "w").close()
+        deadline = time.monotonic() + 60
+        while os.path.exists(flag) and time.monotonic() < deadline:
+            time.sleep(0.02)

@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .faults import checkpoint
+
 TMP_SUFFIX = ".vsp-tmp"
 
 
@@ -51,6 +53,7 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
+            checkpoint(f"write:flushed {path.name}")
             os.fsync(f.fileno())
         if st is not None:
             os.chmod(tmp, stat.S_IMODE(st.st_mode))
@@ -60,7 +63,9 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
                     os.chown(tmp, st.st_uid, st.st_gid)
         elif mode is not None:
             os.chmod(tmp, mode)
+        checkpoint(f"write:temp ready {path.name}")
         os.replace(tmp, path)
+        checkpoint(f"write:renamed {path.name}")
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -75,6 +80,7 @@ def remove_stale_bytecode(path: Path) -> None:
         for pyc in cache.glob(f"{path.stem}.*.pyc"):
             with contextlib.suppress(FileNotFoundError):
                 pyc.unlink()
+            checkpoint(f"bytecode:removed {pyc.name}")
 
 
 def remove_temp_files(folder: Path) -> None:
@@ -86,6 +92,7 @@ def remove_temp_files(folder: Path) -> None:
 
 
 def write_json(path: Path, data: Any) -> None:
+    checkpoint(f"json:{path.name}")
     atomic_write(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode(), mode=0o644)
 
 

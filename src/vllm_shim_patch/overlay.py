@@ -254,6 +254,7 @@ class Overlay:
         commit = self.git("rev-parse", "HEAD").strip()
         if tag:
             self.git("tag", "-f", tag, commit)
+            checkpoint("git:tagged")
         return commit
 
     def commit_tree(self, base: str, replace: Mapping[str, bytes], message: str, tag: str | None = None) -> str:
@@ -324,5 +325,6 @@ class Overlay:
         return changed
 
     def clear_journal(self) -> None:
+        checkpoint("journal:clearing")
         with contextlib.suppress(FileNotFoundError):
             self.journal_file.unlink()

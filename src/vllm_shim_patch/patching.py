@@ -330,7 +330,15 @@ def apply(s: Settings, vllm_version: str | None, *, verify: bool = True, accept_
         assert head is not None
         if writes:
             check_writable(target, sorted(writes))
-            ov.write_files("apply", writes, head)
+            try:
+                ov.write_files("apply", writes, head)
+            except OSError as exc:
+                restored = ov.restore(head, sorted(writes))
+                ov.clear_journal()
+                raise TargetError(
+                    f"cannot write {exc.filename or 'a file'}: {exc.strerror or exc}; "
+                    f"restored {plural(len(restored), 'file')}, nothing was changed"
+                ) from None
         verdict = "skipped (--no-verify)"
         if verify:
             from .verify import verify_plan

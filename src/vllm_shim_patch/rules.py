@@ -21,6 +21,10 @@ TOP_KEYS = ("schema", "package", "rules")
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _QUALNAME_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_]\w*)\}")
+# Rule files are plain data: any other tag (``!!python/object:...``, ``!custom``) is refused.
+_PLAIN_TAGS = frozenset(
+    f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map", "timestamp")
+)
 
 
 @dataclass(frozen=True)
@@ -201,9 +205,42 @@ class _Reader:
             out.append((name, item))
         return out
 
+    def reject_tags(self, root: Any) -> None:
+        """Refuse any node with a non-plain tag, naming the rule it sits in."""
+        rule_items: set[int] = set()
+        if isinstance(root, self.yaml.MappingNode):
+            for key, value in root.value:
+                if getattr(key, "value", None) == "rules" and isinstance(value, self.yaml.SequenceNode):
+                    rule_items = {id(item) for item in value.value}
+        seen: set[int] = set()
+        stack: list[tuple[Any, str | None]] = [(root, None)]
+        while stack:
+            node, rule_id = stack.pop()
+            if id(node) in seen:
+                continue  # an alias: the node was checked where its anchor is
+            seen.add(id(node))
+            if id(node) in rule_items:
+                rule_id = _peek_id(node, self.yaml)
+            if node.tag not in _PLAIN_TAGS:
+                tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+                raise RuleError(
+                    self.path,
+                    node.start_mark.line + 1,
+                    rule_id,
+                    f"YAML tag {tag!r} is not allowed: rule files hold plain strings, lists and mappings",
+                )
+            if isinstance(node, self.yaml.MappingNode):
+                children = [child for pair in node.value for child in pair]
+            elif isinstance(node, self.yaml.SequenceNode):
+                children = list(node.value)
+            else:
+                children = []
+            stack.extend((child, rule_id) for child in reversed(children))
+
     def read(self, root: Any) -> list[Rule]:
         if root is None:
             raise RuleError(self.path, None, None, "file is empty: expected 'schema', 'rules'")
+        self.reject_tags(root)
         top = self.mapping(root, "the file")
         for key, (key_node, _) in top.items():
             if key not in TOP_KEYS:
@@ -228,11 +265,12 @@ class _Reader:
     def rule(self, node: Any) -> Rule:
         from packaging.version import InvalidVersion, Version
 
-        self.rule_id = None
+        self.rule_id = _peek_id(node, self.yaml)  # so that even a key given twice names its rule
         fields = self.mapping(node, "a rule")
         if "id" not in fields:
             raise self.fail(node, "rule has no 'id'")
         id_node = fields["id"][1]
+        self.rule_id = None
         rule_id = self.scalar(id_node, "'id'")
         if not _ID_RE.match(rule_id):
             raise self.fail(id_node, f"id {rule_id!r} must be lowercase letters, digits and dashes")
@@ -344,6 +382,11 @@ class _Reader:
             expr = self.scalar(value_node, f"'add' value for {name!r}")
             placeholders = PLACEHOLDER_RE.findall(expr)
             for ph in placeholders:
+                if ph in drop:
+                    # Drops run before adds: the placeholder would never have a value.
+                    raise self.fail(
+                        value_node, f"'add' {name!r}: placeholder {{{ph}}} names an argument this rule drops"
+                    )
                 if ph in fields:
                     raise self.fail(
                         value_node, f"'add' {name!r}: placeholder {{{ph}}} names an argument this rule adds"
@@ -410,6 +453,16 @@ class _Reader:
             if cand.is_file():
                 return str(cand)
         raise self.fail(node, f"codemod {name!r} not found (looked in codemods/ beside the rule file and the bundled codemods)")
+
+
+def _peek_id(node: Any, yaml: Any) -> str | None:
+    """The rule's id, read before the rule is validated (None unless it is a well-formed id)."""
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    for key, value in node.value:
+        if getattr(key, "value", None) == "id" and isinstance(value, yaml.ScalarNode):
+            return value.value if _ID_RE.match(value.value) else None
+    return None
 
 
 def _is_identifier(name: str) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,7 +147,7 @@ class StaticSignatures:
             raise SignatureError(f"no vLLM source at {root}: the path does not exist")
         try:
             self._resolver = Resolver(root)
-        except (OSError, ValueError) as exc:  # zipfile.BadZipFile is a ValueError
+        except (OSError, zipfile.BadZipFile) as exc:
             raise SignatureError(f"cannot read {root}: {exc}") from exc
         if not self._resolver.has_package("vllm"):
             hint = " (give the directory that contains vllm/, not vllm/ itself)" if root.name == "vllm" else ""
@@ -173,6 +174,11 @@ class StaticSignatures:
     def unknown_reason(self, qualname: str) -> str | None:
         """Why `get(qualname)` gave None (after a get), else None."""
         return self._why.get(qualname)
+
+    @property
+    def parsed_modules(self) -> list[str]:
+        """The modules read so far (lookups parse only what they need)."""
+        return self._resolver.parsed_modules()
 
 
 class LiveSignatures:

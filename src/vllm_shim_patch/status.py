@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .fsutil import hash_file, read_json
+from .report_text import plural
 
 if TYPE_CHECKING:
     from .cli import Settings
@@ -65,7 +66,7 @@ def status(s: Settings) -> StatusResult:
         why = (f"{target.package} {state.get('version')} was tracked, {target.version} is installed now"
                if state.get("version") != target.version else "the installed file list changed (reinstalled)")
     else:
-        why = f"{len(differs)} file(s) changed since the last recorded state: {', '.join(differs[:5])}"
+        why = f"{plural(len(differs), 'file')} changed since the last recorded state: {', '.join(differs[:5])}"
         if not off_record:
             why += " (all files match RECORD: reinstalled, e.g. pip install --force-reinstall)"
         else:

@@ -10,12 +10,18 @@ writes one JSON object to stdout:
 "fatal" means a top-level package (vllm) fails to import at all; per-name problems are errors.
 """
 
-import importlib
-import inspect
-import json
 import os
 import sys
-import traceback
+
+# The script's directory is sys.path[0]: drop it before importing anything else, so no file that
+# lives beside this script can shadow a module of the standard library or of the environment.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+
+import importlib  # noqa: E402
+import inspect  # noqa: E402
+import json  # noqa: E402
+import traceback  # noqa: E402
 
 _VAR = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
@@ -77,9 +83,6 @@ def _probe(qualname):
 
 
 def main():
-    # The script's own directory is sys.path[0]: drop it so nothing beside it shadows a module.
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
     # Whatever importing vLLM prints (its logger writes to stdout) must not corrupt the answer.
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)

@@ -1,0 +1,87 @@
+"""Shared fixtures: throwaway venvs holding the real speculators 0.3.0 wheel, temporary state."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import realdata  # noqa: E402
+
+GENERATOR = "speculators/data_generation/vllm_hidden_states_generator.py"
+
+
+@dataclass
+class Sandbox:
+    """A venv with speculators installed by pip, and a state dir of its own."""
+
+    root: Path
+    python: Path
+    site: Path
+    state: Path
+
+    def run(self, *args: str, env: dict[str, str] | None = None, timeout: float = 300,
+            python_first: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run the CLI as a user would, in its own process (crashes and locks are real)."""
+        base = ["--python", str(self.python), "--state-dir", str(self.state)] if python_first else []
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith("VSP_TEST_")}
+        full_env = {**inherited, **(env or {})}
+        return subprocess.run(
+            [sys.executable, "-m", "vllm_shim_patch", *base, *args],
+            capture_output=True, text=True, timeout=timeout, env=full_env,
+        )
+
+    def record(self) -> dict[str, str]:
+        dist = next(self.site.glob("speculators-*.dist-info"))
+        out = {}
+        for line in (dist / "RECORD").read_text().splitlines():
+            path, digest, _ = line.rsplit(",", 2)
+            if digest:
+                out[path] = digest
+        return out
+
+    def snapshot(self) -> dict[str, bytes]:
+        """Every file of the distribution, bytes, keyed by RECORD path (bytecode excluded)."""
+        return {p: (self.site / p).read_bytes() for p in self.record()}
+
+    def pip_reinstall(self, wheel: Path) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "--python", str(self.python), "install", "--quiet",
+             "--no-deps", "--force-reinstall", str(wheel)],
+            check=True, capture_output=True,
+        )
+
+
+def _make_venv(dest: Path, wheel: Path) -> None:
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(dest)], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(dest / "bin" / "python"), "install", "--quiet",
+         "--no-deps", str(wheel)],
+        check=True, capture_output=True,
+    )
+
+
+@pytest.fixture(scope="session")
+def speculators_wheel() -> Path:
+    return realdata.speculators_wheel()
+
+
+@pytest.fixture(scope="session")
+def sandbox_template(tmp_path_factory: pytest.TempPathFactory, speculators_wheel: Path) -> Path:
+    root = tmp_path_factory.mktemp("template") / "venv"
+    _make_venv(root, speculators_wheel)
+    return root
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path, sandbox_template: Path) -> Sandbox:
+    root = tmp_path / "venv"
+    shutil.copytree(sandbox_template, root, symlinks=True)
+    site = next(root.glob("lib/python3*/site-packages"))
+    return Sandbox(root, root / "bin" / "python", site, tmp_path / "state")
