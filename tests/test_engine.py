@@ -212,13 +212,24 @@ def test_ambiguous_name_is_left_for_a_human(src: str, message: str) -> None:
     assert [(s.action, s.message) for s in result.sites] == [("needs-human", message)]
 
 
+def test_ambiguous_name_not_reported_for_a_rule_the_target_does_not_need() -> None:
+    src = "from m.sub import X\nX = make()\nX(a, eos=1)\n"
+    result = _run(DROP, src, version=Version("0.16"))
+    assert (result.status, result.sites) == ("unchanged", ())
+
+
 # -- operations --------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("rule", "before", "after"),
     [
-        pytest.param(DROP, "from m import X\nX(a, eos=1, b=2)\n", "from m import X\nX(a, b=2)\n", id="drop-keyword"),
+        pytest.param(
+            DROP,
+            "from m import X\nX(a, eos=1, b=2)\n",
+            "from m import X\nX(a, b=2)\n",
+            id="drop-keyword",
+        ),
         pytest.param(
             DROP_SIG,
             "from m import X\nX(1, 2, 3, 4, 5)\n",
@@ -285,8 +296,18 @@ def test_ambiguous_name_is_left_for_a_human(src: str, message: str) -> None:
             "from m import X\nX(c, k, bs=8)\n",
             id="add-already-passed",
         ),
-        pytest.param(RENAME, "from m import X\nX(a, old=1)\n", "from m import X\nX(a, new=1)\n", id="rename-keyword"),
-        pytest.param(RENAME, "from m import X\nX(a, new=1)\n", "from m import X\nX(a, new=1)\n", id="rename-already"),
+        pytest.param(
+            RENAME,
+            "from m import X\nX(a, old=1)\n",
+            "from m import X\nX(a, new=1)\n",
+            id="rename-keyword",
+        ),
+        pytest.param(
+            RENAME,
+            "from m import X\nX(a, new=1)\n",
+            "from m import X\nX(a, new=1)\n",
+            id="rename-already",
+        ),
         pytest.param(
             MOVE,
             "from m.sub import X\nX(1)\n",
@@ -426,14 +447,15 @@ def test_notice_reports_and_changes_nothing() -> None:
 
 def test_edit_sites_name_rule_line_and_edit() -> None:
     result = _run(DROP, "from m import X\n\nX(\n    a,\n    eos=1,\n)\n")
-    assert [(s.rule_id, s.line, s.end_line, s.callee, s.action, s.message, s.guarded) for s in result.sites] == [
-        ("drop-eos", 3, 6, "m.X", "edited", "drop eos", False)
-    ]
+    assert [
+        (s.rule_id, s.line, s.end_line, s.callee, s.action, s.message, s.guarded)
+        for s in result.sites
+    ] == [("drop-eos", 3, 6, "m.X", "edited", "drop eos", False)]
 
 
 # -- codemods ----------------------------------------------------------------------------------
 
-CODEMOD = '''\
+CODEMOD = """\
 import libcst as cst
 
 from vllm_shim_patch.ops import NeedsHuman
@@ -449,7 +471,7 @@ def rewrite(call, site):
         return call
     site.edits.append("call X.create")
     return call.with_changes(func=cst.Attribute(call.func, cst.Name("create")))
-'''
+"""
 
 CODEMOD_RULE = """\
 schema: 1
@@ -494,13 +516,17 @@ def codemod_rules(tmp_path: Path) -> list[Rule]:
         ),
     ],
 )
-def test_codemod(codemod_rules: list[Rule], before: str, after: str, sites: list[tuple[str, int, str, str]]) -> None:
+def test_codemod(
+    codemod_rules: list[Rule], before: str, after: str, sites: list[tuple[str, int, str, str]]
+) -> None:
     result = Engine(codemod_rules).transform(before.encode(), "mod.py")
     assert result.after.decode() == after
     assert _sites(result) == sites
 
 
-def test_codemod_that_raises_fails_that_file_only(codemod_rules: list[Rule], tmp_path: Path) -> None:
+def test_codemod_that_raises_fails_that_file_only(
+    codemod_rules: list[Rule], tmp_path: Path
+) -> None:
     (tmp_path / "a.py").write_text("from m import X\nX(boom=1)\n")
     (tmp_path / "b.py").write_text("from m import X\nX(a)\n")
     a, b = Engine(codemod_rules).run(tmp_path, ["a.py", "b.py"])
@@ -613,13 +639,23 @@ def test_crlf_line_endings_preserved() -> None:
 def test_crlf_add_uses_crlf() -> None:
     src = b"from m import X\r\nX(\r\n    cfg=c,\r\n    kv=k,\r\n)\r\n"
     result = Engine(_rules(ADD)).transform(src, "mod.py")
-    assert result.after == b"from m import X\r\nX(\r\n    cfg=c,\r\n    kv=k,\r\n    bs=c.cache.bs,\r\n)\r\n"
+    assert (
+        result.after
+        == b"from m import X\r\nX(\r\n    cfg=c,\r\n    kv=k,\r\n    bs=c.cache.bs,\r\n)\r\n"
+    )
 
 
 def test_latin1_file_with_cookie_preserved_outside_the_edit() -> None:
-    src = "# -*- coding: latin-1 -*-\nfrom m import X\ns = 'café'\nX(s, eos='é')  # naïve\n".encode("latin-1")
+    src = "# -*- coding: latin-1 -*-\nfrom m import X\ns = 'café'\nX(s, eos='é')  # naïve\n".encode(
+        "latin-1"
+    )
     result = Engine(_rules(DROP)).transform(src, "mod.py")
-    assert result.after == "# -*- coding: latin-1 -*-\nfrom m import X\ns = 'café'\nX(s)  # naïve\n".encode("latin-1")
+    assert (
+        result.after
+        == "# -*- coding: latin-1 -*-\nfrom m import X\ns = 'café'\nX(s)  # naïve\n".encode(
+            "latin-1"
+        )
+    )
 
 
 def test_no_trailing_newline_kept() -> None:
@@ -647,12 +683,17 @@ THREE_ON_ONE_CALL = """\
   why: renamed
 """
 
-PACK = DROP_SIG.replace("m.X", "m.A") + ADD.replace("m.X", "m.B") + RENAME.replace("m.X", "m.C") + MOVE
+PACK = (
+    DROP_SIG.replace("m.X", "m.A") + ADD.replace("m.X", "m.B") + RENAME.replace("m.X", "m.C") + MOVE
+)
 
 
 def test_several_rules_on_one_call() -> None:
     result = _run(THREE_ON_ONE_CALL, "from m import X\nX(\n    cfg=c,\n    eos=1,\n    old=2,\n)\n")
-    assert result.after.decode() == "from m import X\nX(\n    cfg=c,\n    new=2,\n    bs=c.cache.bs,\n)\n"
+    assert (
+        result.after.decode()
+        == "from m import X\nX(\n    cfg=c,\n    new=2,\n    bs=c.cache.bs,\n)\n"
+    )
     assert _sites(result) == [
         ("drop-eos", 2, "edited", "drop eos"),
         ("add-bs", 2, "edited", "add bs"),
@@ -703,7 +744,9 @@ def test_several_rules_on_one_file() -> None:
         pytest.param(ADD, "from m import X\nX(c, k)\n", id="add"),
         pytest.param(RENAME, "from m import X\nX(old=1)\n", id="rename"),
         pytest.param(MOVE, "from m.sub import X\nX(1)\n", id="move"),
-        pytest.param(THREE_ON_ONE_CALL, "from m import X\nX(cfg=c, eos=1, old=2)\n", id="three-rules"),
+        pytest.param(
+            THREE_ON_ONE_CALL, "from m import X\nX(cfg=c, eos=1, old=2)\n", id="three-rules"
+        ),
     ],
 )
 def test_second_run_is_a_no_op(rule: str, src: str) -> None:
@@ -722,13 +765,21 @@ def test_prefilter_skips_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(cst, "parse_module", boom)
     result = Engine(_rules(DROP)).transform(b"def (:\n  nothing to see\n", "mod.py")
-    assert (result.status, result.after, result.reason) == ("unchanged", b"def (:\n  nothing to see\n", "")
+    assert (result.status, result.after, result.reason) == (
+        "unchanged",
+        b"def (:\n  nothing to see\n",
+        "",
+    )
 
 
 def test_syntax_error_in_a_file_that_names_the_callable_is_skipped() -> None:
     src = b"from m import X\ndef (:\n    X(eos=1)\n"
     result = Engine(_rules(DROP)).transform(src, "mod.py")
-    assert (result.status, result.reason, result.after) == ("skipped", "syntax error at line 2: invalid syntax", src)
+    assert (result.status, result.reason, result.after) == (
+        "skipped",
+        "syntax error at line 2: invalid syntax",
+        src,
+    )
 
 
 def test_unreadable_file_is_skipped(tmp_path: Path) -> None:
@@ -744,7 +795,11 @@ def test_unreadable_file_is_skipped(tmp_path: Path) -> None:
     [
         pytest.param(None, "from m import X\nX(a)\n", id="no-version-every-rule"),
         pytest.param(Version("0.16"), "from m import X\nX(a, eos=1)\n", id="0.16-before-since"),
-        pytest.param(Version("0.16.1.dev45+g1a2b3c4.cu129"), "from m import X\nX(a, eos=1)\n", id="0.16-nightly"),
+        pytest.param(
+            Version("0.16.1.dev45+g1a2b3c4.cu129"),
+            "from m import X\nX(a, eos=1)\n",
+            id="0.16-nightly",
+        ),
         pytest.param(Version("0.17"), "from m import X\nX(a)\n", id="0.17-at-since"),
         pytest.param(Version("0.18.1"), "from m import X\nX(a)\n", id="0.18-after-since"),
     ],
@@ -769,38 +824,56 @@ class FakeSignature:
     ("rule", "version", "takes", "src", "after", "site"),
     [
         pytest.param(
-            DROP, "0.17", ("a", "eos"),
-            "from m import X\nX(a, eos=1)\n", "from m import X\nX(a, eos=1)\n",
+            DROP,
+            "0.17",
+            ("a", "eos"),
+            "from m import X\nX(a, eos=1)\n",
+            "from m import X\nX(a, eos=1)\n",
             ("not-needed", "not needed for this vLLM: X still takes eos"),
             id="drop-skipped-while-accepted",
         ),
         pytest.param(
-            DROP, "0.16", ("a",),
-            "from m import X\nX(a, eos=1)\n", "from m import X\nX(a)\n",
+            DROP,
+            "0.16",
+            ("a",),
+            "from m import X\nX(a, eos=1)\n",
+            "from m import X\nX(a)\n",
             ("edited", "drop eos"),
             id="drop-applied-when-gone-before-since",
         ),
         pytest.param(
-            ADD, "0.11", ("cfg", "kv", "bs"),
-            "from m import X\nX(c, k)\n", "from m import X\nX(c, k, bs=c.cache.bs)\n",
+            ADD,
+            "0.11",
+            ("cfg", "kv", "bs"),
+            "from m import X\nX(c, k)\n",
+            "from m import X\nX(c, k, bs=c.cache.bs)\n",
             ("edited", "add bs"),
             id="add-applied-when-accepted-before-since",
         ),
         pytest.param(
-            ADD, "0.17", ("cfg", "kv"),
-            "from m import X\nX(c, k)\n", "from m import X\nX(c, k)\n",
+            ADD,
+            "0.17",
+            ("cfg", "kv"),
+            "from m import X\nX(c, k)\n",
+            "from m import X\nX(c, k)\n",
             ("not-needed", "not needed for this vLLM: X does not take bs"),
             id="add-skipped-when-not-accepted",
         ),
         pytest.param(
-            RENAME, "0.17", ("old", "new"),
-            "from m import X\nX(old=1)\n", "from m import X\nX(old=1)\n",
+            RENAME,
+            "0.17",
+            ("old", "new"),
+            "from m import X\nX(old=1)\n",
+            "from m import X\nX(old=1)\n",
             ("not-needed", "not needed for this vLLM: X still takes old"),
             id="rename-skipped-while-old-accepted",
         ),
         pytest.param(
-            RENAME, "0.17", ("other",),
-            "from m import X\nX(old=1)\n", "from m import X\nX(old=1)\n",
+            RENAME,
+            "0.17",
+            ("other",),
+            "from m import X\nX(old=1)\n",
+            "from m import X\nX(old=1)\n",
             ("not-needed", "not needed for this vLLM: X does not take new"),
             id="rename-skipped-when-new-not-accepted",
         ),
@@ -816,7 +889,12 @@ def test_signature_guard_decides(
 
 def test_guard_only_for_the_callee_it_names() -> None:
     # A signature for another callable does not guard this one: `since` decides, unguarded.
-    result = _run(DROP, "from m import X\nX(a, eos=1)\n", version=Version("0.16"), signatures={"m.Z": FakeSignature()})
+    result = _run(
+        DROP,
+        "from m import X\nX(a, eos=1)\n",
+        version=Version("0.16"),
+        signatures={"m.Z": FakeSignature()},
+    )
     assert (result.status, result.sites) == ("unchanged", ())
 
 
@@ -888,7 +966,9 @@ def generator_source() -> bytes:
 def test_real_speculators_generator(
     generator_source: bytes, tmp_path: Path, version: str, diff: str, rule_ids: list[str]
 ) -> None:
-    result = Engine(load_pack().rules, version=Version(version)).transform(generator_source, GENERATOR)
+    result = Engine(load_pack().rules, version=Version(version)).transform(
+        generator_source, GENERATOR
+    )
     assert result.status == "changed"
     assert [(s.rule_id, s.action) for s in result.sites] == [(r, "edited") for r in rule_ids]
     assert file_diff(result) == diff

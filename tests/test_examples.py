@@ -48,7 +48,11 @@ def test_case_ids() -> None:
 
 def test_rules_test_cli_bundled() -> None:
     result = CliRunner().invoke(main, ["rules", "test"])
-    assert (result.exit_code, result.stdout, result.stderr) == (0, f"{len(CASES)} examples ok, 0 failing\n", "")
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        0,
+        f"{len(CASES)} examples ok, 0 failing\n",
+        "",
+    )
 
 
 WRONG = """\
@@ -88,15 +92,22 @@ def test_rules_test_cli_wrong_example(tmp_path: Path) -> None:
 
 def test_rules_test_cli_no_examples(tmp_path: Path) -> None:
     rule_file = tmp_path / "bare.yaml"
-    rule_file.write_text("schema: 1\nrules:\n  - id: bare\n    call: m.X\n    since: '0.1'\n    drop: [a]\n    why: w\n")
+    rule_file.write_text(
+        "schema: 1\nrules:\n  - id: bare\n    call: m.X\n    since: '0.1'\n    drop: [a]\n    why: w\n"
+    )
     result = CliRunner().invoke(main, ["rules", "test", str(rule_file)])
-    assert (result.exit_code, result.stdout) == (1, "no examples to run\n0 examples ok, 0 failing\n")
+    assert (result.exit_code, result.stdout) == (
+        1,
+        "no examples to run\n0 examples ok, 0 failing\n",
+    )
 
 
 def test_needs_human_is_explained_in_the_problem(tmp_path: Path) -> None:
     rule_file = tmp_path / "splat.yaml"
     rule_file.write_text(
-        WRONG.replace("X(a, eos=1)\n        after", "X(*a, eos=1)\n        after").replace("eos=2", "eos=1")
+        WRONG.replace("X(a, eos=1)\n        after", "X(*a, eos=1)\n        after").replace(
+            "eos=2", "eos=1"
+        )
     )
     (case, *_) = cases(load_pack([rule_file], bundled=False).rules)
     result = run_case(case)

@@ -130,7 +130,7 @@ def test_hand_edited_install_is_refused_then_accepted(sandbox: Sandbox) -> None:
     r = sandbox.run("--vllm-version", "0.16")
     assert r.returncode == 2
     assert r.stderr.strip() == (
-        "patch-speculators: error: 1 file of speculators 0.3.0 differ from its RECORD (edited by hand already?): "
+        "patch-speculators: error: 1 file of speculators 0.3.0 differs from its RECORD (edited by hand already?): "
         "speculators/config.py; run again with --accept-modified to take them as the original, or reinstall "
         "with pip install --force-reinstall --no-deps speculators==0.3.0"
     )
@@ -139,7 +139,7 @@ def test_hand_edited_install_is_refused_then_accepted(sandbox: Sandbox) -> None:
     ok = sandbox.run("--vllm-version", "0.16", "--accept-modified")
     assert ok.returncode == 0, ok.stderr
     assert git_log(sandbox)[-1] == (
-        "original: speculators 0.3.0 as installed (accepted as modified: 1 file differ from RECORD)"
+        "original: speculators 0.3.0 as installed (accepted as modified: 1 file differs from RECORD)"
     )
     back = sandbox.run("rollback")
     assert back.returncode == 1

@@ -18,38 +18,61 @@ _PAIR = MALFORMED / "duplicate-id-across-files"
 
 # name in tests/malformed → (line, rule id, message); `{dir}` is tests/malformed as given.
 CORPUS: dict[str, tuple[int | None, str | None, str]] = {
-    "yaml-syntax-error.yaml": (5, None, "YAML syntax error: expected <block end>, but found '<block mapping start>'"),
-    "unknown-top-level-key.yaml": (3, None, "unknown key 'rulez' at top level (known: schema, package, rules)"),
+    "yaml-syntax-error.yaml": (
+        5,
+        None,
+        "YAML syntax error: expected <block end>, but found '<block mapping start>'",
+    ),
+    "unknown-top-level-key.yaml": (
+        3,
+        None,
+        "unknown key 'rulez' at top level (known: schema, package, rules)",
+    ),
     "unknown-rule-key.yaml": (8, "typo-key", "unknown key 'sinse' in rule; did you mean 'since'?"),
     "unknown-operation.yaml": (
-        7, "bad-op", "unknown operation 'delete' (operations: drop, add, rename, move, notice, codemod)",
+        7,
+        "bad-op",
+        "unknown operation 'delete' (operations: drop, add, rename, move, notice, codemod)",
     ),
     "missing-id.yaml": (3, None, "rule has no 'id'"),
     "duplicate-id-in-file.yaml": (
-        8, "twice", "duplicate id (first defined at {dir}/duplicate-id-in-file.yaml:3)",
+        8,
+        "twice",
+        "duplicate id (first defined at {dir}/duplicate-id-in-file.yaml:3)",
     ),
     "duplicate-id-across-files": (
-        8, "shared", "duplicate id (first defined at {dir}/duplicate-id-across-files/a.yaml:3)",
+        8,
+        "shared",
+        "duplicate id (first defined at {dir}/duplicate-id-across-files/a.yaml:3)",
     ),
     "bad-id.yaml": (3, None, "id 'Drop_EOS' must be lowercase letters, digits and dashes"),
     "missing-call.yaml": (3, "no-call", "missing 'call'"),
     "missing-since.yaml": (3, "no-since", "missing 'since'"),
     "missing-why.yaml": (3, "no-why", "missing 'why'"),
     "bad-call-name.yaml": (
-        4, "short-call", "'call' 'Request' is not a fully qualified name like vllm.module.Name",
+        4,
+        "short-call",
+        "'call' 'Request' is not a fully qualified name like vllm.module.Name",
     ),
+    "call-listed-twice.yaml": (6, "twice-called", "'call' lists 'vllm.v1.request.Request' twice"),
     "bad-version.yaml": (5, "bad-since", "'since' '0.17-nightly' is not a PEP 440 version"),
     "add-not-an-expression.yaml": (
-        8, "add-statement", "'add' 'block_size': 'x = 16' is not a single Python expression",
+        8,
+        "add-statement",
+        "'add' 'block_size': 'x = 16' is not a single Python expression",
     ),
     "placeholder-not-in-signature.yaml": (
         9,
         "unknown-placeholder",
-        "'add' 'block_size': placeholder {config} is not a parameter of the old 'signature'"
-        " (vllm_config, kv_cache_config)",
+        (
+            "'add' 'block_size': placeholder {config} is not a parameter of the old 'signature'"
+            " (vllm_config, kv_cache_config)"
+        ),
     ),
     "placeholder-names-added-argument.yaml": (
-        9, "self-placeholder", "'add' 'page_size': placeholder {block_size} names an argument this rule adds",
+        9,
+        "self-placeholder",
+        "'add' 'page_size': placeholder {block_size} names an argument this rule adds",
     ),
     "placeholder-names-dropped-argument.yaml": (
         9,
@@ -57,7 +80,9 @@ CORPUS: dict[str, tuple[int | None, str | None, str]] = {
         "'add' 'kv_cache_groups': placeholder {kv_cache_specs} names an argument this rule drops",
     ),
     "drop-not-in-signature.yaml": (
-        8, "drop-unknown", "'drop' names 'eos_token', which the old 'signature' does not have",
+        8,
+        "drop-unknown",
+        "'drop' names 'eos_token', which the old 'signature' does not have",
     ),
     "bad-signature.yaml": (
         7,
@@ -66,16 +91,22 @@ CORPUS: dict[str, tuple[int | None, str | None, str]] = {
     ),
     "example-missing-after.yaml": (9, "half-example", "an example needs both 'before' and 'after'"),
     "example-invalid-python.yaml": (
-        9, "broken-example", "'before' is not valid Python: '(' was never closed (line 2 of the snippet)",
+        9,
+        "broken-example",
+        "'before' is not valid Python: '(' was never closed (line 2 of the snippet)",
     ),
     "unknown-codemod.yaml": (
         7,
         "missing-codemod",
-        "codemod 'no_such_codemod' not found (looked in codemods/ beside the rule file and the bundled"
-        " codemods)",
+        (
+            "codemod 'no_such_codemod' not found (looked in codemods/ beside the rule file and the"
+            " bundled codemods)"
+        ),
     ),
     "no-operation.yaml": (
-        3, "does-nothing", "rule has no operation (one of: drop, add, rename, move, notice, codemod)",
+        3,
+        "does-nothing",
+        "rule has no operation (one of: drop, add, rename, move, notice, codemod)",
     ),
     "empty-file.yaml": (None, None, "file is empty: expected 'schema', 'rules'"),
     "not-utf8.yaml": (6, None, "not valid UTF-8"),
@@ -85,8 +116,10 @@ CORPUS: dict[str, tuple[int | None, str | None, str]] = {
     "python-tag.yaml": (
         6,
         "unsafe",
-        "YAML tag '!!python/object/apply:os.system' is not allowed: rule files hold plain strings,"
-        " lists and mappings",
+        (
+            "YAML tag '!!python/object/apply:os.system' is not allowed: rule files hold plain"
+            " strings, lists and mappings"
+        ),
     ),
 }
 
@@ -114,7 +147,11 @@ def test_malformed(name: str) -> None:
         load_pack([MALFORMED / name], bundled=False)
     assert str(info.value) == _expected(name)
     line, rule_id, _ = CORPUS[name]
-    assert (info.value.path, info.value.line, info.value.rule_id) == (_offending_file(name), line, rule_id)
+    assert (info.value.path, info.value.line, info.value.rule_id) == (
+        _offending_file(name),
+        line,
+        rule_id,
+    )
 
 
 def test_malformed_messages_are_pairwise_distinct() -> None:
@@ -132,7 +169,11 @@ def test_each_file_of_the_pair_loads_alone() -> None:
 @pytest.mark.parametrize("name", sorted(CORPUS))
 def test_rules_check_cli(name: str) -> None:
     result = CliRunner().invoke(main, ["rules", "check", str(MALFORMED / name)])
-    assert (result.exit_code, result.stdout, result.stderr) == (2, "", f"patch-speculators: error: {_expected(name)}\n")
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        2,
+        "",
+        f"patch-speculators: error: {_expected(name)}\n",
+    )
 
 
 def test_rules_check_cli_ok(tmp_path: Path) -> None:
@@ -164,7 +205,7 @@ def test_python_object_tag_rejected_and_never_constructed(tmp_path: Path) -> Non
         "rules:\n"
         "  - id: sneaky\n"
         "    call: vllm.x.Y\n"
-        "    since: \"0.17\"\n"
+        '    since: "0.17"\n'
         "    why: w\n"
         "    drop: [a]\n"
         f"    notice: !!python/object/apply:builtins.exec [\"open({str(marker)!r}, 'w').close()\"]\n"

@@ -12,8 +12,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 import realdata
+
 from vllm_shim_patch import signatures as sigmod
 from vllm_shim_patch.errors import SignatureError
 from vllm_shim_patch.signatures import (
@@ -40,7 +40,9 @@ def render(sig: Signature | None) -> str | None:
             out.append("*")
         text = {"var_positional": "*", "var_keyword": "**"}.get(p.kind, "") + p.name
         out.append(text + ("" if p.required or p.kind.startswith("var_") else "="))
-        if p.kind == "positional_only" and (i + 1 == len(kinds) or kinds[i + 1] != "positional_only"):
+        if p.kind == "positional_only" and (
+            i + 1 == len(kinds) or kinds[i + 1] != "positional_only"
+        ):
             out.append("/")
     return ", ".join(out)
 
@@ -74,6 +76,9 @@ RESOLVED = [
     ("vllm.reexport.Alias", "size, *, color="),
     ("vllm.reexport.AttrAlias", "*args, **kwargs"),
     ("vllm.reexport.DeepAlias", "a, b=, *, flag="),
+    ("vllm.shadow.starred", "a, b=, *, c, d="),
+    ("vllm.star_chain.starred", "q"),
+    ("vllm.star_chain.Thing", "size, *, color="),
     # classes and inheritance
     ("vllm.classes.NoInit", ""),
     ("vllm.classes.Base", "a, b=, *, flag="),
@@ -110,7 +115,10 @@ RESOLVED = [
     ("vllm.transform.Job", "*, name, retries=, tags="),
     ("vllm.transform.Positional", "a, b=, *, c="),
     # pydantic dataclasses, vLLM's @config pattern
-    ("vllm.pyd.SchedulerLike", "max_model_len, is_encoder_decoder, runner_type=, max_num_seqs=, policy=, _private="),
+    (
+        "vllm.pyd.SchedulerLike",
+        "max_model_len, is_encoder_decoder, runner_type=, max_num_seqs=, policy=, _private=",
+    ),
     ("vllm.pyd.DeviceLike", "device="),
     ("vllm.pyd.AllowsExtra", "a=, **extra_data"),
     ("vllm.pyd.Loose", "a, b=, *, c, **ignored_extra"),
@@ -129,6 +137,7 @@ UNKNOWN = [
     ("vllm.reexport.either", "'either' is bound 2 times"),
     ("vllm.reexport.hidden", "does not define 'hidden'"),
     ("vllm.lazy.Lazy", "module __getattr__"),
+    ("vllm.shadow_late.starred", "is bound and also star-imported after"),
     ("vllm.cycle_a.Loop", "refers back to itself"),
     ("vllm.classes.FromExternal", "collections.OrderedDict, whose constructor is not known"),
     ("vllm.classes.Registered", "class decorator @register"),
@@ -138,6 +147,7 @@ UNKNOWN = [
     ("vllm.classes.Methods.value", "bound 2 times"),
     ("vllm.pyd.Aliased", "renames the constructor keyword"),
     ("vllm.pyd.OwnInit", "pydantic dataclass vllm.pyd.OwnInit defines __init__"),
+    ("vllm.pyd.AnnotatedDefault", "has a Field(...) inside Annotated[...]"),
     ("vllm.structs.WithAnnotatedMixin", "mixin vllm.structs.AnnotatedMixin"),
     ("vllm.invalid.RequiredAfterDefault", "required field 'b' follows a field with a default"),
     ("vllm.invalid.StructWithInit", "defines __init__ next to msgspec.Struct"),
@@ -164,14 +174,18 @@ def test_static_unknown(static: StaticSignatures, qualname: str, reason: str) ->
 
 def test_static_params_and_origin(static: StaticSignatures) -> None:
     sig = static.get("vllm.funcs.posonly")
-    assert sig == Signature("vllm.funcs.posonly", (
-        Param("a", "positional_only", True),
-        Param("b", "positional_only", True),
-        Param("c", "positional_or_keyword", True),
-        Param("args", "var_positional", False),
-        Param("d", "keyword_only", True),
-        Param("kwargs", "var_keyword", False),
-    ), "vllm/funcs.py:10")
+    assert sig == Signature(
+        "vllm.funcs.posonly",
+        (
+            Param("a", "positional_only", True),
+            Param("b", "positional_only", True),
+            Param("c", "positional_or_keyword", True),
+            Param("args", "var_positional", False),
+            Param("d", "keyword_only", True),
+            Param("kwargs", "var_keyword", False),
+        ),
+        "vllm/funcs.py:10",
+    )
     assert static.get("vllm.reexport.Thing").origin == "vllm/reexport/impl.py:2"  # its __init__
     assert static.get("vllm.dc.Point").origin == "vllm/dc.py:8"  # generated: the class line
     assert static.get("vllm.classes.Child").origin == static.get("vllm.classes.Base").origin
@@ -179,10 +193,16 @@ def test_static_params_and_origin(static: StaticSignatures) -> None:
 
 def test_static_parses_only_what_a_lookup_needs() -> None:
     fresh = StaticSignatures(TREE)
-    fresh.get("vllm.reexport.Thing")
-    assert fresh.parsed_modules == ["vllm.reexport", "vllm.reexport.impl"]
+    fresh.get("vllm.dc.Point3")
+    assert fresh.parsed_modules == ["vllm.dc"]
     fresh.get_many(["vllm.reexport.Thing", "vllm.reexport.Alias"])
-    assert fresh.parsed_modules == ["vllm.reexport", "vllm.reexport.impl"]
+    # The star import after `Thing`'s import might rebind it, so its source is read too.
+    assert fresh.parsed_modules == [
+        "vllm.dc",
+        "vllm.reexport",
+        "vllm.reexport.impl",
+        "vllm.reexport.star_src",
+    ]
 
 
 def test_static_reads_a_wheel(tmp_path: Path, static: StaticSignatures) -> None:
@@ -237,65 +257,89 @@ def test_modules_import_only_the_standard_library() -> None:
 
 # --- binding --------------------------------------------------------------------------------
 
-REQUEST_017 = Signature("vllm.v1.request.Request", (
-    Param("request_id", "positional_or_keyword", True),
-    Param("prompt_token_ids", "positional_or_keyword", True),
-    Param("sampling_params", "positional_or_keyword", True),
-    Param("pooling_params", "positional_or_keyword", True),
-    Param("client_index", "positional_or_keyword", False),
-    Param("arrival_time", "positional_or_keyword", False),
-), "vllm/v1/request.py:60")
-POSONLY = Signature("f", (
-    Param("x", "positional_only", True),
-    Param("y", "positional_or_keyword", False),
-    Param("z", "keyword_only", True),
-), "m.py:1")
-KWARGS = Signature("g", (Param("a", "positional_or_keyword", True), Param("kw", "var_keyword", False)), "live")
-VARARGS = Signature("h", (Param("a", "positional_or_keyword", True), Param("rest", "var_positional", False)), "live")
+REQUEST_017 = Signature(
+    "vllm.v1.request.Request",
+    (
+        Param("request_id", "positional_or_keyword", True),
+        Param("prompt_token_ids", "positional_or_keyword", True),
+        Param("sampling_params", "positional_or_keyword", True),
+        Param("pooling_params", "positional_or_keyword", True),
+        Param("client_index", "positional_or_keyword", False),
+        Param("arrival_time", "positional_or_keyword", False),
+    ),
+    "vllm/v1/request.py:60",
+)
+POSONLY = Signature(
+    "f",
+    (
+        Param("x", "positional_only", True),
+        Param("y", "positional_or_keyword", False),
+        Param("z", "keyword_only", True),
+    ),
+    "m.py:1",
+)
+KWARGS = Signature(
+    "g", (Param("a", "positional_or_keyword", True), Param("kw", "var_keyword", False)), "live"
+)
+POSONLY_KWARGS = Signature(
+    "p", (Param("x", "positional_only", True), Param("kw", "var_keyword", False)), "live"
+)
+VARARGS = Signature(
+    "h", (Param("a", "positional_or_keyword", True), Param("rest", "var_positional", False)), "live"
+)
 
+REQ4 = "request_id=r, prompt_token_ids=p, sampling_params=s, pooling_params=None"
 BIND = [
-    ("ok", REQUEST_017, 0, ["request_id", "prompt_token_ids", "sampling_params", "pooling_params"], False, False,
-     BindResult("ok", "")),
-    ("unexpected", REQUEST_017, 0,
-     ["request_id", "prompt_token_ids", "sampling_params", "pooling_params", "eos_token_id"], False, False,
-     BindResult("mismatch", "unexpected keyword argument 'eos_token_id'")),
-    ("missing-one", REQUEST_017, 0, ["request_id", "prompt_token_ids", "sampling_params"], False, False,
-     BindResult("mismatch", "missing required argument 'pooling_params'")),
-    ("missing-two", REQUEST_017, 2, [], False, False,
-     BindResult("mismatch", "missing required arguments 'sampling_params', 'pooling_params'")),
-    ("too-many", REQUEST_017, 7, [], False, False,
-     BindResult("mismatch", "too many positional arguments (7 given, 6 accepted)")),
-    ("twice", REQUEST_017, 1, ["request_id", "prompt_token_ids", "sampling_params", "pooling_params"], False, False,
-     BindResult("mismatch", "multiple values for argument 'request_id'")),
-    ("positional-ok", REQUEST_017, 6, [], False, False, BindResult("ok", "")),
-    ("posonly-by-keyword", POSONLY, 0, ["x", "z"], False, False,
-     BindResult("mismatch", "positional-only argument 'x' passed as keyword")),
-    ("posonly-ok", POSONLY, 2, ["z"], False, False, BindResult("ok", "")),
-    ("kwonly-missing", POSONLY, 2, [], False, False, BindResult("mismatch", "missing required argument 'z'")),
-    ("kwargs-take-any", KWARGS, 1, ["anything", "else"], False, False, BindResult("ok", "")),
-    ("kwargs-take-posonly-name", Signature("p", (Param("x", "positional_only", True),
-                                                 Param("kw", "var_keyword", False)), "live"),
-     1, ["x"], False, False, BindResult("ok", "")),
-    ("varargs-take-many", VARARGS, 9, [], False, False, BindResult("ok", "")),
-    ("star-args-unknown", REQUEST_017, 1, [], True, False, BindResult("unknown", "*args/**kwargs at the call")),
-    ("star-kwargs-unknown", REQUEST_017, 0, ["request_id"], False, True,
-     BindResult("unknown", "*args/**kwargs at the call")),
-    ("star-still-unexpected", REQUEST_017, 0, ["eos_token_id"], False, True,
-     BindResult("mismatch", "unexpected keyword argument 'eos_token_id'")),
-    ("star-args-still-too-many", REQUEST_017, 7, [], True, False,
-     BindResult("mismatch", "too many positional arguments (7 given, 6 accepted)")),
-    ("star-args-cannot-fill-kwonly", POSONLY, 0, [], True, False,
-     BindResult("mismatch", "missing required argument 'z'")),
-    ("star-kwargs-cannot-fill-posonly", POSONLY, 0, [], False, True,
-     BindResult("mismatch", "missing required argument 'x'")),
-]
+    # (id, signature, the call's arguments, status, reason)
+    ("ok", REQUEST_017, REQ4, "ok", ""),
+    ("unexpected", REQUEST_017, REQ4 + ", eos_token_id=e", "mismatch",
+     "unexpected keyword argument 'eos_token_id'"),
+    ("missing-one", REQUEST_017, "request_id=r, prompt_token_ids=p, sampling_params=s", "mismatch",
+     "missing required argument 'pooling_params'"),
+    ("missing-two", REQUEST_017, "r, p", "mismatch",
+     "missing required arguments 'sampling_params', 'pooling_params'"),
+    ("too-many", REQUEST_017, "1, 2, 3, 4, 5, 6, 7", "mismatch",
+     "too many positional arguments (7 given, 6 accepted)"),
+    ("twice", REQUEST_017, "r, " + REQ4, "mismatch", "multiple values for argument 'request_id'"),
+    ("positional-ok", REQUEST_017, "1, 2, 3, 4, 5, 6", "ok", ""),
+    ("posonly-by-keyword", POSONLY, "x=1, z=1", "mismatch",
+     "positional-only argument 'x' passed as keyword"),
+    ("posonly-ok", POSONLY, "1, 2, z=3", "ok", ""),
+    ("kwonly-missing", POSONLY, "1, 2", "mismatch", "missing required argument 'z'"),
+    ("kwargs-take-any", KWARGS, "1, anything=2, other=3", "ok", ""),
+    ("kwargs-take-posonly-name", POSONLY_KWARGS, "1, x=2", "ok", ""),
+    ("varargs-take-many", VARARGS, "1, 2, 3, 4, 5, 6, 7, 8, 9", "ok", ""),
+    ("star-args", REQUEST_017, "r, *rest", "unknown", "*args/**kwargs at the call"),
+    ("star-kwargs", REQUEST_017, "request_id=r, **rest", "unknown", "*args/**kwargs at the call"),
+    ("star-still-unexpected", REQUEST_017, "eos_token_id=e, **rest", "mismatch",
+     "unexpected keyword argument 'eos_token_id'"),
+    ("star-still-too-many", REQUEST_017, "1, 2, 3, 4, 5, 6, 7, *rest", "mismatch",
+     "too many positional arguments (7 given, 6 accepted)"),
+    ("star-args-cannot-fill-kwonly", POSONLY, "*rest", "mismatch", "missing required argument 'z'"),
+    ("star-kwargs-cannot-fill-posonly", POSONLY, "**rest", "mismatch",
+     "missing required argument 'x'"),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize(("sig", "n", "keywords", "star_args", "star_kwargs", "expected"),
-                         [row[1:] for row in BIND], ids=[row[0] for row in BIND])
-def test_bind(sig: Signature, n: int, keywords: list[str], star_args: bool, star_kwargs: bool,
-              expected: BindResult) -> None:
-    assert sig.bind(n, keywords, star_args=star_args, star_kwargs=star_kwargs) == expected
+@pytest.mark.parametrize(
+    ("sig", "arguments", "status", "reason"),
+    [row[1:] for row in BIND],
+    ids=[row[0] for row in BIND],
+)
+def test_bind(sig: Signature, arguments: str, status: str, reason: str) -> None:
+    assert bind_call(sig, arguments) == BindResult(status, reason)
+
+
+def bind_call(sig: Signature, arguments: str) -> BindResult:
+    """Bind the arguments of a call written as Python (`1, x=2, *rest`)."""
+    call = ast.parse(f"f({arguments})", mode="eval").body
+    assert isinstance(call, ast.Call)
+    return sig.bind(
+        sum(not isinstance(a, ast.Starred) for a in call.args),
+        [kw.arg for kw in call.keywords if kw.arg is not None],
+        star_args=any(isinstance(a, ast.Starred) for a in call.args),
+        star_kwargs=any(kw.arg is None for kw in call.keywords),
+    )
 
 
 def test_accepts_and_requires() -> None:
@@ -307,6 +351,7 @@ def test_accepts_and_requires() -> None:
 
 
 # --- live: the same fixture tree, imported in a subprocess ----------------------------------
+
 
 def _importable(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
@@ -335,7 +380,9 @@ def live_answers() -> dict[str, Signature | None]:
     return live.get_many([q for q, _ in _live_rows()])
 
 
-def test_live_agrees_with_static(live_answers: dict[str, Signature | None], static: StaticSignatures) -> None:
+def test_live_agrees_with_static(
+    live_answers: dict[str, Signature | None], static: StaticSignatures
+) -> None:
     rows = _live_rows()
     assert len(rows) >= len(RESOLVED) - 10
     live = {q: render(live_answers[q]) for q, _ in rows}
@@ -385,13 +432,21 @@ def test_live_import_failure_names_the_cause(tmp_path: Path) -> None:
 
 
 def test_live_per_name_errors_are_unknown(tmp_path: Path) -> None:
-    root = _fake_vllm(tmp_path, "", needs_dep="import not_a_real_dependency_xyz\ndef f(a): pass\n",
-                      ok="VALUE = 3\ndef f(a, /): pass\n")
+    root = _fake_vllm(
+        tmp_path,
+        "",
+        needs_dep="import not_a_real_dependency_xyz\ndef f(a): pass\n",
+        ok="VALUE = 3\ndef f(a, /): pass\n",
+    )
     live = LiveSignatures(sys.executable, env=_env(root))
     got = live.get_many(["vllm.needs_dep.f", "vllm.ok.VALUE", "vllm.ok.f", "vllm.ok.g"])
     assert got["vllm.needs_dep.f"] is None
-    assert "No module named 'not_a_real_dependency_xyz'" in (live.unknown_reason("vllm.needs_dep.f") or "")
-    assert got["vllm.ok.VALUE"] is None and "not callable" in (live.unknown_reason("vllm.ok.VALUE") or "")
+    assert "No module named 'not_a_real_dependency_xyz'" in (
+        live.unknown_reason("vllm.needs_dep.f") or ""
+    )
+    assert got["vllm.ok.VALUE"] is None and "not callable" in (
+        live.unknown_reason("vllm.ok.VALUE") or ""
+    )
     assert got["vllm.ok.g"] is None
     assert render(got["vllm.ok.f"]) == "a, /"
 
@@ -409,8 +464,15 @@ def test_live_probe_directory_cannot_shadow_modules(tmp_path: Path) -> None:
     (probe_dir / "json.py").write_text("raise ImportError('shadowed json')\n")
     (probe_dir / "inspect.py").write_text("raise ImportError('shadowed inspect')\n")
     _fake_vllm(probe_dir, "raise ImportError('shadowed vllm')\n")
-    proc = subprocess.run([sys.executable, str(probe_dir / "signature_probe.py")], input='["vllm.funcs.star"]',
-                          capture_output=True, text=True, env=_env(TREE), timeout=60)
+    proc = subprocess.run(
+        [sys.executable, str(probe_dir / "signature_probe.py")],
+        input='["vllm.funcs.star"]',
+        capture_output=True,
+        check=False,
+        text=True,
+        env=_env(TREE),
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert '"kind": "var_positional"' in proc.stdout
 
@@ -433,19 +495,28 @@ def test_live_probe_crash(tmp_path: Path) -> None:
     with pytest.raises(SignatureError) as info:
         LiveSignatures(str(fake)).get("vllm.x")
     assert str(info.value).splitlines() == [
-        f"signature probe failed in {fake} (exit code 3)", "boom: no interpreter here",
+        f"signature probe failed in {fake} (exit code 3)",
+        "boom: no interpreter here",
     ]
 
 
 # --- the real vLLM sources ------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module", params=["0.16.0", "0.17.0"])
 def real(request: pytest.FixtureRequest) -> tuple[str, StaticSignatures]:
     return request.param, StaticSignatures(realdata.vllm_source(request.param))
 
 
-CONFIGS = ["SchedulerConfig", "CacheConfig", "ModelConfig", "ParallelConfig", "VllmConfig", "DeviceConfig",
-           "LoadConfig"]
+CONFIGS = [
+    "SchedulerConfig",
+    "CacheConfig",
+    "ModelConfig",
+    "ParallelConfig",
+    "VllmConfig",
+    "DeviceConfig",
+    "LoadConfig",
+]
 
 
 def _required(sig: Signature) -> list[str]:
@@ -476,11 +547,21 @@ def test_real_request_eos_token_id(real: tuple[str, StaticSignatures]) -> None:
     if version == "0.16.0":
         assert sig.requires("eos_token_id")
         assert sig.origin == "vllm/v1/request.py:59"
-        assert _required(sig) == ["request_id", "prompt_token_ids", "sampling_params", "pooling_params",
-                                  "eos_token_id"]
+        assert _required(sig) == [
+            "request_id",
+            "prompt_token_ids",
+            "sampling_params",
+            "pooling_params",
+            "eos_token_id",
+        ]
     else:
         assert not sig.accepts("eos_token_id")
-        assert _required(sig) == ["request_id", "prompt_token_ids", "sampling_params", "pooling_params"]
+        assert _required(sig) == [
+            "request_id",
+            "prompt_token_ids",
+            "sampling_params",
+            "pooling_params",
+        ]
 
 
 def test_real_config_classes(real: tuple[str, StaticSignatures]) -> None:
@@ -492,17 +573,31 @@ def test_real_config_classes(real: tuple[str, StaticSignatures]) -> None:
         assert all(p.kind == "positional_or_keyword" for p in sig.params), name
     sched = sigs["vllm.config.SchedulerConfig"]
     assert sched.origin == "vllm/config/scheduler.py:26"
-    for keyword in ("max_num_seqs", "max_model_len", "max_num_batched_tokens", "is_encoder_decoder"):
+    for keyword in (
+        "max_num_seqs",
+        "max_model_len",
+        "max_num_batched_tokens",
+        "is_encoder_decoder",
+    ):
         assert sched.accepts(keyword)
     # InitVar fields with no default are required; ClassVar and Field(init=False) are no parameters.
     assert _required(sched) == ["max_model_len", "is_encoder_decoder"]
-    assert not sched.accepts("DEFAULT_MAX_NUM_SEQS") and not sched.accepts("max_num_encoder_input_tokens")
+    assert not sched.accepts("DEFAULT_MAX_NUM_SEQS") and not sched.accepts(
+        "max_num_encoder_input_tokens"
+    )
     cache = sigs["vllm.config.CacheConfig"]
     assert cache.accepts("block_size") and cache.accepts("gpu_memory_utilization")
     assert not cache.accepts("num_gpu_blocks")  # field(init=False)
     model = sigs["vllm.config.ModelConfig"]
-    for keyword in ("model", "tokenizer", "trust_remote_code", "dtype", "max_model_len", "enforce_eager",
-                    "limit_mm_per_prompt"):  # the last is an InitVar with a default
+    for keyword in (
+        "model",
+        "tokenizer",
+        "trust_remote_code",
+        "dtype",
+        "max_model_len",
+        "enforce_eager",
+        "limit_mm_per_prompt",
+    ):  # the last is an InitVar with a default
         assert model.accepts(keyword)
     assert not model.accepts("hf_config")
     parallel = sigs["vllm.config.ParallelConfig"]
@@ -511,8 +606,14 @@ def test_real_config_classes(real: tuple[str, StaticSignatures]) -> None:
     assert parallel.accepts("_api_process_rank")  # pydantic dataclasses keep underscore fields
     assert render(sigs["vllm.config.DeviceConfig"]) == "device="
     vllm_config = sigs["vllm.config.VllmConfig"]
-    for keyword in ("model_config", "cache_config", "parallel_config", "scheduler_config", "device_config",
-                    "load_config"):
+    for keyword in (
+        "model_config",
+        "cache_config",
+        "parallel_config",
+        "scheduler_config",
+        "device_config",
+        "load_config",
+    ):
         assert vllm_config.accepts(keyword)
     for name in CONFIGS:
         if name != "SchedulerConfig":
@@ -529,39 +630,51 @@ def test_real_other_callables(real: tuple[str, StaticSignatures]) -> None:
     )
     assert sampling.accepts("max_tokens") and sampling.accepts("temperature")
     assert _required(sampling) == [] and not sampling.accepts("no_such_option")
-    assert render(src.get("vllm.v1.executor.multiproc_executor.MultiprocExecutor")) == "vllm_config, monitor_workers="
+    assert (
+        render(src.get("vllm.v1.executor.multiproc_executor.MultiprocExecutor"))
+        == "vllm_config, monitor_workers="
+    )
     assert render(src.get("vllm.v1.structured_output.StructuredOutputManager")) == "vllm_config"
     assert len(src.parsed_modules) < 40
 
 
-# The calls speculators 0.3.0 makes (vllm_hidden_states_generator.py), all by keyword.
+# The calls speculators 0.3.0 makes (vllm_hidden_states_generator.py): (callee, arguments,
+# reason on 0.16.0, reason on 0.17.0), "" for a call that binds.
 SPECULATORS_CALLS = [
     ("vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups",
-     ["vllm_config", "kv_cache_groups", "kv_cache_specs", "available_memory"],
-     "unexpected keyword argument 'kv_cache_specs'", "unexpected keyword argument 'kv_cache_specs'"),
-    ("vllm.v1.core.sched.scheduler.Scheduler", ["vllm_config", "kv_cache_config", "structured_output_manager"],
+     "vllm_config=c, kv_cache_groups=g, kv_cache_specs=s, available_memory=m",
+     "unexpected keyword argument 'kv_cache_specs'",
+     "unexpected keyword argument 'kv_cache_specs'"),
+    ("vllm.v1.core.sched.scheduler.Scheduler",
+     "vllm_config=c, kv_cache_config=k, structured_output_manager=m",
      "missing required argument 'block_size'", "missing required argument 'block_size'"),
     ("vllm.v1.request.Request",
-     ["request_id", "prompt_token_ids", "sampling_params", "pooling_params", "eos_token_id", "arrival_time"],
+     ("request_id=r, prompt_token_ids=i, sampling_params=s, pooling_params=None, eos_token_id=e,"
+      " arrival_time=t"),
      "", "unexpected keyword argument 'eos_token_id'"),
-    ("vllm.config.SchedulerConfig", ["max_num_seqs", "max_model_len", "max_num_batched_tokens"],
-     "missing required argument 'is_encoder_decoder'", "missing required argument 'is_encoder_decoder'"),
-    ("vllm.config.CacheConfig", ["block_size", "gpu_memory_utilization"], "", ""),
+    # InitVar is_encoder_decoder has no default in 0.16.0 and 0.17.0.
+    ("vllm.config.SchedulerConfig", "max_num_seqs=s, max_model_len=m, max_num_batched_tokens=b",
+     "missing required argument 'is_encoder_decoder'",
+     "missing required argument 'is_encoder_decoder'"),
+    ("vllm.config.CacheConfig", "block_size=b, gpu_memory_utilization=g", "", ""),
     ("vllm.config.ModelConfig",
-     ["model", "tokenizer", "trust_remote_code", "dtype", "max_model_len", "enforce_eager"], "", ""),
-    ("vllm.config.ParallelConfig", ["tensor_parallel_size", "worker_extension_cls"], "", ""),
-    ("vllm.config.VllmConfig", ["model_config", "cache_config", "parallel_config", "scheduler_config",
-                                "device_config", "load_config"], "", ""),
-    ("vllm.config.DeviceConfig", [], "", ""),
-    ("vllm.config.LoadConfig", [], "", ""),
-    ("vllm.sampling_params.SamplingParams", ["max_tokens", "temperature"], "", ""),
-    ("vllm.v1.executor.multiproc_executor.MultiprocExecutor", ["vllm_config"], "", ""),
-    ("vllm.v1.structured_output.StructuredOutputManager", ["vllm_config"], "", ""),
-]
+     "model=m, tokenizer=m, trust_remote_code=1, dtype='auto', max_model_len=n, enforce_eager=1",
+     "", ""),
+    ("vllm.config.ParallelConfig", "tensor_parallel_size=t, worker_extension_cls='x.Y'", "", ""),
+    ("vllm.config.VllmConfig",
+     ("model_config=m, cache_config=c, parallel_config=p, scheduler_config=s, device_config=d,"
+      " load_config=l"),
+     "", ""),
+    ("vllm.config.DeviceConfig", "", "", ""),
+    ("vllm.config.LoadConfig", "", "", ""),
+    ("vllm.sampling_params.SamplingParams", "max_tokens=m, temperature=t", "", ""),
+    ("vllm.v1.executor.multiproc_executor.MultiprocExecutor", "vllm_config=c", "", ""),
+    ("vllm.v1.structured_output.StructuredOutputManager", "vllm_config=c", "", ""),
+]  # fmt: skip
 
 
 def test_real_speculators_calls_bind(real: tuple[str, StaticSignatures]) -> None:
     version, src = real
-    got = {q: src.get(q).bind(0, keywords).reason for q, keywords, _, _ in SPECULATORS_CALLS}
+    got = {q: bind_call(src.get(q), arguments).reason for q, arguments, _, _ in SPECULATORS_CALLS}
     column = 2 if version == "0.16.0" else 3
     assert got == {row[0]: row[column] for row in SPECULATORS_CALLS}

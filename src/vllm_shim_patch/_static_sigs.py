@@ -13,12 +13,15 @@ import builtins
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
 
 RawParam = tuple[str, str, bool]  # (name, inspect kind name in lower case, required)
 
 POS_ONLY, POS_OR_KW, VAR_POS, KW_ONLY, VAR_KW = (
-    "positional_only", "positional_or_keyword", "var_positional", "keyword_only", "var_keyword",
+    "positional_only",
+    "positional_or_keyword",
+    "var_positional",
+    "keyword_only",
+    "var_keyword",
 )
 
 
@@ -27,36 +30,64 @@ class Unknown(Exception):
 
 
 # Decorators on a def that leave the call signature as written.
-_PLAIN_FUNC_DECORATORS = frozenset({
-    "builtins.staticmethod", "builtins.classmethod",
-    "functools.lru_cache", "functools.cache",
-    "typing.override", "typing_extensions.override",
-    "typing.final", "typing_extensions.final",
-    "typing_extensions.deprecated", "warnings.deprecated",
-    "typing.no_type_check", "abc.abstractmethod",
-    "contextlib.contextmanager", "contextlib.asynccontextmanager",
-    "torch.inference_mode", "torch.no_grad", "torch.enable_grad",
-    "typing.dataclass_transform", "typing_extensions.dataclass_transform",
-})
-_OVERLOAD = frozenset({"typing.overload", "typing_extensions.overload"})
+_PLAIN_FUNC_DECORATORS = frozenset(
+    {
+        "builtins.staticmethod",
+        "builtins.classmethod",
+        "functools.lru_cache",
+        "functools.cache",
+        "typing.override",
+        "typing_extensions.override",
+        "typing.final",
+        "typing_extensions.final",
+        "typing_extensions.deprecated",
+        "warnings.deprecated",
+        "typing.no_type_check",
+        "abc.abstractmethod",
+        "contextlib.contextmanager",
+        "contextlib.asynccontextmanager",
+        "torch.inference_mode",
+        "torch.no_grad",
+        "torch.enable_grad",
+        "typing.dataclass_transform",
+        "typing_extensions.dataclass_transform",
+    }
+)
+# Matched by spelling: the scope reader runs before any name can be resolved.
+_OVERLOAD_SPELLINGS = ("overload", "typing.overload", "typing_extensions.overload")
 # Class decorators that return the class they were given.
-_PLAIN_CLASS_DECORATORS = frozenset({
-    "typing.final", "typing_extensions.final", "functools.total_ordering",
-    "typing.runtime_checkable", "typing_extensions.runtime_checkable",
-    "typing_extensions.deprecated", "warnings.deprecated", "enum.unique",
-    "typing.type_check_only",
-})
+_PLAIN_CLASS_DECORATORS = frozenset(
+    {
+        "typing.final",
+        "typing_extensions.final",
+        "functools.total_ordering",
+        "typing.runtime_checkable",
+        "typing_extensions.runtime_checkable",
+        "typing_extensions.deprecated",
+        "warnings.deprecated",
+        "enum.unique",
+        "typing.type_check_only",
+    }
+)
 # External bases whose constructor is object's: they add no __init__ or __new__.
-_TRANSPARENT_BASES = frozenset({
-    "builtins.object", "abc.ABC", "typing.Generic", "typing_extensions.Generic",
-})
+_TRANSPARENT_BASES = frozenset(
+    {
+        "builtins.object",
+        "abc.ABC",
+        "typing.Generic",
+        "typing_extensions.Generic",
+    }
+)
 _STRUCT = "msgspec.Struct"
 _PLAIN_METACLASSES = frozenset({"abc.ABCMeta", "builtins.type"})
-_DATACLASS_TRANSFORM = frozenset({"typing.dataclass_transform", "typing_extensions.dataclass_transform"})
+_DATACLASS_TRANSFORM = frozenset(
+    {"typing.dataclass_transform", "typing_extensions.dataclass_transform"}
+)
 _STDLIB_DATACLASS = "dataclasses.dataclass"
 _PYDANTIC_DATACLASS = "pydantic.dataclasses.dataclass"
 _CONFIG_DICT = frozenset({"pydantic.ConfigDict", "pydantic.config.ConfigDict"})
 _CLASSVAR = frozenset({"typing.ClassVar", "typing_extensions.ClassVar"})
+_ANNOTATED = frozenset({"typing.Annotated", "typing_extensions.Annotated"})
 _KW_ONLY_SENTINEL = "dataclasses.KW_ONLY"
 _STDLIB_FIELD = "dataclasses.field"
 _PYDANTIC_FIELD = frozenset({"pydantic.Field", "pydantic.fields.Field"})
@@ -99,8 +130,8 @@ class _Class:
         return f"{self.module.path}:{self.node.lineno}"
 
 
-_Obj = Union[_Module, _Ext, _Func, _Class]
-_Mro = list[Union[_Class, str]]  # str: the qualname of a known external base
+_Obj = _Module | _Ext | _Func | _Class
+_Mro = list[_Class | str]  # str: the qualname of a known external base
 
 
 @dataclass(frozen=True)
@@ -108,6 +139,7 @@ class _Binding:
     kind: str  # "import" | "from" | "def" | "assign" | "other"
     node: ast.AST
     stmt: ast.AST | None = None
+    line: int = 0
 
 
 @dataclass(eq=False)
@@ -125,57 +157,62 @@ class _Scope:
         scope._walk(body, nested=False)
         return scope
 
-    def _add(self, name: str, binding: _Binding) -> None:
-        self.bindings.setdefault(name, []).append(binding)
+    def _add(
+        self, name: str, kind: str, node: ast.AST, line: int, stmt: ast.AST | None = None
+    ) -> None:
+        self.bindings.setdefault(name, []).append(_Binding(kind, node, stmt, line))
 
     def _walk(self, body: list[ast.stmt], nested: bool) -> None:
         for stmt in body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if any(_dotted(d) in ("overload", "typing.overload", "typing_extensions.overload")
-                       for d in stmt.decorator_list):
+                if any(_dotted(d) in _OVERLOAD_SPELLINGS for d in stmt.decorator_list):
                     self.overloads.add(stmt.name)
                 else:
-                    self._add(stmt.name, _Binding("def", stmt))
+                    self._add(stmt.name, "def", stmt, stmt.lineno)
             elif isinstance(stmt, ast.ClassDef):
-                self._add(stmt.name, _Binding("def", stmt))
+                self._add(stmt.name, "def", stmt, stmt.lineno)
             elif isinstance(stmt, ast.Import):
                 for alias in stmt.names:
-                    self._add(alias.asname or alias.name.split(".")[0], _Binding("import", alias))
+                    self._add(
+                        alias.asname or alias.name.split(".")[0], "import", alias, stmt.lineno
+                    )
             elif isinstance(stmt, ast.ImportFrom):
                 for alias in stmt.names:
                     if alias.name == "*":
                         self.star_imports.append(stmt)
                     else:
-                        self._add(alias.asname or alias.name, _Binding("from", alias, stmt))
+                        self._add(alias.asname or alias.name, "from", alias, stmt.lineno, stmt)
             elif isinstance(stmt, ast.Assign):
                 for target in stmt.targets:
                     for name in _target_names(target):
                         kind = "assign" if isinstance(target, ast.Name) else "other"
-                        self._add(name, _Binding(kind, stmt.value))
+                        self._add(name, kind, stmt.value, stmt.lineno)
             elif isinstance(stmt, ast.AnnAssign):
                 if nested:
                     self.nested_annotations = True
                 if stmt.value is not None and isinstance(stmt.target, ast.Name):
-                    self._add(stmt.target.id, _Binding("assign", stmt.value))
+                    self._add(stmt.target.id, "assign", stmt.value, stmt.lineno)
             elif isinstance(stmt, ast.If) and _is_type_checking(stmt.test):
                 # Only type checkers see the body; the runtime sees the else branch.
                 self._walk(stmt.orelse, nested=True)
-            elif isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith)):
+            elif isinstance(
+                stmt, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith)
+            ):
                 if isinstance(stmt, (ast.For, ast.AsyncFor)):
                     for name in _target_names(stmt.target):
-                        self._add(name, _Binding("other", stmt))
+                        self._add(name, "other", stmt, stmt.lineno)
                 if isinstance(stmt, (ast.With, ast.AsyncWith)):
                     for item in stmt.items:
                         if item.optional_vars is not None:
                             for name in _target_names(item.optional_vars):
-                                self._add(name, _Binding("other", stmt))
+                                self._add(name, "other", stmt, stmt.lineno)
                 self._walk(stmt.body, nested=True)
                 self._walk(getattr(stmt, "orelse", []), nested=True)
             elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
                 self._walk(stmt.body, nested=True)  # type: ignore[attr-defined]
                 for handler in stmt.handlers:  # type: ignore[attr-defined]
                     if handler.name:
-                        self._add(handler.name, _Binding("other", handler))
+                        self._add(handler.name, "other", handler, handler.lineno)
                     self._walk(handler.body, nested=True)
                 self._walk(stmt.orelse, nested=True)  # type: ignore[attr-defined]
                 self._walk(stmt.finalbody, nested=True)  # type: ignore[attr-defined]
@@ -183,11 +220,11 @@ class _Scope:
                 targets = stmt.targets if isinstance(stmt, ast.Delete) else [stmt.target]
                 for target in targets:
                     for name in _target_names(target):
-                        self._add(name, _Binding("other", stmt))
+                        self._add(name, "other", stmt, stmt.lineno)
             elif type(stmt).__name__ in ("Match", "TypeAlias"):
                 for node in ast.walk(stmt):
                     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                        self._add(node.id, _Binding("other", stmt))
+                        self._add(node.id, "other", stmt, stmt.lineno)
             # Walrus targets at module level are too rare in vLLM to model.
 
 
@@ -202,7 +239,11 @@ def _target_names(target: ast.expr) -> list[str]:
 
 
 def _is_type_checking(test: ast.expr) -> bool:
-    return _dotted(test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING", "typing_extensions.TYPE_CHECKING")
+    return _dotted(test) in (
+        "TYPE_CHECKING",
+        "typing.TYPE_CHECKING",
+        "typing_extensions.TYPE_CHECKING",
+    )
 
 
 def _dotted(expr: ast.AST) -> str | None:
@@ -362,36 +403,54 @@ class Resolver:
 
     def _scope_name_inner(self, mod: _Module, scope: _Scope, name: str) -> _Obj | None:
         bindings = scope.bindings.get(name)
-        if bindings:
-            if len(bindings) == 1:
-                return self._binding(mod, bindings[0], name)
-            # `try: from typing import X / except ImportError: from typing_extensions import X`
-            # binds one thing twice; anything else bound twice depends on the run.
-            try:
-                found = [self._binding(mod, b, name) for b in bindings]
-            except Unknown:
-                found = []
-            if found and all(_same(found[0], other) for other in found[1:]):
-                return found[0]
-            raise Unknown(f"{name!r} is bound {len(bindings)} times in {mod.path}")
-        if name in scope.overloads:
-            raise Unknown(f"{name!r} in {mod.path} has only @overload variants, no implementation")
+        # A star import after the last explicit binding may rebind the name at run time.
+        last = max((b.line for b in bindings), default=0) if bindings else 0
         for star in scope.star_imports:
-            base = self._absolute(mod, star)
-            target = self._module_obj(base)
-            if isinstance(target, _Ext):
-                raise Unknown(f"{name!r} may come from 'from {base} import *' in {mod.path}")
-            if not name.startswith("_") and self._star_exports(target, name):
-                return self._module_attr(target, name)
-        return None
+            if star.lineno > last and not name.startswith("_"):
+                found = self._star_import(mod, star, name)
+                if found is not None:
+                    if bindings:
+                        raise Unknown(
+                            f"{name!r} in {mod.path} is bound and also star-imported after"
+                        )
+                    return found
+        if not bindings:
+            if name in scope.overloads:
+                raise Unknown(
+                    f"{name!r} in {mod.path} has only @overload variants, no implementation"
+                )
+            for star in scope.star_imports:
+                if not name.startswith("_"):
+                    found = self._star_import(mod, star, name)
+                    if found is not None:
+                        return found
+            return None
+        if len(bindings) == 1:
+            return self._binding(mod, bindings[0], name)
+        # `try: from typing import X / except ImportError: from typing_extensions import X`
+        # binds one thing twice; anything else bound twice depends on the run.
+        try:
+            found_all = [self._binding(mod, b, name) for b in bindings]
+        except Unknown:
+            found_all = []
+        if found_all and all(_same(found_all[0], other) for other in found_all[1:]):
+            return found_all[0]
+        raise Unknown(f"{name!r} is bound {len(bindings)} times in {mod.path}")
 
-    def _star_exports(self, mod: _Module, name: str) -> bool:
-        exports = mod.scope.bindings.get("__all__")
+    def _star_import(self, mod: _Module, star: ast.ImportFrom, name: str) -> _Obj | None:
+        """What `from base import *` binds to `name`, None if it does not bind it."""
+        base = self._absolute(mod, star)
+        target = self._module_obj(base)
+        if isinstance(target, _Ext):
+            raise Unknown(f"{name!r} may come from 'from {base} import *' in {mod.path}")
+        exports = target.scope.bindings.get("__all__")
         if not exports:
-            return name in mod.scope.bindings
+            return self._scope_name(target, target.scope, name)
         if len(exports) > 1 or exports[0].kind != "assign":
-            raise Unknown(f"__all__ of {mod.path} is not a plain list")
-        return name in _literal(exports[0].node, f"__all__ of {mod.path}")  # type: ignore[operator]
+            raise Unknown(f"__all__ of {target.path} is not a plain list")
+        if name in _literal(exports[0].node, f"__all__ of {target.path}"):  # type: ignore[operator]
+            return self._module_attr(target, name)
+        return None
 
     def _binding(self, mod: _Module, binding: _Binding, name: str) -> _Obj:
         node = binding.node
@@ -415,7 +474,9 @@ class Resolver:
             if isinstance(node, (ast.Name, ast.Attribute)):
                 return self.expr(mod, node)
             raise Unknown(f"{name!r} in {mod.path} is assigned from {ast.unparse(node)}")
-        raise Unknown(f"{name!r} in {mod.path} is bound by a statement that is not a plain import, def or assignment")
+        raise Unknown(
+            f"{name!r} in {mod.path} is bound by something other than an import, def or assignment"
+        )
 
     def _absolute(self, mod: _Module, stmt: ast.ImportFrom) -> str:
         if not stmt.level:
@@ -459,7 +520,7 @@ class Resolver:
         raise Unknown(f"{qualname} resolves to {obj.qualname}, outside the parsed source")
 
     def _func_params(self, func: _Func, bound: bool, method: bool = False) -> list[RawParam]:
-        """Parameters as called; `bound` drops self/cls (a constructor), `method` marks class lookup."""
+        """Parameters as called; `bound` drops self/cls, `method` says it was found on a class."""
         how = "function"
         for dec in func.node.decorator_list:
             try:
@@ -467,7 +528,9 @@ class Resolver:
             except Unknown as exc:
                 raise Unknown(f"decorator @{ast.unparse(dec)} on {func.node.name}: {exc}") from None
             if qual not in _PLAIN_FUNC_DECORATORS:
-                raise Unknown(f"decorator @{ast.unparse(dec)} on {func.node.name} may change its signature")
+                raise Unknown(
+                    f"decorator @{ast.unparse(dec)} on {func.node.name} may change its signature"
+                )
             if qual in ("builtins.staticmethod", "builtins.classmethod"):
                 how = qual.rpartition(".")[2]
         params = _arguments(func.node.args)
@@ -498,7 +561,9 @@ class Resolver:
                     raise Unknown(f"{entry.label}.{name} has only @overload variants")
                 continue
             if len(bindings) > 1:
-                raise Unknown(f"{entry.label}.{name} is bound {len(bindings)} times (property or redefinition)")
+                raise Unknown(
+                    f"{entry.label}.{name} is bound {len(bindings)} times (a property or redefined)"
+                )
             node = bindings[0].node
             if isinstance(node, ast.ClassDef):
                 return self._class(entry.module, node)
@@ -515,10 +580,14 @@ class Resolver:
             raise Unknown(f"base {ast.unparse(expr)} of {cls.label}: {exc}") from None
         if isinstance(obj, _Class):
             return obj
-        if isinstance(obj, _Ext) and (obj.qualname in _TRANSPARENT_BASES or obj.qualname == _STRUCT):
+        if isinstance(obj, _Ext) and (
+            obj.qualname in _TRANSPARENT_BASES or obj.qualname == _STRUCT
+        ):
             return obj.qualname
         what = obj.qualname if isinstance(obj, _Ext) else type(obj).__name__.strip("_").lower()
-        raise Unknown(f"base {ast.unparse(expr)} of {cls.label} is {what}, whose constructor is not known")
+        raise Unknown(
+            f"base {ast.unparse(expr)} of {cls.label} is {what}, whose constructor is not known"
+        )
 
     def mro(self, cls: _Class) -> _Mro:
         key = id(cls.node)
@@ -532,7 +601,9 @@ class Resolver:
                 if kw.arg == "metaclass":
                     meta = self._qual(cls.module, kw.value)
                     if meta not in _PLAIN_METACLASSES:
-                        raise Unknown(f"metaclass {ast.unparse(kw.value)} of {cls.label} may define __call__")
+                        raise Unknown(
+                            f"metaclass {ast.unparse(kw.value)} of {cls.label} may define __call__"
+                        )
                 elif kw.arg is None:
                     raise Unknown(f"class keywords of {cls.label} are not static")
             if any(isinstance(b, ast.Starred) for b in cls.node.bases):
@@ -564,7 +635,9 @@ class Resolver:
                     init = self._dataclass_params(entry, spec), entry.origin
                 elif own_init or "__init__" in entry.scope.overloads:
                     init = self._special(entry, "__init__")
-            if new is None and ("__new__" in entry.scope.bindings or "__new__" in entry.scope.overloads):
+            if new is None and (
+                "__new__" in entry.scope.bindings or "__new__" in entry.scope.overloads
+            ):
                 new = self._special(entry, "__new__")
         if init is not None and new is not None:
             if _passthrough(new[0]):
@@ -596,8 +669,15 @@ class Resolver:
                 continue
             kwargs = _call_kwargs(dec, f"@{ast.unparse(dec)}")
             if qual == _STDLIB_DATACLASS:
-                specs.append(_Spec("stdlib", _flag(kwargs, "init", True), _flag(kwargs, "kw_only", False),
-                                   "forbid", frozenset({_STDLIB_FIELD})))
+                specs.append(
+                    _Spec(
+                        "stdlib",
+                        _flag(kwargs, "init", True),
+                        _flag(kwargs, "kw_only", False),
+                        "forbid",
+                        frozenset({_STDLIB_FIELD}),
+                    )
+                )
             elif qual == _PYDANTIC_DATACLASS:
                 specs.append(self._pydantic_spec(kwargs, "ignore", frozenset(), cls))
             elif isinstance(obj, _Func) and (transform := self._transform(obj)) is not None:
@@ -605,30 +685,50 @@ class Resolver:
                 if backend == "pydantic":
                     specs.append(self._pydantic_spec(kwargs, extra, fields, cls, kw_default))
                 else:
-                    specs.append(_Spec(backend, _flag(kwargs, "init", True),
-                                       _flag(kwargs, "kw_only", kw_default), "forbid",
-                                       fields | ({_STDLIB_FIELD} if backend == "stdlib" else set())))
+                    specs.append(
+                        _Spec(
+                            backend,
+                            _flag(kwargs, "init", True),
+                            _flag(kwargs, "kw_only", kw_default),
+                            "forbid",
+                            fields | ({_STDLIB_FIELD} if backend == "stdlib" else set()),
+                        )
+                    )
             else:
-                raise Unknown(f"class decorator @{ast.unparse(dec)} on {cls.label} may replace the class")
+                raise Unknown(
+                    f"class decorator @{ast.unparse(dec)} on {cls.label} may replace the class"
+                )
         if len(specs) > 1:
             raise Unknown(f"{cls.label} has more than one dataclass decorator")
         return specs[0] if specs else None
 
-    def _pydantic_spec(self, kwargs: dict[str, ast.expr], extra: str, fields: frozenset[str],
-                       cls: _Class, kw_default: bool = False) -> _Spec:
+    def _pydantic_spec(
+        self,
+        kwargs: dict[str, ast.expr],
+        extra: str,
+        fields: frozenset[str],
+        cls: _Class,
+        kw_default: bool = False,
+    ) -> _Spec:
         config = kwargs.get("config")
         if config is not None:
-            extra = self._config_extra(cls.module, config, extra)
-        return _Spec("pydantic", True, _flag(kwargs, "kw_only", kw_default), extra,
-                     fields | {_STDLIB_FIELD} | _PYDANTIC_FIELD)
+            extra = self._config_extra(cls.module, config, extra) or extra
+        return _Spec(
+            "pydantic",
+            True,
+            _flag(kwargs, "kw_only", kw_default),
+            extra,
+            fields | {_STDLIB_FIELD} | _PYDANTIC_FIELD,
+        )
 
-    def _config_extra(self, mod: _Module, config: ast.expr, default: str) -> str:
+    def _config_extra(self, mod: _Module, config: ast.expr, default: str | None) -> str | None:
         """The `extra` setting a pydantic config literal gives (ConfigDict(...) or {...})."""
         items: dict[str, ast.expr]
         if isinstance(config, ast.Call) and self._qual(mod, config.func) in _CONFIG_DICT:
             items = _call_kwargs(config, ast.unparse(config))
         elif isinstance(config, ast.Dict) and all(isinstance(k, ast.Constant) for k in config.keys):
-            items = {k.value: v for k, v in zip(config.keys, config.values)}  # type: ignore[union-attr]
+            keys = [k.value for k in config.keys]  # type: ignore[union-attr]
+            items = dict(zip(keys, config.values))
         else:
             raise Unknown(f"pydantic config {ast.unparse(config)} is not a literal")
         if "extra" not in items:
@@ -641,7 +741,10 @@ class Resolver:
     def _transform(self, func: _Func) -> tuple[bool, frozenset[str], str, str] | None:
         """For a PEP 681 decorator: (kw_only_default, field specifiers, backend, pydantic extra)."""
         for dec in func.node.decorator_list:
-            if self._qual(func.module, dec.func if isinstance(dec, ast.Call) else dec) in _DATACLASS_TRANSFORM:
+            if (
+                self._qual(func.module, dec.func if isinstance(dec, ast.Call) else dec)
+                in _DATACLASS_TRANSFORM
+            ):
                 break
         else:
             return None
@@ -668,7 +771,9 @@ class Resolver:
                 elif qual == _STDLIB_DATACLASS:
                     backends.add("stdlib")
                 elif qual in _CONFIG_DICT:
-                    extras.add(self._config_extra(func.module, node, "ignore"))
+                    extra = self._config_extra(func.module, node, None)
+                    if extra is not None:
+                        extras.add(extra)
         backend = backends.pop() if len(backends) == 1 else "transform"
         if len(extras) > 1:
             raise Unknown(f"{func.node.name} sets more than one pydantic extra policy")
@@ -700,8 +805,32 @@ class Resolver:
             if kind == "kw_only":
                 kw_only = True
                 continue
-            fields[stmt.target.id] = self._field(cls.module, stmt.value, kw_only, spec.field_specifiers)
+            if spec.backend == "pydantic" and self._annotated_field(cls.module, stmt.annotation):
+                # pydantic reads defaults from Annotated[T, Field(default=...)] too.
+                raise Unknown(
+                    f"{cls.label}.{stmt.target.id} has a Field(...) inside Annotated[...]"
+                )
+            fields[stmt.target.id] = self._field(
+                cls.module, stmt.value, kw_only, spec.field_specifiers
+            )
         return fields
+
+    def _annotated_field(self, mod: _Module, ann: ast.expr) -> bool:
+        if not isinstance(ann, ast.Subscript) or not isinstance(ann.slice, ast.Tuple):
+            return False
+        try:
+            if self._qual(mod, ann.value) not in _ANNOTATED:
+                return False
+        except Unknown:
+            return False
+        for meta in ann.slice.elts[1:]:
+            if isinstance(meta, ast.Call) and _dotted(meta.func) is not None:
+                try:
+                    if self._qual(mod, meta.func) in _PYDANTIC_FIELD:
+                        return True
+                except Unknown:
+                    return True  # cannot rule it out
+        return False
 
     def _dataclass_params(self, cls: _Class, spec: _Spec) -> list[RawParam]:
         fields = self._fields(cls, spec)
@@ -727,7 +856,9 @@ class Resolver:
             qual = self._qual(mod, head)
         except Unknown:
             if name.rpartition(".")[2] in ("ClassVar", "KW_ONLY"):
-                raise Unknown(f"cannot tell whether {name} in {mod.path} is {name.rpartition('.')[2]}") from None
+                raise Unknown(
+                    f"cannot tell whether {name} in {mod.path} is {name.rpartition('.')[2]}"
+                ) from None
             return "field"
         if qual in _CLASSVAR:
             return "classvar"
@@ -735,7 +866,9 @@ class Resolver:
             return "kw_only"
         return "field"
 
-    def _field(self, mod: _Module, value: ast.expr | None, kw_only: bool, specifiers: frozenset[str]) -> _Field:
+    def _field(
+        self, mod: _Module, value: ast.expr | None, kw_only: bool, specifiers: frozenset[str]
+    ) -> _Field:
         if value is None:
             return _Field(False, kw_only, True)
         if not isinstance(value, ast.Call) or _dotted(value.func) is None:
@@ -756,14 +889,16 @@ class Resolver:
             raise Unknown(f"positional arguments in {ast.unparse(value)}")
         else:
             default = kwargs.get("default")
-        if default is not None:
-            # pydantic's Field(...) marks a required field.
-            if not (key in _PYDANTIC_FIELD and isinstance(default, ast.Constant) and default.value is ...):
-                has_default = True
+        # pydantic's Field(...) marks a required field.
+        required_marker = (
+            key in _PYDANTIC_FIELD and isinstance(default, ast.Constant) and default.value is ...
+        )
+        if default is not None and not required_marker:
+            has_default = True
         return _Field(has_default, _flag(kwargs, "kw_only", kw_only), _flag(kwargs, "init", True))
 
     def _struct_params(self, cls: _Class, mro: _Mro) -> list[RawParam]:
-        """msgspec.Struct: fields of the Struct classes in the MRO (msgspec forbids __init__/__new__)."""
+        """msgspec.Struct: the fields of the Struct classes in the MRO (no own __init__/__new__)."""
         fields: dict[str, _Field] = {}
         for entry in reversed(mro):
             if isinstance(entry, str):
@@ -785,8 +920,9 @@ class Resolver:
                     raise Unknown(f"mixin {entry.label} of a msgspec.Struct has annotations")
                 if self._annotation_kind(entry.module, stmt.annotation) == "classvar":
                     continue
-                fields[stmt.target.id] = self._field(entry.module, stmt.value, kw_only,
-                                                     frozenset({_MSGSPEC_FIELD}))
+                fields[stmt.target.id] = self._field(
+                    entry.module, stmt.value, kw_only, frozenset({_MSGSPEC_FIELD})
+                )
         return _order_fields(fields, cls.label)
 
 
@@ -838,14 +974,18 @@ def _order_fields(fields: dict[str, _Field], label: str) -> list[RawParam]:
                 raise Unknown(f"{label}: required field {name!r} follows a field with a default")
             seen_default = seen_default or f.has_default
             params.append((name, POS_OR_KW, not f.has_default))
-    params += [(name, KW_ONLY, not f.has_default) for name, f in fields.items() if f.init and f.kw_only]
+    params += [
+        (name, KW_ONLY, not f.has_default) for name, f in fields.items() if f.init and f.kw_only
+    ]
     return params
 
 
 def _call_kwargs(node: ast.expr, what: str) -> dict[str, ast.expr]:
     if not isinstance(node, ast.Call):
         return {}
-    if any(kw.arg is None for kw in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
+    if any(kw.arg is None for kw in node.keywords) or any(
+        isinstance(a, ast.Starred) for a in node.args
+    ):
         raise Unknown(f"{what} passes **/* arguments")
     return {kw.arg: kw.value for kw in node.keywords if kw.arg is not None}
 

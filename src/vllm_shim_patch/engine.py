@@ -122,27 +122,33 @@ class _CallRewriter(VisitorBasedCodemodCommand):
         imported = {q for q in names if q.source is QualifiedNameSource.IMPORT and q.name in index}
         if not imported:
             return updated_node
-        callee = sorted(q.name for q in imported)[0]
+        callee = min(q.name for q in imported)
         span = self.get_metadata(PositionProvider, original_node)
         line, self._end_line = span.start.line, span.end.line
+        signatures = self.engine.signatures
+        signature = signatures.get(callee) if signatures is not None else None
+        version = self.engine.version
+        candidates = [
+            (rule, rewrites)
+            for rule, rewrites in index[callee]
+            # Unguarded, a rule for a later vLLM than the target does not apply.
+            if signature is not None or version is None or rule.since <= version
+        ]
         others = sorted(
-            q.name if q.source is QualifiedNameSource.IMPORT else f"a local {q.name}" for q in names - imported
+            q.name if q.source is QualifiedNameSource.IMPORT else f"a local {q.name}"
+            for q in names
+            if q not in imported
         )
         if others:
             # The name is bound more than once in its scope (`X = other` beside the import, a
             # try/except import): which callable this call reaches is a guess, so do not make it.
             code = cst.Module(body=[]).code_for_node(original_node.func)
             message = f"{code} may be {callee} or {' or '.join(others)} here: cannot tell which one is called"
-            for rule, _ in index[callee]:
-                self._record(CallSite(rule, callee, self.path, line, None), NEEDS_HUMAN, message)
+            for rule, _ in candidates:
+                self._record(CallSite(rule, callee, self.path, line, signature), NEEDS_HUMAN, message)
             return updated_node
-        signatures = self.engine.signatures
-        signature = signatures.get(callee) if signatures is not None else None
-        version = self.engine.version
         call = updated_node
-        for rule, rewrites in index[callee]:
-            if signature is None and version is not None and not rule.since <= version:
-                continue  # unguarded, and the rule is for a later vLLM than the target
+        for rule, rewrites in candidates:
             site = CallSite(rule, callee, self.path, line, signature)
             try:
                 new = call

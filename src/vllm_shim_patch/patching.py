@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .errors import OverlayError, TargetError
+from .faults import checkpoint
 from .fsutil import hash_file, record_hash
-from .report_text import plural
+from .report_text import agree, plural
 
 if TYPE_CHECKING:
     from .cli import Settings
@@ -184,12 +185,14 @@ def prepare(ov: Overlay, target: Target, accept_modified: bool, log: Log) -> lis
     # A new original is about to be recorded: it must be what pip installed, unless the user says so.
     mismatched = record_mismatches(target, files)
     verified = ("RECORD verified" if not mismatched
-                else f"accepted as modified: {plural(len(mismatched), 'file')} differ from RECORD")
+                else f"accepted as modified: {plural(len(mismatched), 'file')} "
+                     f"{agree(len(mismatched), 'differs', 'differ')} from RECORD")
     trailers = {"Package": who, "Record": "verified" if not mismatched else "modified: " + ",".join(mismatched)}
     if state is None:
         if mismatched and not accept_modified:
             raise OverlayError(
-                f"{plural(len(mismatched), 'file')} of {who} differ from its RECORD (edited by hand already?): "
+                f"{plural(len(mismatched), 'file')} of {who} {agree(len(mismatched), 'differs', 'differ')} "
+                f"from its RECORD (edited by hand already?): "
                 f"{_listing(mismatched)}; run again with --accept-modified to take them as the original, or "
                 f"reinstall with pip install --force-reinstall --no-deps {target.package}=={target.version}"
             )
@@ -354,6 +357,7 @@ def apply(s: Settings, vllm_version: str | None, *, verify: bool = True, accept_
                     {**base, "changed": False, "verify": result.data}, 1,
                 )
             verdict = result.summary
+            checkpoint("apply:verified")
         guard = f"guarded by {kind} signatures" if kind else "unguarded"
         message = commit_message(
             "patch",
@@ -383,7 +387,8 @@ def rollback(s: Settings, to: str | None, *, wait: bool = False, log: Log = _qui
     if not ov.exists():
         bad = record_mismatches(target, files)
         if bad:
-            return Outcome(f"{who} is not tracked by this tool, and {len(bad)} files differ from RECORD: "
+            return Outcome(f"{who} is not tracked by this tool, and {plural(len(bad), 'file')} "
+                           f"{agree(len(bad), 'differs', 'differ')} from RECORD: "
                            f"{_listing(bad)}; reinstall it with pip", {"changed": False, "record_mismatch": bad}, 1)
         return Outcome(f"{who} is not tracked: it was never patched here and matches its RECORD; nothing to do",
                        {"changed": False}, 0)
@@ -425,7 +430,8 @@ def rollback(s: Settings, to: str | None, *, wait: bool = False, log: Log = _qui
         data["record_mismatch"] = bad
         checked = sum(1 for e in target.record if e.hash and e.path in files)
         if bad:
-            return Outcome(f"rolled back {who} to the overlay's original, but {plural(len(bad), 'file')} differ from RECORD "
+            return Outcome(f"rolled back {who} to the overlay's original, but {plural(len(bad), 'file')} "
+                           f"{agree(len(bad), 'differs', 'differ')} from RECORD "
                            f"(that original was accepted as modified): {_listing(bad)}", data, 1)
         tail = f"sha256 equal to RECORD for all {checked} files"
     else:

@@ -322,7 +322,7 @@ class _Reader:
                 raise self.fail(fields["codemod"][1], f"'codemod' {codemod!r} is not a module name")
         codemod_path = self.find_codemod(codemod, fields["codemod"][1]) if codemod else None
         examples = self.examples(fields["examples"][1]) if "examples" in fields else ()
-        unchanged = ()
+        unchanged: tuple[str, ...] = ()
         if "unchanged" in fields:
             un_node = fields["unchanged"][1]
             if not isinstance(un_node, self.yaml.SequenceNode):
@@ -356,6 +356,8 @@ class _Reader:
             name = self.scalar(item, "'call'")
             if not _QUALNAME_RE.match(name):
                 raise self.fail(item, f"'call' {name!r} is not a fully qualified name like vllm.module.Name")
+            if name in out:
+                raise self.fail(item, f"'call' lists {name!r} twice")
             out.append(name)
         return tuple(out)
 

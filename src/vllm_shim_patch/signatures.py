@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from vllm_shim_patch._static_sigs import POS_ONLY, POS_OR_KW, VAR_KW, VAR_POS, Resolver, Unknown
 from vllm_shim_patch._static_sigs import KW_ONLY as _KW_ONLY
+from vllm_shim_patch._static_sigs import POS_ONLY, POS_OR_KW, VAR_KW, VAR_POS, Resolver, Unknown
 from vllm_shim_patch.errors import SignatureError
 
 __all__ = [
@@ -76,16 +76,23 @@ class Signature:
         param = self._param(name)
         return param is not None and param.required
 
-    def bind(self, n_positional: int, keywords: Sequence[str], star_args: bool = False,
-             star_kwargs: bool = False) -> BindResult:
-        """Check a call with `n_positional` positionals and these keyword names against the signature.
+    def bind(
+        self,
+        n_positional: int,
+        keywords: Sequence[str],
+        star_args: bool = False,
+        star_kwargs: bool = False,
+    ) -> BindResult:
+        """Check a call (`n_positional` positionals, these keyword names) against the signature.
 
         A `*args`/`**kwargs` splat at the call leaves the result "unknown" unless the explicit
         arguments already fail.
         """
         positional = [p for p in self.params if p.kind in (POS_ONLY, POS_OR_KW)]
         if n_positional > len(positional) and not self._has(VAR_POS):
-            return _mismatch(f"too many positional arguments ({n_positional} given, {len(positional)} accepted)")
+            return _mismatch(
+                f"too many positional arguments ({n_positional} given, {len(positional)} accepted)"
+            )
         filled = {p.name for p in positional[:n_positional]}
         by_keyword = {p.name: p for p in self.params if p.kind in (POS_OR_KW, _KW_ONLY)}
         seen: set[str] = set()
@@ -99,16 +106,17 @@ class Signature:
             if param is not None and param.kind == POS_ONLY:
                 return _mismatch(f"positional-only argument {name!r} passed as keyword")
             return _mismatch(f"unexpected keyword argument {name!r}")
-        missing = []
-        for p in self.params:
+
+        def unfilled(p: Param) -> bool:
             if not p.required or p.name in filled:
-                continue
-            if p.kind == POS_ONLY and not star_args:
-                missing.append(p.name)  # a keyword, even from **kwargs, cannot fill it
-            elif p.kind == POS_OR_KW and p.name not in seen and not (star_args or star_kwargs):
-                missing.append(p.name)
-            elif p.kind == _KW_ONLY and p.name not in seen and not star_kwargs:
-                missing.append(p.name)
+                return False
+            if p.kind == POS_ONLY:
+                return not star_args  # a keyword, even from **kwargs, cannot fill it
+            if p.name in seen:
+                return False
+            return not star_kwargs if p.kind == _KW_ONLY else not (star_args or star_kwargs)
+
+        missing = [p.name for p in self.params if unfilled(p)]
         if missing:
             quoted = ", ".join(repr(n) for n in missing)
             return _mismatch(f"missing required argument{'s' if len(missing) > 1 else ''} {quoted}")
@@ -128,8 +136,7 @@ class SignatureSource(Protocol):
         """The signature, or None when it cannot be decided."""
         ...
 
-    def get_many(self, qualnames: Iterable[str]) -> dict[str, Signature | None]:
-        ...
+    def get_many(self, qualnames: Iterable[str]) -> dict[str, Signature | None]: ...
 
 
 class StaticSignatures:
@@ -150,7 +157,11 @@ class StaticSignatures:
         except (OSError, zipfile.BadZipFile) as exc:
             raise SignatureError(f"cannot read {root}: {exc}") from exc
         if not self._resolver.has_package("vllm"):
-            hint = " (give the directory that contains vllm/, not vllm/ itself)" if root.name == "vllm" else ""
+            hint = (
+                " (give the directory that contains vllm/, not vllm/ itself)"
+                if root.name == "vllm"
+                else ""
+            )
             raise SignatureError(f"no vllm package under {root}{hint}")
         self._cache: dict[str, Signature | None] = {}
         self._why: dict[str, str] = {}
@@ -202,7 +213,9 @@ class LiveSignatures:
         if todo:
             for name, entry in self._probe(todo).items():
                 if "params" in entry:
-                    params = tuple(Param(p["name"], p["kind"], bool(p["required"])) for p in entry["params"])
+                    params = tuple(
+                        Param(p["name"], p["kind"], bool(p["required"])) for p in entry["params"]
+                    )
                     self._cache[name] = Signature(name, params, "live")
                 else:
                     self._cache[name] = None
@@ -217,12 +230,18 @@ class LiveSignatures:
         where = f"in {self.python}"
         try:
             proc = subprocess.run(
-                [self.python, str(PROBE)], input=json.dumps(names), capture_output=True,
-                text=True, timeout=self.timeout, env=self.env,
+                [self.python, str(PROBE)],
+                input=json.dumps(names),
+                capture_output=True,
+                text=True,
+                timeout=self.timeout,
+                env=self.env,
+                check=False,
             )
         except subprocess.TimeoutExpired:
             raise SignatureError(
-                f"signature probe timed out after {self.timeout:g}s {where} (importing vLLM took too long?)"
+                f"signature probe timed out after {self.timeout:g}s {where}"
+                " (importing vLLM took too long?)"
             ) from None
         except OSError as exc:
             raise SignatureError(f"cannot run {self.python}: {exc}") from exc
@@ -233,13 +252,16 @@ class LiveSignatures:
         if proc.returncode != 0 or not isinstance(answer, dict):
             tail = _tail(proc.stderr)
             raise SignatureError(
-                f"signature probe failed {where} (exit code {proc.returncode})" + (f"\n{tail}" if tail else "")
+                f"signature probe failed {where} (exit code {proc.returncode})"
+                + (f"\n{tail}" if tail else "")
             )
         fatal = answer.get("fatal")
         if fatal:
             tb = str(fatal.get("traceback", ""))
             last = tb.strip().splitlines()[-1] if tb.strip() else "no traceback"
-            raise SignatureError(f"{fatal.get('module', 'vllm')} fails to import {where}: {last}\n{_tail(tb)}")
+            raise SignatureError(
+                f"{fatal.get('module', 'vllm')} fails to import {where}: {last}\n{_tail(tb)}"
+            )
         results = answer.get("results", {})
         return {n: results.get(n, {"error": "no answer from the probe"}) for n in names}
 

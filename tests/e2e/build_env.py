@@ -34,6 +34,7 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -112,7 +113,7 @@ def find_python(explicit: str | None) -> str:
         ver = python_version(exe)
         if ver == REQUIRED_PYTHON:
             return exe
-        tried.append(f"{cand}: version {ver}")
+        tried.append(f"{cand} ({exe}): " + (f"Python {ver[0]}.{ver[1]}" if ver else "does not run"))
     raise BuildError(
         f"need a Python {want} interpreter (the constraints were frozen on {want}); "
         f"tried: {'; '.join(tried)}. Pass --python or set VSP_PYTHON."
@@ -271,6 +272,7 @@ def ensure_venv(base_python_arg: str | None, rebuild: bool) -> tuple[Path, str]:
             build(base_python, tmp, pins)
             relocate_scripts(tmp, tmp, final)
             (tmp / MARKER).write_text(digest + "\n")
+            os.chmod(tmp, 0o755)  # mkdtemp made it 0700
             if final.exists() or final.is_symlink():
                 trash = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-old-", dir=venvs))
                 final.rename(trash / "venv")
@@ -285,6 +287,10 @@ def ensure_venv(base_python_arg: str | None, rebuild: bool) -> tuple[Path, str]:
         return final, "built"
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--print-path", action="store_true",
@@ -295,6 +301,11 @@ def main() -> int:
                     help=f"base interpreter (Python {'%d.%d' % REQUIRED_PYTHON}; "
                          "default: VSP_PYTHON, then python3.11)")
     args = ap.parse_args()
+    # Turn SIGTERM/SIGHUP into KeyboardInterrupt so the temp dir gets removed
+    # (subprocess.run kills a running pip first). SIGKILL leaves a .tmp-* dir,
+    # which the next build removes under the lock; it never looks complete.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
     try:
         venv, how = ensure_venv(args.python, args.rebuild)
     except BuildError as exc:

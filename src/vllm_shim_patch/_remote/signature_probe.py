@@ -18,10 +18,10 @@ import sys
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 
-import importlib  # noqa: E402
-import inspect  # noqa: E402
-import json  # noqa: E402
-import traceback  # noqa: E402
+import importlib
+import inspect
+import json
+import traceback
 
 _VAR = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
@@ -45,9 +45,13 @@ def _import_prefix(parts):
 
 
 def _pydantic_extra(cls):
-    """pydantic dataclasses accept unknown keywords unless extra="forbid"; inspect does not say so."""
+    """pydantic dataclasses take unknown keywords unless extra="forbid"; inspect does not say so."""
     cfg = getattr(cls, "__pydantic_config__", None)
-    if not isinstance(cls, type) or "__pydantic_validator__" not in dir(cls) or not isinstance(cfg, dict):
+    if (
+        not isinstance(cls, type)
+        or "__pydantic_validator__" not in dir(cls)
+        or not isinstance(cfg, dict)
+    ):
         return None
     if not hasattr(cls, "__dataclass_fields__"):
         return None
@@ -59,21 +63,25 @@ def _probe(qualname):
     parts = qualname.split(".")
     try:
         obj, i = _import_prefix(parts)
-    except Exception as exc:
-        return {"error": "cannot import a module of %s: %s: %s" % (qualname, type(exc).__name__, exc)}
+    except Exception as exc:  # noqa: BLE001 - any import failure makes this name unknown
+        return {"error": f"cannot import a module of {qualname}: {type(exc).__name__}: {exc}"}
     for attr in parts[i:]:
         try:
             obj = getattr(obj, attr)
-        except Exception as exc:
-            return {"error": "%s: %s: %s" % (qualname, type(exc).__name__, exc)}
+        except Exception as exc:  # noqa: BLE001 - a module __getattr__ may raise anything
+            return {"error": f"{qualname}: {type(exc).__name__}: {exc}"}
     if not callable(obj):
-        return {"error": "%s is not callable (%s)" % (qualname, type(obj).__name__)}
+        return {"error": f"{qualname} is not callable ({type(obj).__name__})"}
     try:
         sig = inspect.signature(obj)
     except (TypeError, ValueError) as exc:
-        return {"error": "no signature for %s: %s" % (qualname, exc)}
+        return {"error": f"no signature for {qualname}: {exc}"}
     params = [
-        {"name": p.name, "kind": p.kind.name.lower(), "required": p.default is p.empty and p.kind not in _VAR}
+        {
+            "name": p.name,
+            "kind": p.kind.name.lower(),
+            "required": p.default is p.empty and p.kind not in _VAR,
+        }
         for p in sig.parameters.values()
     ]
     extra = _pydantic_extra(obj)
@@ -92,15 +100,15 @@ def main():
     for top in dict.fromkeys(n.split(".")[0] for n in names):
         try:
             importlib.import_module(top)
-        except (Exception, SystemExit):  # a broken import may call sys.exit
+        except (Exception, SystemExit):  # noqa: BLE001 - a broken import may even call sys.exit
             answer["fatal"] = {"module": top, "traceback": _tail()}
             break
     if answer["fatal"] is None:
         for name in names:
             try:
                 answer["results"][name] = _probe(name)
-            except (Exception, SystemExit) as exc:  # one bad name must not lose the others
-                answer["results"][name] = {"error": "%s: %s" % (type(exc).__name__, exc)}
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - keep the other answers
+                answer["results"][name] = {"error": f"{type(exc).__name__}: {exc}"}
     json.dump(answer, out)
     out.flush()
 

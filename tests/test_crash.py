@@ -1,0 +1,143 @@
+"""Crash safety: SIGKILL at every checkpoint of apply and rollback, then recover.
+
+The checkpoints are real points in the code (after each git step, each temp write, rename,
+journal and state write); VSP_TEST_KILL_AT=N makes the process kill itself at the Nth.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import GENERATOR, Sandbox
+
+from vllm_shim_patch.fsutil import record_hash
+
+def trace(sb: Sandbox, *args: str, tmp: Path) -> list[str]:
+    out = tmp / "trace.txt"
+    r = sb.run(*args, env={"VSP_TEST_TRACE": str(out)})
+    assert r.returncode == 0, r.stderr
+    names = [line.split(" ", 1)[1] for line in out.read_text().splitlines()]
+    out.unlink()
+    return names
+
+
+def pristine(sb: Sandbox) -> bool:
+    return all(record_hash((sb.site / p).read_bytes()) == d for p, d in sb.record().items())
+
+
+def test_apply_and_rollback_have_enough_distinct_kill_points(sandbox: Sandbox, tmp_path: Path) -> None:
+    apply_points = trace(sandbox, "--vllm-version", "0.17", tmp=tmp_path)
+    rollback_points = trace(sandbox, "rollback", tmp=tmp_path)
+    assert len(apply_points) >= 20
+    for must in ("git:committed", "apply:journal", "apply:verified", "journal:clearing",
+                 "write:renamed vllm_hidden_states_generator.py"):
+        assert must in apply_points
+    assert "rollback:journal" in rollback_points
+
+
+def _kill(sb: Sandbox, n: int, *args: str) -> bool:
+    r = sb.run(*args, env={"VSP_TEST_KILL_AT": str(n)})
+    if r.returncode == -signal.SIGKILL:
+        return True
+    assert r.returncode == 0, r.stderr
+    return False
+
+
+def fresh(template: Path, where: Path) -> Sandbox:
+    shutil.copytree(template, where / "venv", symlinks=True)
+    site = next((where / "venv").glob("lib/python3*/site-packages"))
+    return Sandbox(where / "venv", where / "venv" / "bin" / "python", site, where / "state")
+
+
+def test_killed_apply_recovers_at_every_checkpoint(sandbox_template: Path, tmp_path: Path) -> None:
+    points = trace(fresh(sandbox_template, tmp_path / "trace"), "--vllm-version", "0.17", tmp=tmp_path)
+    assert len(points) >= 20
+    for n, point in enumerate(points, 1):
+        sb = fresh(sandbox_template, tmp_path / f"kill-{n}")
+        original = sb.snapshot()
+        assert _kill(sb, n, "--vllm-version", "0.17"), point
+        status = json.loads(sb.run("status", "--json").stdout)
+        if sb.snapshot() != original:
+            # Files were written: the journal says so, or the patch was fully recorded.
+            assert status["state"] in ("interrupted", "patched"), (point, status)
+        else:
+            assert status["state"] in ("interrupted", "original", "not tracked"), (point, status)
+        back = sb.run("rollback")
+        assert back.returncode == 0, (point, back.stderr)
+        assert sb.snapshot() == original, point
+        assert pristine(sb), point
+        again = sb.run("--vllm-version", "0.17")
+        assert again.returncode == 0, (point, again.stderr)
+        assert sb.run("--vllm-version", "0.17", "--check").returncode == 0, point
+        shutil.rmtree(tmp_path / f"kill-{n}")
+
+
+def test_killed_rollback_is_finished_at_every_checkpoint(sandbox_template: Path, tmp_path: Path) -> None:
+    probe = fresh(sandbox_template, tmp_path / "trace")
+    assert probe.run("--vllm-version", "0.17").returncode == 0
+    points = trace(probe, "rollback", tmp=tmp_path)
+    assert len(points) >= 10
+    for n, point in enumerate(points, 1):
+        sb = fresh(sandbox_template, tmp_path / f"kill-{n}")
+        original = sb.snapshot()
+        assert sb.run("--vllm-version", "0.17").returncode == 0
+        assert _kill(sb, n, "rollback"), point
+        back = sb.run("rollback")
+        assert back.returncode == 0, (point, back.stderr)
+        assert sb.snapshot() == original, point
+        assert pristine(sb), point
+        assert sb.run("status").stdout.startswith("original: speculators 0.3.0"), point
+        shutil.rmtree(tmp_path / f"kill-{n}")
+
+
+def test_killed_apply_is_undone_by_the_next_apply(sandbox: Sandbox, tmp_path: Path) -> None:
+    trace(sandbox, "--vllm-version", "0.17", tmp=tmp_path)
+    assert sandbox.run("rollback").returncode == 0
+    # The overlay exists now, so the next apply's checkpoints start at its journal.
+    later = trace(sandbox, "--vllm-version", "0.16", tmp=tmp_path)
+    assert sandbox.run("rollback").returncode == 0
+    n = later.index("write:renamed vllm_hidden_states_generator.py") + 1
+    assert _kill(sandbox, n, "--vllm-version", "0.16")
+    assert json.loads(sandbox.run("status", "--json").stdout)["state"] == "interrupted"
+    r = sandbox.run("--vllm-version", "0.16")
+    assert r.returncode == 0, r.stderr
+    assert "undid an interrupted apply" in r.stderr
+    assert sandbox.run("--vllm-version", "0.16", "--check").returncode == 0
+
+
+def test_two_concurrent_applies(sandbox: Sandbox, tmp_path: Path) -> None:
+    flag = tmp_path / "paused"
+    points = trace(sandbox, "--vllm-version", "0.16", tmp=tmp_path)
+    assert sandbox.run("rollback").returncode == 0
+    # Hold the first apply inside its transaction (files journaled, not yet written).
+    pause_at = points.index("apply:journal") + 1
+    first = subprocess.Popen(
+        [sys.executable, "-m", "vllm_shim_patch", "--python", str(sandbox.python), "--state-dir",
+         str(sandbox.state), "--vllm-version", "0.16"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**__import__("os").environ, "VSP_TEST_PAUSE_AT": str(pause_at), "VSP_TEST_PAUSE_FILE": str(flag)},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not flag.exists():
+            assert first.poll() is None, first.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        second = sandbox.run("--vllm-version", "0.16")
+        assert second.returncode == 2
+        assert second.stderr.strip() == (
+            f"patch-speculators: error: another patch-speculators (pid {first.pid}) is working on this "
+            "package; wait for it or run again with --wait"
+        )
+    finally:
+        flag.unlink(missing_ok=True)
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    assert sandbox.run("--vllm-version", "0.16", "--check").returncode == 0
+    assert b"kv_cache_specs=" not in (sandbox.site / GENERATOR).read_bytes()
