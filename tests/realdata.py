@@ -61,3 +61,9 @@ def vllm_source(version: str = "0.16.0") -> Path:
     if os.environ.get("VSP_KEEP_WHEELS") != "1":
         wheel.unlink(missing_ok=True)
     return dest
+
+
+if __name__ == "__main__":
+    # `python tests/realdata.py vllm 0.16.0` prints the cached source folder; `speculators 0.3.0` the wheel.
+    what, version = sys.argv[1], sys.argv[2]
+    print(vllm_source(version) if what == "vllm" else speculators_wheel(version))

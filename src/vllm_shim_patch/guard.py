@@ -1,7 +1,7 @@
-"""Choose the signature source that guards rules: the installed vLLM's own source, read statically.
+"""Which signature source decides: guards read vLLM's source; verification asks the live vLLM.
 
 Guards run at plan time, so they read source (milliseconds) rather than import vLLM (seconds);
-verification binds against the live signatures afterwards.
+verification binds against what really imports, falling back to the source when vLLM does not.
 """
 
 from __future__ import annotations
@@ -9,13 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .errors import SignatureError
+
 if TYPE_CHECKING:
     from .cli import Settings
     from .target import Target
 
 
 def signature_source(s: Settings, target: Target) -> Any:
-    """A SignatureSource, or None when no vLLM source is known (rules are then unguarded)."""
+    """The static source that guards rules, or None when no vLLM source is known (unguarded)."""
     from .signatures import StaticSignatures
 
     if s.vllm_source:
@@ -23,3 +25,24 @@ def signature_source(s: Settings, target: Target) -> Any:
     if target.vllm_location is not None:
         return StaticSignatures(target.vllm_location)
     return None
+
+
+def binding_signatures(s: Settings, target: Target, callees: set[str]) -> tuple[dict[str, Any], str | None, str]:
+    """Signatures to bind calls against: (qualname → Signature | None, kind, note).
+
+    Live by default; static with --static or --vllm-source, or when vLLM does not import.
+    """
+    from .signatures import LiveSignatures
+
+    note = ""
+    if not s.static and not s.vllm_source and target.vllm_location is not None:
+        try:
+            live = LiveSignatures(target.python)
+            return live.get_many(sorted(callees)), "live", note
+        except SignatureError as exc:
+            first = str(exc).splitlines()[0]
+            note = f"vLLM does not import in the target ({first}): bound against its source instead"
+    source = signature_source(s, target)
+    if source is None:
+        return dict.fromkeys(callees), None, "no vLLM in the target and no --vllm-source: binding not checked"
+    return source.get_many(sorted(callees)), "static", note

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import VerifyError
+from .report_text import plural
 from .target import run_remote
 
 if TYPE_CHECKING:
+    from .calls import CallRecord
     from .cli import Settings
     from .plan import Plan
     from .target import Target
@@ -25,6 +28,21 @@ class VerifyResult:
     lines: list[str] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
     summary: str = ""
+
+
+@dataclass(frozen=True)
+class Binding:
+    call: CallRecord
+    status: str  # "ok" | "mismatch" | "unknown"
+    reason: str
+
+    def line(self) -> str:
+        why = f" ({self.reason})" if self.reason else ""
+        return f"{self.call.path}:{self.call.line}: {self.call.callee}: {self.status}{why}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.call.path, "line": self.call.line, "callee": self.call.callee,
+                "status": self.status, "reason": self.reason}
 
 
 def module_name(relpath: str) -> str:
@@ -48,12 +66,20 @@ def import_check(target: Target, modules: list[str], timeout: float = IMPORT_TIM
     return list(json.loads(proc.stdout))
 
 
-def verify_plan(target: Target, plan: Plan, s: Settings) -> VerifyResult:
-    modules = sorted({module_name(r.path) for r in plan.changed})
-    results = import_check(target, modules)
+def bind_all(calls: Iterable[CallRecord], signatures: dict[str, Any], why_unknown: str) -> list[Binding]:
+    out = []
+    for call in calls:
+        sig = signatures.get(call.callee)
+        if sig is None:
+            out.append(Binding(call, "unknown", why_unknown or "signature unknown"))
+            continue
+        result = call.bind(sig)
+        out.append(Binding(call, result.status, result.reason))  # type: ignore[attr-defined]
+    return out
+
+
+def _import_lines(results: list[dict[str, Any]]) -> list[str]:
     lines = []
-    failed = [r for r in results if r["status"] == "failed"]
-    missing = [r for r in results if r["status"] == "missing-dependency"]
     for r in results:
         if r["status"] == "ok":
             lines.append(f"import {r['module']}: ok ({r['seconds']:.2f}s)")
@@ -61,10 +87,46 @@ def verify_plan(target: Target, plan: Plan, s: Settings) -> VerifyResult:
             lines.append(f"import {r['module']}: not tested, {r['missing']} is not installed in the target")
         else:
             lines.append(f"import {r['module']}: FAILED\n{r['traceback'].rstrip()}")
-    data = {"imports": results}
+    return lines
+
+
+def run_checks(target: Target, s: Settings, modules: list[str], calls: list[CallRecord]) -> VerifyResult:
+    """Import `modules`, bind `calls`; fail on an import failure or a binding mismatch."""
+    from .guard import binding_signatures
+
+    imports = import_check(target, modules) if modules else []
+    signatures, kind, note = binding_signatures(s, target, {c.callee for c in calls})
+    bindings = bind_all(calls, signatures, note)
+    lines = _import_lines(imports)
+    if note:
+        lines.append(f"note: {note}")
+    lines += [b.line() for b in bindings]
+    data = {"imports": imports, "signatures": kind, "bindings": [b.as_dict() for b in bindings]}
+    failed = [r for r in imports if r["status"] == "failed"]
+    missing = sorted({r["missing"] for r in imports if r["status"] == "missing-dependency"})
+    mismatches = [b for b in bindings if b.status == "mismatch"]
+    unknown = [b for b in bindings if b.status == "unknown"]
     if failed:
-        first = failed[0]
-        last = first["traceback"].strip().splitlines()[-1]
-        return VerifyResult(False, f"import {first['module']} failed: {last}", lines, data)
-    summary = "passed (import)" if not missing else f"passed (import not tested: {missing[0]['missing']} missing)"
-    return VerifyResult(True, "", lines, data, summary)
+        last = failed[0]["traceback"].strip().splitlines()[-1]
+        return VerifyResult(False, f"import {failed[0]['module']} failed: {last}", lines, data)
+    if mismatches:
+        b = mismatches[0]
+        return VerifyResult(False, f"{plural(len(mismatches), 'call')} do not bind: {b.line()}", lines, data)
+    parts = []
+    ok_imports = sum(r["status"] == "ok" for r in imports)
+    if imports:
+        parts.append(f"{ok_imports}/{plural(len(imports), 'module')} imported"
+                     + (f" ({', '.join(missing)} missing in the target)" if missing else ""))
+    if bindings:
+        parts.append(f"{len(bindings) - len(unknown)}/{plural(len(bindings), 'call')} bound ({kind or 'no signatures'})"
+                     + (f", {len(unknown)} unknown" if unknown else ""))
+    return VerifyResult(True, "", lines, data, "passed: " + ("; ".join(parts) or "nothing to check"))
+
+
+def verify_plan(target: Target, plan: Plan, s: Settings) -> VerifyResult:
+    """Verification inside apply: the modules it changed, and the calls it rewrote."""
+    from .calls import rewritten
+
+    modules = sorted({module_name(r.path) for r in plan.changed})
+    calls = [c for r in plan.changed for c in rewritten(r.before, r.after, r.path)]
+    return run_checks(target, s, modules, calls)

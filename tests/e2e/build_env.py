@@ -67,6 +67,9 @@ PYTHON_CANDIDATES = [
 ]
 
 
+_LOCK_FDS: tuple[int, ...] = ()
+
+
 class BuildError(Exception):
     pass
 
@@ -151,8 +154,11 @@ def run(cmd: list[str], what: str, capture: bool = False) -> str:
     log(f"{what}: {' '.join(cmd)}")
     t0 = time.monotonic()
     # pip's output goes to our stderr so stdout stays clean for the path.
+    # Children inherit the lock fd: if this script is SIGKILLed, an orphaned pip
+    # keeps holding the lock, so the next build waits for it instead of deleting
+    # the directory it is still writing to.
     proc = subprocess.run(
-        cmd, env=child_env(), text=True,
+        cmd, env=child_env(), text=True, pass_fds=_LOCK_FDS,
         stdout=subprocess.PIPE if capture else sys.stderr,
         stderr=subprocess.STDOUT if capture else sys.stderr,
     )
@@ -165,6 +171,7 @@ def run(cmd: list[str], what: str, capture: bool = False) -> str:
 
 def relocate_scripts(venv: Path, old: Path, new: Path) -> None:
     """Rewrite absolute paths in bin/ (shebangs, activate scripts) old -> new."""
+    shutil.rmtree(venv / "bin" / "__pycache__", ignore_errors=True)  # e.g. jp.py's
     old_b, new_b = str(old).encode(), str(new).encode()
     for entry in [venv / "pyvenv.cfg", *(venv / "bin").iterdir()]:
         if entry.is_symlink() or not entry.is_file():
@@ -217,9 +224,9 @@ def is_complete(venv: Path, digest: str) -> bool:
         return False
 
 
-def build(base_python: str, tmp: Path, pins: dict[str, str]) -> None:
+def build(base_python: str, tmp: Path, final_name: str, pins: dict[str, str]) -> None:
     py = tmp / "bin" / "python"
-    run([base_python, "-m", "venv", str(tmp)], "create venv")
+    run([base_python, "-m", "venv", "--prompt", final_name, str(tmp)], "create venv")
     pip = [str(py), "-m", "pip", "install", "--no-input", "--only-binary=:all:",
            "-c", str(CONSTRAINTS)]
     run(pip + [f"vllm=={VLLM_VERSION}", *EXTRA_PACKAGES], "install vllm")
@@ -249,6 +256,8 @@ def ensure_venv(base_python_arg: str | None, rebuild: bool) -> tuple[Path, str]:
         except BlockingIOError:
             log(f"another build of {name} is running; waiting for its lock ({lock_path})")
             fcntl.flock(lock, fcntl.LOCK_EX)
+        global _LOCK_FDS
+        _LOCK_FDS = (lock.fileno(),)
         # Re-check under the lock: a concurrent build may have just finished.
         if not rebuild and is_complete(final, digest):
             return final, "reused"
@@ -269,7 +278,7 @@ def ensure_venv(base_python_arg: str | None, rebuild: bool) -> tuple[Path, str]:
         t0 = time.monotonic()
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=venvs))
         try:
-            build(base_python, tmp, pins)
+            build(base_python, tmp, name, pins)
             relocate_scripts(tmp, tmp, final)
             (tmp / MARKER).write_text(digest + "\n")
             os.chmod(tmp, 0o755)  # mkdtemp made it 0700
