@@ -112,6 +112,8 @@ _APPLY = [
     click.option("--dry-run", is_flag=True, default=None, help="print the diff apply would write; change nothing"),
     click.option("--check", is_flag=True, default=None, help="exit 1 if the package is not patched for this vLLM"),
     click.option("--no-verify", is_flag=True, default=None, help="skip verification after writing"),
+    click.option("--no-guard", is_flag=True, default=None,
+                 help="ignore the installed signatures: rules apply by their since alone"),
     click.option("--accept-modified", is_flag=True, default=None,
                  help="baseline files that differ from RECORD (already hand-edited)"),
     click.option("--wait", is_flag=True, default=None, help="wait for another running patch-speculators"),
@@ -173,6 +175,8 @@ def apply(ctx: click.Context, **options: Any) -> None:
 
 @main.command()
 @click.option("--vllm-version", metavar="X", default=None, help="target vLLM series, e.g. 0.16")
+@click.option("--no-guard", is_flag=True, default=None,
+              help="ignore the installed signatures: rules apply by their since alone")
 @common_options
 @click.pass_context
 @handles_errors

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import VerifyError
-from .report_text import plural
+from .report_text import agree, plural
 from .target import run_remote
 
 if TYPE_CHECKING:
@@ -111,7 +111,8 @@ def run_checks(target: Target, s: Settings, modules: list[str], calls: list[Call
         return VerifyResult(False, f"import {failed[0]['module']} failed: {last}", lines, data)
     if mismatches:
         b = mismatches[0]
-        return VerifyResult(False, f"{plural(len(mismatches), 'call')} do not bind: {b.line()}", lines, data)
+        n = len(mismatches)
+        return VerifyResult(False, f"{plural(n, 'call')} {agree(n, 'does', 'do')} not bind: {b.line()}", lines, data)
     parts = []
     ok_imports = sum(r["status"] == "ok" for r in imports)
     if imports:

@@ -1,0 +1,132 @@
+"""Guards, verification and audit against the real vLLM 0.16.0 and 0.17.0 sources (static)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import realdata
+from conftest import GENERATOR, Sandbox
+
+
+@pytest.fixture(scope="session")
+def vllm016() -> Path:
+    return realdata.vllm_source("0.16.0")
+
+
+@pytest.fixture(scope="session")
+def vllm017() -> Path:
+    return realdata.vllm_source("0.17.0")
+
+
+def test_guard_keeps_eos_token_id_on_016(sandbox: Sandbox, vllm016: Path) -> None:
+    r = sandbox.run("--vllm-source", str(vllm016), "--vllm-version", "0.17", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "eos_token_id" not in r.stdout
+    assert r.stdout.count("\n@@ ") + r.stdout.startswith("@@") == 2
+    assert r.stderr.splitlines() == [
+        "note: vLLM is not installed in " + str(sandbox.python) + ": rules selected for --vllm-version 0.17 alone",
+        f"{GENERATOR}:234: request-drop-eos-token-id [not-needed, guarded] not needed for this vLLM: "
+        "Request still takes eos_token_id",
+        "2 edits in 1 file; vLLM 0.17 (static)",
+    ]
+
+
+def test_guard_drops_eos_token_id_on_017_even_when_asked_for_016(sandbox: Sandbox, vllm017: Path) -> None:
+    r = sandbox.run("--vllm-source", str(vllm017), "--vllm-version", "0.16", "--dry-run", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    sites = [(s["rule"], s["action"], s["guarded"]) for f in data["files"] for s in f["sites"]]
+    assert sites == [
+        ("kv-cache-config-drop-specs", "edited", True),
+        ("scheduler-add-block-size", "edited", True),
+        ("request-drop-eos-token-id", "edited", True),
+    ]
+
+
+def test_apply_verifies_the_rewritten_calls(sandbox: Sandbox, vllm016: Path) -> None:
+    r = sandbox.run("--vllm-source", str(vllm016), "--vllm-version", "0.16")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == (
+        "patched speculators 0.3.0 for vLLM 0.16: 2 edits in 1 file; vLLM 0.16 (static); verification passed "
+        "(0/1 module imported (pydantic missing in the target); 2/2 calls bound (static))"
+    )
+    v = sandbox.run("--vllm-source", str(vllm016), "verify")
+    assert v.returncode == 0
+    assert v.stdout.splitlines()[1:] == [
+        f"{GENERATOR}:136: vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups: ok",
+        f"{GENERATOR}:147: vllm.v1.core.sched.scheduler.Scheduler: ok",
+        "verify speculators 0.3.0: passed: 0/1 module imported (pydantic missing in the target); "
+        "2/2 calls bound (static)",
+    ]
+
+
+def test_verify_all_reports_every_remaining_mismatch(sandbox: Sandbox, vllm016: Path) -> None:
+    v = sandbox.run("--vllm-source", str(vllm016), "verify", "--all", "--json")
+    assert v.returncode == 1
+    data = json.loads(v.stdout)
+    bad = [(b["path"], b["line"], b["callee"], b["reason"]) for b in data["bindings"] if b["status"] != "ok"]
+    assert bad == [
+        (GENERATOR, 136, "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups",
+         "unexpected keyword argument 'kv_cache_specs'"),
+        (GENERATOR, 148, "vllm.v1.core.sched.scheduler.Scheduler", "missing required argument 'block_size'"),
+        (GENERATOR, 194, "vllm.config.SchedulerConfig", "missing required argument 'is_encoder_decoder'"),
+    ]
+    assert len(data["bindings"]) == 20
+
+
+def test_audit_names_the_fixing_rule_and_suggests_one(sandbox: Sandbox, vllm016: Path) -> None:
+    a = sandbox.run("--vllm-source", str(vllm016), "audit", "--vllm-version", "0.16")
+    assert a.returncode == 1
+    assert a.stdout.splitlines() == [
+        "speculators 0.3.0 against no installed vLLM, rules for 0.16 (static signatures): 20 calls into vLLM",
+        f"  {GENERATOR}:136: vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups: mismatch "
+        "(unexpected keyword argument 'kv_cache_specs') -> fixed by kv-cache-config-drop-specs",
+        f"  {GENERATOR}:148: vllm.v1.core.sched.scheduler.Scheduler: mismatch "
+        "(missing required argument 'block_size') -> fixed by scheduler-add-block-size",
+        f"  {GENERATOR}:194: vllm.config.SchedulerConfig: mismatch "
+        "(missing required argument 'is_encoder_decoder') -> no rule fixes this; suggested rule:",
+        "      - id: schedulerconfig-add-is-encoder-decoder",
+        "        call: vllm.config.SchedulerConfig",
+        '        since: "0.16"',
+        '        add: {is_encoder_decoder: "TODO: an expression"}',
+        "        why: \"vLLM 0.16: missing required argument 'is_encoder_decoder'\"",
+        "20 calls: 17 ok, 2 fixed by the rules, 1 still mismatched, 0 unknown",
+    ]
+
+
+BAD_RULE = """\
+schema: 1
+rules:
+  - id: scheduler-add-bogus
+    call: vllm.v1.core.sched.scheduler.Scheduler
+    since: "0.1"
+    add: {bogus_flag: "True"}
+    why: a rule that is wrong for every vLLM, to prove verification catches it
+"""
+
+
+def test_failed_verification_restores_byte_for_byte(sandbox: Sandbox, vllm016: Path, tmp_path: Path) -> None:
+    rules = tmp_path / "bad.yaml"
+    rules.write_text(BAD_RULE)
+    before = sandbox.snapshot()
+    r = sandbox.run("--vllm-source", str(vllm016), "--rules", str(rules), "--vllm-version", "0.16", "--no-guard")
+    assert r.returncode == 1
+    assert r.stdout.strip() == (
+        "verification failed: 1 call does not bind: "
+        f"{GENERATOR}:147: vllm.v1.core.sched.scheduler.Scheduler: mismatch (unexpected keyword argument "
+        "'bogus_flag'); restored 1 file, nothing recorded"
+    )
+    assert sandbox.snapshot() == before
+    assert json.loads(sandbox.run("status", "--json").stdout)["state"] == "original"
+
+
+def test_guard_skips_an_add_the_callee_does_not_take(sandbox: Sandbox, vllm016: Path, tmp_path: Path) -> None:
+    rules = tmp_path / "bad.yaml"
+    rules.write_text(BAD_RULE)
+    r = sandbox.run("--vllm-source", str(vllm016), "--rules", str(rules), "--vllm-version", "0.16", "--dry-run")
+    assert r.returncode == 0
+    assert f"{GENERATOR}:148: scheduler-add-bogus [not-needed, guarded] not needed for this vLLM: " \
+           "Scheduler does not take bogus_flag" in r.stderr.splitlines()
+    assert "bogus_flag" not in r.stdout
