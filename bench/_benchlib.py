@@ -73,7 +73,7 @@ def _venv_ok(venv: Path, marker_text: str) -> bool:
 def _pip(args: Sequence[str]) -> None:
     """pip of the interpreter running the benchmark, installing into another one (--python)."""
     cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", *args]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
     if proc.returncode != 0:
         die(f"{' '.join(cmd)} failed:\n{proc.stdout}")
 
@@ -91,7 +91,7 @@ def speculators_wheel() -> Path:
     realdata = REPO / "tests" / "realdata.py"
     if realdata.is_file():
         proc = subprocess.run([sys.executable, str(realdata), "speculators", SPECULATORS_VERSION],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              capture_output=True, text=True, check=False)
         if proc.returncode == 0 and proc.stdout.strip():
             return Path(proc.stdout.strip().splitlines()[-1])
         print(f"note: tests/realdata.py failed ({proc.stderr.strip()[-300:]}); downloading directly",
@@ -203,6 +203,7 @@ class Contender:
     env: dict[str, str] = field(default_factory=tool_env)
     cwd: str | None = None
     fresh_dir: bool = False  # substitute "{fresh}" in cmd with a new empty folder per run
+    ok_codes: tuple[int, ...] = (0,)  # exit codes that still count as a completed run
     times: list[float] = field(default_factory=list)
 
     def argv(self, fresh: Path | None) -> list[str]:
@@ -226,8 +227,7 @@ class Captured:
 
 def run_captured(c: Contender, scratch: Path) -> Captured:
     fresh = _fresh(scratch) if c.fresh_dir else None
-    proc = subprocess.run(c.argv(fresh), env=c.env, cwd=c.cwd, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(c.argv(fresh), env=c.env, cwd=c.cwd, capture_output=True, text=True, check=False)
     return Captured(proc.returncode, proc.stdout, proc.stderr)
 
 
@@ -249,7 +249,7 @@ def time_once(c: Contender, scratch: Path) -> float:
     t0 = time.perf_counter()
     rc = subprocess.call(argv, env=c.env, cwd=c.cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     elapsed = time.perf_counter() - t0
-    if rc != 0:
+    if rc not in c.ok_codes:
         die(f"{c.name} exited {rc} during timing: {' '.join(argv)}")
     return elapsed
 
@@ -288,13 +288,19 @@ def machine_line() -> str:
             f"Python {platform.python_version()} ({sys.executable})")
 
 
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(REPO), *args], stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True, check=False).stdout.strip()
+
+
 def git_rev() -> str:
+    """The commit measured, and whether the tool's sources differ from it (read-only git)."""
     try:
-        rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "src", "rules", "codemods"],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout.strip()
-        return rev + (" (src/rules/codemods modified in the work tree)" if dirty else "") if rev else "?"
+        rev = _git("rev-parse", "--short", "HEAD")
+        dirty = _git("status", "--porcelain", "--", "src", "rules", "codemods")
+        if not rev:
+            return "?"
+        return rev + (" (src/rules/codemods modified in the work tree)" if dirty else "")
     except OSError:
         return "?"
 

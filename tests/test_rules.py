@@ -186,7 +186,7 @@ def test_rules_check_cli_ok(tmp_path: Path) -> None:
 def test_load_pack_missing_path(tmp_path: Path) -> None:
     with pytest.raises(RuleError) as info:
         load_pack([tmp_path / "nope.yaml"], bundled=False)
-    assert str(info.value) == f"{tmp_path}/nope.yaml: no such rule file or folder"
+    assert str(info.value) == f"{tmp_path}/nope.yaml: no such rule file or folder (bundled optional packs: scheduler-config)"
 
 
 def test_load_pack_empty_folder(tmp_path: Path) -> None:
@@ -323,5 +323,12 @@ def test_bundled_pack_loads() -> None:
         "kv-cache-config-drop-specs",
         "scheduler-add-block-size",
         "request-drop-eos-token-id",
+        "scheduler-config-needs-is-encoder-decoder",
     ]
-    assert [str(r.since) for r in pack.rules] == ["0.12.0", "0.11.1", "0.17.0"]
+    assert [str(r.since) for r in pack.rules] == ["0.12.0", "0.11.1", "0.17.0", "0.12.0"]
+
+
+def test_optional_pack_is_selected_by_name() -> None:
+    pack = load_pack(["scheduler-config"])
+    assert [r.id for r in pack.rules][-1] == "scheduler-config-add-is-encoder-decoder"
+    assert pack.rules[-1].add == (("is_encoder_decoder", "False"),)

@@ -27,6 +27,9 @@ def test_guard_keeps_eos_token_id_on_016(sandbox: Sandbox, vllm016: Path) -> Non
     assert r.stdout.count("\n@@ ") + r.stdout.startswith("@@") == 2
     assert r.stderr.splitlines() == [
         "note: vLLM is not installed in " + str(sandbox.python) + ": rules selected for --vllm-version 0.17 alone",
+        f"{GENERATOR}:194: scheduler-config-needs-is-encoder-decoder [notice, guarded] vLLM 0.12.0 and later "
+        "require is_encoder_decoder here; run with --rules scheduler-config to add is_encoder_decoder=False, "
+        "or pass it by hand",
         f"{GENERATOR}:234: request-drop-eos-token-id [not-needed, guarded] not needed for this vLLM: "
         "Request still takes eos_token_id",
         "2 edits in 1 file; vLLM 0.17 (static)",
@@ -41,6 +44,7 @@ def test_guard_drops_eos_token_id_on_017_even_when_asked_for_016(sandbox: Sandbo
     assert sites == [
         ("kv-cache-config-drop-specs", "edited", True),
         ("scheduler-add-block-size", "edited", True),
+        ("scheduler-config-needs-is-encoder-decoder", "notice", True),
         ("request-drop-eos-token-id", "edited", True),
     ]
 
@@ -49,16 +53,16 @@ def test_apply_verifies_the_rewritten_calls(sandbox: Sandbox, vllm016: Path) -> 
     r = sandbox.run("--vllm-source", str(vllm016), "--vllm-version", "0.16")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == (
-        "patched speculators 0.3.0 for vLLM 0.16: 2 edits in 1 file; vLLM 0.16 (static); verification passed "
-        "(0/1 module imported (pydantic missing in the target); 2/2 calls bound (static))"
+        "patched speculators 0.3.0 for vLLM 0.16: 2 edits in 1 file; vLLM 0.16 (static); verification passed: "
+        "imports 0/1 ok (pydantic missing in the target); calls 2/2 bind (static)"
     )
     v = sandbox.run("--vllm-source", str(vllm016), "verify")
     assert v.returncode == 0
     assert v.stdout.splitlines()[1:] == [
         f"{GENERATOR}:136: vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups: ok",
         f"{GENERATOR}:147: vllm.v1.core.sched.scheduler.Scheduler: ok",
-        "verify speculators 0.3.0: passed: 0/1 module imported (pydantic missing in the target); "
-        "2/2 calls bound (static)",
+        "verify speculators 0.3.0: passed: imports 0/1 ok (pydantic missing in the target); "
+        "calls 2/2 bind (static)",
     ]
 
 

@@ -130,7 +130,7 @@ class _CallRewriter(VisitorBasedCodemodCommand):
         version = self.engine.version
         candidates = [
             (rule, rewrites)
-            for rule, rewrites in index[callee]
+            for rule, rewrites in sorted(index[callee], key=_notices_last)
             # Unguarded, a rule for a later vLLM than the target does not apply.
             if signature is not None or version is None or rule.since <= version
         ]
@@ -190,3 +190,8 @@ def _syntax_error(data: bytes, path: str, exc: cst.ParserSyntaxError) -> str:
     except ValueError as err:  # null bytes (Python < 3.12)
         return f"syntax error: {err}"
     return f"syntax error at line {exc.raw_line}: {exc.message}"
+
+
+def _notices_last(entry: tuple[Rule, list[Rewrite]]) -> bool:
+    """A notice judges the call as the other rules leave it, so it runs after them."""
+    return entry[0].operations == ("notice",)

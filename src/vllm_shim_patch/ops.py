@@ -182,6 +182,18 @@ def _move(target: str) -> Rewrite:
 
 def _notice(message: str) -> Rewrite:
     def rewrite(call: cst.Call, site: CallSite) -> cst.Call:
+        sig = site.signature
+        if sig is not None:
+            # Guarded, a notice speaks only of a call that does not bind as it stands.
+            bound = sig.bind(
+                sum(1 for a in call.args if a.keyword is None and not a.star),
+                [a.keyword.value for a in call.args if a.keyword is not None],
+                star_args=any(a.star == "*" for a in call.args),
+                star_kwargs=any(a.star == "**" for a in call.args),
+            )
+            if bound.status == "ok":
+                site.notes.append(f"not needed for this vLLM: {site.short_callee}(...) binds as it is")
+                return call
         site.notes.append(f"notice: {message}")
         return call
 

@@ -358,8 +358,7 @@ def apply(s: Settings, vllm_version: str | None, *, verify: bool = True, accept_
                     f"verification failed: {result.reason}; restored {plural(len(restored), 'file')}, nothing recorded",
                     {**base, "changed": False, "verify": result.data}, 1,
                 )
-            verdict = result.summary.removeprefix("passed: ")
-            verdict = f"passed ({verdict})"
+            verdict = result.summary
             checkpoint("apply:verified")
         guard = f"guarded by {kind} signatures" if kind else "unguarded"
         message = commit_message(

@@ -114,12 +114,14 @@ def run_checks(target: Target, s: Settings, modules: list[str], calls: list[Call
         n = len(mismatches)
         return VerifyResult(False, f"{plural(n, 'call')} {agree(n, 'does', 'do')} not bind: {b.line()}", lines, data)
     parts = []
-    ok_imports = sum(r["status"] == "ok" for r in imports)
     if imports:
-        parts.append(f"{ok_imports}/{plural(len(imports), 'module')} imported"
+        ok_imports = sum(r["status"] == "ok" for r in imports)
+        parts.append(f"imports {ok_imports}/{len(imports)} ok"
                      + (f" ({', '.join(missing)} missing in the target)" if missing else ""))
-    if bindings:
-        parts.append(f"{len(bindings) - len(unknown)}/{plural(len(bindings), 'call')} bound ({kind or 'no signatures'})"
+    if bindings and kind is None:
+        parts.append(f"{plural(len(bindings), 'call')} not bound (no vLLM signatures)")
+    elif bindings:
+        parts.append(f"calls {len(bindings) - len(unknown)}/{len(bindings)} bind ({kind})"
                      + (f", {len(unknown)} unknown" if unknown else ""))
     return VerifyResult(True, "", lines, data, "passed: " + ("; ".join(parts) or "nothing to check"))
 

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Benchmark: the dry run on the real speculators 0.3.0, whole processes, side by side.
+
+    python bench/bench_dryrun.py [--runs N]
+
+Contenders, each a whole process timed by wall clock (a warm-up run first, whose output is
+checked; then N runs, round-robin so changing machine load hits every contender alike):
+
+  ours            patch-speculators --python <venv>/bin/python --vllm-version 0.17 --dry-run
+                  --state-dir <fresh empty folder>
+  bowler          bench/bowler_edits.py (Bowler 0.9.0 queries + .modify() callbacks), diff only
+  bowler-builtin  bench/bowler_edits.py --mode builtin (Bowler's own argument modifiers only;
+                  they cannot express the edits exactly, see that file), diff only
+  libcst-cli      python -m libcst.tool codemod -x --no-format --unified-diff=3 --hide-progress
+                  libcst_codemod.speculators_vllm017.SpeculatorsVllm017 <package dir>
+
+The target venv (real speculators 0.3.0, --no-deps, no vLLM: the tool's rules are then chosen
+by --vllm-version alone) and the Bowler venv are cached under ~/.cache/vllm-shim-patch/bench.
+Nothing is written to the venv: its files are hashed before and after, and the run fails if
+anything changed. A benchmark, not a test: the targets are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _benchlib as bl
+
+PACKAGE = "speculators"
+LIBCST_COMMAND = "libcst_codemod.speculators_vllm017.SpeculatorsVllm017"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=10, help="timed runs per contender (default 10)")
+    parser.add_argument("--libcst-jobs", type=int, default=None,
+                        help="-j for the libcst codemod CLI (default: its own, the number of cores)")
+    parser.add_argument("--no-bowler-builtin", action="store_true",
+                        help="skip the bowler-builtin contender")
+    parser.add_argument("--quiet-diffs", action="store_true", help="do not print the diffs")
+    args = parser.parse_args()
+    if args.runs < 1:
+        bl.die("--runs must be at least 1")
+
+    print(f"# bench_dryrun: {bl.machine_line()}")
+    print(f"# vllm-shim-patch at {bl.git_rev()}")
+    venv = bl.speculators_venv()
+    bowler = bl.bowler_venv()
+    target_py = bl.venv_python(venv)
+    site = bl.site_packages(target_py)
+    pkg = site / PACKAGE
+    if not (pkg / "__init__.py").is_file():
+        bl.die(f"{pkg} is not an installed package")
+    n_files = sum(1 for _ in pkg.rglob("*.py"))
+    print(f"# target: {venv} ({PACKAGE} {bl.SPECULATORS_VERSION}, {n_files} .py files, no vLLM)")
+    print(f"# bowler: {bowler} ({bl.BOWLER_REQUIREMENT})")
+
+    libcst_cmd = [sys.executable, "-m", "libcst.tool", "codemod", "-x", "--no-format",
+                  "--unified-diff=3", "--hide-progress"]
+    if args.libcst_jobs is not None:
+        libcst_cmd.append(f"--jobs={args.libcst_jobs}")
+    contenders = [
+        bl.Contender("ours", [*bl.ours_command(), "--python", str(target_py), "--vllm-version", "0.17",
+                              "--dry-run", "--state-dir", "{fresh}"], fresh_dir=True,
+                     ok_codes=(0, 1)),  # 1: the diff is printed, but a site is left for a human
+        bl.Contender("bowler", [str(bl.venv_python(bowler)), str(bl.BENCH / "bowler_edits.py"), str(pkg)]),
+        bl.Contender("bowler-builtin", [str(bl.venv_python(bowler)), str(bl.BENCH / "bowler_edits.py"),
+                                        str(pkg), "--mode", "builtin"]),
+        bl.Contender("libcst-cli", [*libcst_cmd, LIBCST_COMMAND, str(pkg)],
+                     env=bl.tool_env(PYTHONPATH=str(bl.BENCH))),
+    ]
+    if args.no_bowler_builtin:
+        contenders = [c for c in contenders if c.name != "bowler-builtin"]
+    ours, bowler_c = contenders[0], contenders[1]
+
+    before = bl.snapshot(venv)
+    scratch = Path(tempfile.mkdtemp(prefix="vsp-bench-dryrun-"))
+    try:
+        for c in contenders:
+            c.cwd = str(scratch)  # no config file of the repository (e.g. .libcst.codemod.yaml) applies
+        for c in contenders:
+            print(f"# {c.name}: {' '.join(c.cmd)}")
+
+        # Warm-up (byte-code caches, page cache) and the check of what each contender produces.
+        print("\n## warm-up run and equivalence check")
+        results = {}
+        for c in contenders:
+            out = bl.run_captured(c, scratch)
+            if out.returncode not in c.ok_codes:
+                print(out.stdout[-2000:], out.stderr[-4000:], sep="\n", file=sys.stderr)
+                bl.die(f"{c.name} exited {out.returncode}")
+            if out.returncode != 0:
+                print(f"note: {c.name} exited {out.returncode} (its diff is still compared and timed)")
+            try:
+                results[c.name] = bl.patched_files(out.stdout, site, PACKAGE)
+            except (ValueError, OSError) as exc:
+                print(out.stdout[-4000:], file=sys.stderr)
+                bl.die(f"cannot apply the diff {c.name} printed: {exc}")
+            if c is ours:
+                summary = [l for l in out.stderr.splitlines() if l.strip()]
+                print(f"ours (stderr): {' | '.join(summary[-3:])}")
+            if not args.quiet_diffs and c.name in ("ours", "bowler"):
+                print(f"--- diff printed by {c.name} ---")
+                print(out.stdout.rstrip())
+                print(f"--- end of the diff printed by {c.name} ---")
+        reference = results["ours"]
+        print(f"ours changes {len(reference)} file(s): {', '.join(sorted(reference)) or 'none'}")
+        for c in contenders[1:]:
+            got = results[c.name]
+            if got == reference:
+                print(f"{c.name}: same resulting files as ours (diff applied to the installed files)")
+                continue
+            print(f"{c.name}: NOT the same result as ours; result of ours -> result of {c.name}:")
+            for rel in sorted(set(got) | set(reference)):
+                a = reference.get(rel, (site / rel).read_text(encoding="utf-8"))
+                b = got.get(rel, (site / rel).read_text(encoding="utf-8"))
+                sys.stdout.writelines(
+                    "    " + l for l in difflib.unified_diff(a.splitlines(True), b.splitlines(True),
+                                                             f"ours/{rel}", f"{c.name}/{rel}", n=1))
+        print("note: Bowler's own argument modifiers cannot express these edits exactly (bowler-builtin "
+              "shows the result): remove_argument re-renders the argument list and loses the trailing "
+              "comma; add_argument never adds a keyword argument at a call site, and its value is a bare "
+              "Name leaf, so block_size=<the call's vllm_config>.cache_config.block_size cannot be built. "
+              "The `bowler` contender (the headline) is the closest equivalent: the same "
+              "select_function() queries with .modify() callbacks editing the fissix tree; it matches by "
+              "bare name, not through imports. See bench/bowler_edits.py.")
+
+        print(f"\n## {args.runs} timed runs per contender (round-robin)")
+        bl.measure(contenders, args.runs, scratch)
+        bl.print_table(contenders, ours, "ours")
+        ratio = ours.median / bowler_c.median
+        verdict = "meets" if ratio <= 1.0 else "MISSES"
+        print(f"\nours vs Bowler: {ratio:.2f}x  (ours median / Bowler median; target <= 1.00x: {verdict})")
+        if "bowler-builtin" in results:
+            b2 = next(c for c in contenders if c.name == "bowler-builtin")
+            print(f"ours vs Bowler (built-in modifiers only): {ours.median / b2.median:.2f}x")
+        lc = next(c for c in contenders if c.name == "libcst-cli")
+        print(f"ours vs libcst codemod CLI: {ours.median / lc.median:.2f}x")
+
+        written = sorted(str(p.relative_to(scratch)) for p in scratch.glob("fresh-*/**/*"))
+        print(f"state dirs: {'nothing written by the dry runs' if not written else 'WRITTEN: ' + ', '.join(written[:5])}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    changes = bl.snapshot_changes(before, bl.snapshot(venv))
+    if changes:
+        print("venv CHANGED by a contender: " + "; ".join(changes[:20]))
+        return 1
+    print(f"venv unchanged: {len(before)} files, same size, mtime and sha256 before and after")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""libcst codemod CLI contender for bench_dryrun.py (run with PYTHONPATH=bench)."""
