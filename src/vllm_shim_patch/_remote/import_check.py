@@ -6,6 +6,7 @@ Reads {"modules": [...], "own": "speculators"} as JSON on stdin, prints JSON.
 
 import importlib
 import json
+import os
 import sys
 import time
 import traceback
@@ -13,6 +14,11 @@ import traceback
 
 def main():
     request = json.loads(sys.stdin.read())
+    # Whatever the imported modules print (vLLM's logger, a CLI's help) must not corrupt our JSON:
+    # keep the real stdout for the answer and point fd 1 and sys.stdout at stderr meanwhile.
+    answer = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     own = request["own"]
     results = []
     for name in request["modules"]:
@@ -31,7 +37,8 @@ def main():
                             "traceback": traceback.format_exc(limit=-8)})
         else:
             results.append({"module": name, "status": "ok", "seconds": time.perf_counter() - start})
-    print(json.dumps(results))
+    answer.write(json.dumps(results))
+    answer.flush()
 
 
 main()
