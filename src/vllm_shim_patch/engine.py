@@ -5,15 +5,14 @@ Per-file results never raise: ``changed | unchanged | skipped (reason) | failed 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import libcst as cst
-from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
-from libcst.metadata import PositionProvider, QualifiedNameProvider, QualifiedNameSource
+from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider, QualifiedNameSource
 
 from .ops import CallSite, NeedsHuman, Rewrite, compile_rule
 from .rules import Rule
@@ -60,18 +59,28 @@ class Engine:
     version: Any = None  # packaging Version; None: every rule is a candidate (rule examples)
     signatures: Mapping[str, Any] | None = None  # qualname → Signature | None
     _index: dict[str, list[tuple[Rule, list[Rewrite]]]] = field(init=False, default_factory=dict)
-    _needles: tuple[bytes, ...] = field(init=False, default=())
+    _needles: dict[bytes, re.Pattern[bytes]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
+        shorts: dict[bytes, set[str]] = {}
         for rule in self.rules:
             rewrites = compile_rule(rule)
             for call in rule.calls:
                 self._index.setdefault(call, []).append((rule, rewrites))
-        self._needles = tuple(sorted({r.encode() for rule in self.rules for r in rule.short_names}))
+                top, _, rest = call.partition(".")
+                shorts.setdefault(top.encode(), set()).add(rest.rsplit(".", 1)[-1])
+        self._needles = {
+            top: re.compile(rb"\b(?:" + b"|".join(sorted(re.escape(n).encode() for n in names)) + rb")\b")
+            for top, names in shorts.items()
+        }
 
     def mentions(self, data: bytes) -> bool:
-        """Prefilter: a file that never names a rule's callable is not parsed at all."""
-        return any(n in data for n in self._needles)
+        """Prefilter: a file is parsed only if it names a rule's package and, as a word, its callable.
+
+        An import of the package is the only way a call can resolve to it, so a file without the
+        package's name cannot match (`LRScheduler` does not mention `vllm` nor the word `Scheduler`).
+        """
+        return any(top in data and pattern.search(data) for top, pattern in self._needles.items())
 
     def transform(self, data: bytes, path: str = "<string>") -> FileResult:
         if not self.mentions(data):
@@ -82,10 +91,16 @@ class Engine:
             return FileResult(path, "skipped", data, data, reason=_syntax_error(data, path, exc))
         except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
             return FileResult(path, "skipped", data, data, reason=f"cannot decode: {exc}")
-        context = CodemodContext(filename=path)
-        command = _CallRewriter(context, self, path)
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        command = _CallRewriter(self, path, wrapper)
         try:
-            new_module = command.transform_module(module)
+            new_module = wrapper.visit(command)
+            if command.context is not None:
+                # Only a changed callee (a move, or a codemod) edits imports: pay for libcst.codemod then.
+                from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+
+                new_module = AddImportsVisitor(command.context).transform_module(new_module)
+                new_module = RemoveImportsVisitor(command.context).transform_module(new_module)
             after = new_module.bytes
             if after != data:
                 compile(after, path, "exec", dont_inherit=True)
@@ -107,14 +122,23 @@ class Engine:
         return [self.transform_file(root, p) for p in relpaths]
 
 
-class _CallRewriter(VisitorBasedCodemodCommand):
+class _CallRewriter(cst.CSTTransformer):
     METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider)
 
-    def __init__(self, context: CodemodContext, engine: Engine, path: str):
-        super().__init__(context)
+    def __init__(self, engine: Engine, path: str, wrapper: MetadataWrapper):
+        super().__init__()
         self.engine = engine
         self.path = path
+        self.wrapper = wrapper
+        self.context: Any = None  # a libcst CodemodContext, made only when imports must change
         self.sites: list[Site] = []
+
+    def _import_context(self) -> Any:
+        if self.context is None:
+            from libcst.codemod import CodemodContext
+
+            self.context = CodemodContext(filename=self.path, wrapper=self.wrapper)
+        return self.context
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         names = self.get_metadata(QualifiedNameProvider, original_node.func, set())
@@ -157,10 +181,13 @@ class _CallRewriter(VisitorBasedCodemodCommand):
             except NeedsHuman as exc:
                 self._record(site, NEEDS_HUMAN, str(exc))
                 continue
-            for module, obj in site.imports_to_add:
-                AddImportsVisitor.add_needed_import(self.context, module, obj)
-            for module, obj in site.imports_to_remove:
-                RemoveImportsVisitor.remove_unused_import(self.context, module, obj)
+            if site.imports_to_add or site.imports_to_remove:
+                from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+
+                for module, obj in site.imports_to_add:
+                    AddImportsVisitor.add_needed_import(self._import_context(), module, obj)
+                for module, obj in site.imports_to_remove:
+                    RemoveImportsVisitor.remove_unused_import(self._import_context(), module, obj)
             if site.edits:
                 self._record(site, EDITED, "; ".join(site.edits + site.notes))
             elif any(n.startswith("notice: ") for n in site.notes):
@@ -172,7 +199,9 @@ class _CallRewriter(VisitorBasedCodemodCommand):
             call = new
         if not call.func.deep_equals(original_node.func):
             # The callee itself was replaced (move): drop the import that named it, if now unused.
-            RemoveImportsVisitor.remove_unused_import_by_node(self.context, original_node.func)
+            from libcst.codemod.visitors import RemoveImportsVisitor
+
+            RemoveImportsVisitor.remove_unused_import_by_node(self._import_context(), original_node.func)
         return call
 
     def _record(self, site: CallSite, action: str, message: str) -> None:

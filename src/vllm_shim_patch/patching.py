@@ -42,11 +42,18 @@ def _quiet(_: str) -> None:
 
 
 def load(s: Settings) -> tuple[Target, Any]:
+    """The target and the rules; the target interpreter answers while libcst imports here."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from .rules import load_pack
     from .target import probe
 
-    pack = load_pack(s.rules)  # rules first: a bad rule file is reported before anything else runs
-    return probe(s.python, s.package), pack
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        target = pool.submit(probe, s.python, s.package)
+        pack = load_pack(s.rules)  # a bad rule file is reported before the target's answer is read
+        import libcst  # noqa: F401  (every caller of load runs the engine next)
+
+        return target.result(), pack
 
 
 def signatures_for(s: Settings, target: Target, pack: Any) -> tuple[Any, str | None]:
