@@ -254,7 +254,7 @@ def rollback(ctx: click.Context, **options: Any) -> None:
 def verify(ctx: click.Context, **options: Any) -> None:
     """Import the changed modules and bind the rewritten calls against the installed vLLM."""
     s = _settings(ctx, **options)
-    from .patching import verify_installed
+    from .preflight import verify_installed
 
     outcome = verify_installed(s, all_calls=bool(s.extra.get("all_calls")))
     emit(s, outcome.data, outcome.text)
@@ -269,7 +269,7 @@ def verify(ctx: click.Context, **options: Any) -> None:
 def audit(ctx: click.Context, **options: Any) -> None:
     """Check every call from the package into vLLM against the target vLLM."""
     s = _settings(ctx, **options)
-    from .patching import audit as run_audit
+    from .preflight import audit as run_audit
 
     outcome = run_audit(s)
     emit(s, outcome.data, outcome.text)

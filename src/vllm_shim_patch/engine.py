@@ -12,7 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider, QualifiedNameSource
+from libcst.metadata import (
+    MetadataWrapper,
+    PositionProvider,
+    QualifiedNameProvider,
+    QualifiedNameSource,
+)
 
 from .ops import CallSite, NeedsHuman, Rewrite, compile_rule
 from .rules import Rule

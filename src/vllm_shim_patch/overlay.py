@@ -29,7 +29,14 @@ from typing import Any
 from . import __version__
 from .errors import LockedError, OverlayError
 from .faults import checkpoint
-from .fsutil import atomic_write, hash_file, read_json, remove_stale_bytecode, remove_temp_files, write_json
+from .fsutil import (
+    atomic_write,
+    hash_file,
+    read_json,
+    remove_stale_bytecode,
+    remove_temp_files,
+    write_json,
+)
 
 STATE_FORMAT = 1
 

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import __version__
-from .errors import OverlayError, TargetError
+from .baseline import (
+    Log,
+    commit_message,
+    listing,
+    original_bytes,
+    prepare,
+    record_mismatches,
+    recover,
+    sync_state,
+)
+from .errors import TargetError
 from .faults import checkpoint
 from .fsutil import hash_file, record_hash
 from .report_text import agree, plural
@@ -31,7 +39,6 @@ class Outcome:
         return self.exit_code == 0
 
 
-Log = Callable[[str], None]
 
 
 def _quiet(_: str) -> None:
@@ -92,181 +99,6 @@ def check_writable(target: Target, paths: list[str]) -> None:
             )
 
 
-def record_mismatches(target: Target, files: list[str]) -> list[str]:
-    """Files whose bytes differ from the sha256 RECORD lists (pip never checks this; we do)."""
-    hashes = {e.path: e.hash for e in target.record}
-    return [p for p in files if hashes.get(p) and hash_file(target.location / p) != hashes[p]]
-
-
-def _listing(paths: list[str], limit: int = 5) -> str:
-    shown = ", ".join(paths[:limit])
-    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
-
-
-def commit_message(kind: str, title: str, body: list[str], trailers: dict[str, str]) -> str:
-    lines = [title, ""]
-    if body:
-        lines += body + [""]
-    lines += [f"Vsp-{k}: {v}" for k, v in {"Kind": kind, **trailers, "Tool": f"vllm-shim-patch {__version__}"}.items()]
-    return "\n".join(lines) + "\n"
-
-
-def read_trailers(ov: Overlay, commit: str) -> dict[str, str]:
-    trailers = {}
-    for line in ov.git("log", "-1", "--format=%B", commit).splitlines():
-        if line.startswith("Vsp-") and ": " in line:
-            key, _, value = line.partition(": ")
-            trailers[key[4:].lower()] = value.strip()
-    return trailers
-
-
-def sync_state(ov: Overlay, target: Target, files: list[str]) -> None:
-    """Rebuild state.json from git: HEAD and `original` trees, and HEAD's trailers."""
-    head = ov.head_commit()
-    if head is None:
-        return
-    original = ov.resolve("original")
-    trailers = read_trailers(ov, head)
-    if trailers.get("kind") == "rollback" and trailers.get("to"):
-        # A rollback to an earlier patched state is that state: describe it by its own commit.
-        trailers = {**read_trailers(ov, trailers["to"]), "restored_by": head}
-    when = ov.git("log", "-1", "--format=%cI", head).strip()
-
-    def hashes(commit: str) -> dict[str, str | None]:
-        return {p: (record_hash(d) if d is not None else None) for p, d in ov.tree_files(commit, files).items()}
-
-    ov.save_state(
-        files=files,
-        head=hashes(head),
-        original=hashes(original),
-        head_commit=head,
-        original_commit=original,
-        trailers=trailers,
-        when=when,
-        package=target.package,
-        version=target.version,
-        location=str(target.location),
-    )
-
-
-def recover(ov: Overlay, target: Target, files: list[str], log: Log) -> None:
-    """Finish or undo what a killed apply or rollback left; say so."""
-    if not ov.exists():
-        return
-    journal = ov.journal()
-    ov.reset_index()
-    if journal is None:
-        return
-    head = ov.head_commit()
-    paths = sorted(journal["files"])
-    pid = journal.get("pid", "?")
-    if journal["op"] == "apply":
-        if head != journal["base_commit"]:
-            log(f"finished an interrupted apply (pid {pid}): its commit was recorded")
-        else:
-            restored = ov.restore(journal["base_commit"], paths)
-            log(f"undid an interrupted apply (pid {pid}): restored {len(restored)} of {len(paths)} files")
-    else:
-        ov.restore(journal["to_commit"], paths)
-        if head == journal["base_commit"]:
-            ov.commit(files, journal["message"])
-        log(f"finished an interrupted rollback (pid {pid})")
-    sync_state(ov, target, files)
-    ov.clear_journal()
-
-
-def prepare(ov: Overlay, target: Target, accept_modified: bool, log: Log) -> list[str]:
-    """Make sure the overlay's HEAD is what is installed: create it, or start a new baseline on drift."""
-    from .overlay import tracked_paths
-
-    files = tracked_paths(e.path for e in target.record)
-    current = {p: hash_file(target.location / p) for p in files}
-    who = f"{target.package} {target.version}"
-    state = None
-    if ov.exists():
-        state = ov.state()
-        if state is None or state.data.get("head_commit") != ov.head_commit():
-            sync_state(ov, target, files)
-            state = ov.state()
-        assert state is not None
-        if state.files == files and all(current[p] == state.head.get(p) for p in files):
-            return files
-    # A new original is about to be recorded: it must be what pip installed, unless the user says so.
-    mismatched = record_mismatches(target, files)
-    verified = ("RECORD verified" if not mismatched
-                else f"accepted as modified: {plural(len(mismatched), 'file')} "
-                     f"{agree(len(mismatched), 'differs', 'differ')} from RECORD")
-    trailers = {"Package": who, "Record": "verified" if not mismatched else "modified: " + ",".join(mismatched)}
-    if state is None:
-        if mismatched and not accept_modified:
-            raise OverlayError(
-                f"{plural(len(mismatched), 'file')} of {who} {agree(len(mismatched), 'differs', 'differ')} "
-                f"from its RECORD (edited by hand already?): "
-                f"{_listing(mismatched)}; run again with --accept-modified to take them as the original, or "
-                f"reinstall with pip install --force-reinstall --no-deps {target.package}=={target.version}"
-            )
-        ov.create(files, commit_message("baseline", f"original: {who} as installed ({verified})",
-                                        [f"Location: {target.location}"], trailers), {})
-        sync_state(ov, target, files)
-        log(f"recorded the original {who} in the overlay {ov.path}")
-        return files
-    changed = sorted(p for p in {*files, *state.files} if current.get(p) != state.head.get(p))
-    if not mismatched:
-        # Every installed file is what pip wrote: a reinstall (same or other version) under us.
-        reason = (f"{target.package} changed from {state.data.get('version')} to {target.version}"
-                  if state.data.get("version") != target.version
-                  else f"{who} was reinstalled ({plural(len(changed), 'file')} changed, all match RECORD)")
-        ov.commit(sorted({*files, *state.files}),
-                  commit_message("baseline", f"original: {who} reinstalled ({verified})",
-                                 [f"Drift: {reason}: {_listing(changed)}"], trailers),
-                  tag="original")
-        sync_state(ov, target, files)
-        log(f"{reason}: recorded the installed files as the new original; history kept")
-        return files
-    by_hand = [p for p in changed if p in mismatched]
-    if not accept_modified:
-        raise OverlayError(
-            f"{plural(len(by_hand), 'file')} of {who} changed outside this tool since its last run "
-            f"(edited by hand?): {_listing(by_hand)}; run rollback to restore the original, or run again "
-            f"with --accept-modified to keep those edits as part of the original"
-        )
-    verified = f"accepted as modified: {_listing(by_hand)}"
-    trailers["Record"] = "modified: " + ",".join(by_hand)
-    # Keep the user's edits twice: as they are (history), and inside the new original.
-    ov.commit(sorted({*files, *state.files}),
-              commit_message("drift", f"edits made outside this tool to {who}", [f"Files: {_listing(by_hand)}"],
-                             {"Package": who}))
-    edited = {p: (target.location / p).read_bytes() for p in by_hand}
-    ov.commit_tree(ov.resolve("original"), edited,
-                   commit_message("baseline", f"original: {who} with edits accepted", [verified], trailers),
-                   tag="original")
-    ov.reset_index()
-    sync_state(ov, target, files)
-    log(f"kept {plural(len(by_hand), 'file')} edited outside this tool as part of the original")
-    return files
-
-
-def original_bytes(ov: Overlay | None, target: Target, paths: list[str]) -> dict[str, bytes]:
-    """The original bytes of `paths`: from disk where they match `original`, else from git."""
-    state = ov.state() if ov is not None and ov.exists() else None
-    original = (state.original or state.head) if state else {}
-    out: dict[str, bytes] = {}
-    from_git = []
-    for path in paths:
-        data = (target.location / path).read_bytes()
-        if state is None or record_hash(data) == original.get(path):
-            out[path] = data
-        else:
-            from_git.append(path)
-    if from_git:
-        assert ov is not None
-        commit = ov.resolve("original")
-        for path, blob in ov.tree_files(commit, from_git).items():
-            if blob is not None:
-                out[path] = blob
-    return out
-
-
 def desired_files(plan: Plan, originals: dict[str, bytes]) -> dict[str, bytes]:
     desired = dict(originals)
     desired.update({r.path: r.after for r in plan.changed})
@@ -301,7 +133,7 @@ def check(s: Settings, vllm_version: str | None) -> Outcome:
     data = {"ok": not pending, "pending": pending, "vllm": str(plan.version), "rules": plan.rule_ids}
     if pending:
         text = (f"{who} is not patched for vLLM {plan.version}: {plural(len(pending), 'file')} would change "
-                f"({_listing(pending)}); run patch-speculators --vllm-version {plan.version}")
+                f"({listing(pending)}); run patch-speculators --vllm-version {plan.version}")
         return Outcome(text, data, 1)
     return Outcome(f"{who} is patched for vLLM {plan.version} ({len(plan.edited)} edits in place)", data, 0)
 
@@ -398,7 +230,7 @@ def rollback(s: Settings, to: str | None, *, wait: bool = False, log: Log = _qui
         if bad:
             return Outcome(f"{who} is not tracked by this tool, and {plural(len(bad), 'file')} "
                            f"{agree(len(bad), 'differs', 'differ')} from RECORD: "
-                           f"{_listing(bad)}; reinstall it with pip", {"changed": False, "record_mismatch": bad}, 1)
+                           f"{listing(bad)}; reinstall it with pip", {"changed": False, "record_mismatch": bad}, 1)
         return Outcome(f"{who} is not tracked: it was never patched here and matches its RECORD; nothing to do",
                        {"changed": False}, 0)
     with ov.locked(wait):
@@ -416,7 +248,7 @@ def rollback(s: Settings, to: str | None, *, wait: bool = False, log: Log = _qui
             if edited:
                 # Edits made outside the tool are about to be overwritten: keep them in the history.
                 saved = ov.commit(files, commit_message("drift", f"edits made outside this tool to {who}",
-                                                        [f"Files: {_listing(edited)}"], {"Package": who}))
+                                                        [f"Files: {listing(edited)}"], {"Package": who}))
                 log(f"saved {plural(len(edited), 'file')} changed outside this tool as overlay commit {saved[:12]}")
         to_commit = ov.resolve(to or "original")
         wanted = ov.tree_files(to_commit, files)
@@ -441,7 +273,7 @@ def rollback(s: Settings, to: str | None, *, wait: bool = False, log: Log = _qui
         if bad:
             return Outcome(f"rolled back {who} to the overlay's original, but {plural(len(bad), 'file')} "
                            f"{agree(len(bad), 'differs', 'differ')} from RECORD "
-                           f"(that original was accepted as modified): {_listing(bad)}", data, 1)
+                           f"(that original was accepted as modified): {listing(bad)}", data, 1)
         tail = f"sha256 equal to RECORD for all {checked} files"
     else:
         tail = f"now at {to_commit[:12]}"
@@ -466,57 +298,3 @@ def history(s: Settings) -> Outcome:
         commits.append({"commit": sha, "when": when, "tags": tags, "subject": subject})
         lines.append(f"{sha[:12]} {when[:19].replace('T', ' ')} {subject}" + (f" [{', '.join(tags)}]" if tags else ""))
     return Outcome("\n".join(lines), {"overlay": str(ov.gitdir), "commits": commits}, 0)
-
-
-def verify_installed(s: Settings, *, all_calls: bool = False) -> Outcome:
-    """`verify`: the modules the patch changed and the calls it rewrote (--all: every one)."""
-    from .calls import rewritten, scan
-    from .target import probe
-    from .verify import module_name, run_checks
-
-    target = probe(s.python, s.package)
-    ov = open_overlay(s, target)
-    pyfiles = target.python_files()
-    originals = original_bytes(ov, target, pyfiles)
-    current = {p: (target.location / p).read_bytes() for p in pyfiles}
-    changed = [p for p in pyfiles if current[p] != originals.get(p, current[p])]
-    if all_calls:
-        # A package's __main__ runs its CLI when imported: it is not a module to smoke-test.
-        modules = [module_name(p) for p in pyfiles if not p.endswith("/__main__.py")]
-        calls = [c for p in pyfiles for c in scan(current[p], p)]
-    else:
-        modules = [module_name(p) for p in changed]
-        calls = [c for p in changed for c in rewritten(originals[p], current[p], p)]
-    result = run_checks(target, s, modules, calls)
-    who = f"{target.package} {target.version}"
-    if not all_calls and not changed:
-        text = f"{who} is not patched: nothing to verify (verify --all checks every call into vLLM)"
-        return Outcome(text, {"ok": True, **result.data}, 0)
-    text = "\n".join([*result.lines, f"verify {who}: " + (result.summary if result.ok else f"FAILED: {result.reason}")])
-    return Outcome(text, {"ok": result.ok, **result.data}, 0 if result.ok else 1)
-
-
-def audit(s: Settings) -> Outcome:
-    """Every call into vLLM, bound as installed and after the rules; exit 1 if any stays broken."""
-    from .audit import audit_plan, render
-    from .calls import scan
-    from .guard import binding_signatures
-    from .plan import make_plan
-
-    target, pack = load(s)
-    guard, kind = signatures_for(s, target, pack)
-    ov = open_overlay(s, target)
-    originals = original_bytes(ov, target, target.python_files())
-    plan = make_plan(target, pack, s.extra.get("vllm_version"), guard, kind, files=originals)
-    callees = {c.callee for p, d in originals.items() for c in scan(d, p)}
-    callees |= {c.callee for r in plan.changed for c in scan(r.after, r.path)}
-    signatures, sig_kind, note = binding_signatures(s, target, callees)
-    rows = audit_plan(plan, originals, signatures, note)
-    installed = f"vLLM {target.vllm_version}" if target.vllm_version else "no installed vLLM"
-    against = f"{installed}, rules for {plan.version} ({sig_kind or 'no'} signatures)"
-    text, data = render(rows, f"{target.package} {target.version}", against, s.verbose > 0)
-    if note:
-        text = f"note: {note}\n{text}"
-    data.update({"package": target.package, "version": target.version, "vllm": target.vllm_version,
-                 "rules_for": str(plan.version), "signatures": sig_kind})
-    return Outcome(text, data, 1 if data["summary"]["remaining"] else 0)

@@ -48,7 +48,7 @@ def status(s: Settings) -> StatusResult:
                  else "; files match RECORD")
         return StatusResult("not tracked", f"not tracked: {who} was never patched by this tool{extra}",
                             {**base, "state": "not tracked"})
-    head, original = state["head"], state.get("original") or state["head"]
+    head = state["head"]
     trailers = state.get("trailers", {})
     kind = trailers.get("kind", "baseline")
     same_install = state.get("version") == target.version and state["files"] == files
