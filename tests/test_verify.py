@@ -26,7 +26,8 @@ def test_guard_keeps_eos_token_id_on_016(sandbox: Sandbox, vllm016: Path) -> Non
     assert "eos_token_id" not in r.stdout
     assert r.stdout.count("\n@@ ") + r.stdout.startswith("@@") == 2
     assert r.stderr.splitlines() == [
-        "note: vLLM is not installed in " + str(sandbox.python) + ": rules selected for --vllm-version 0.17 alone",
+        "note: vLLM is not installed in " + str(sandbox.python)
+        + ": guards read the vLLM source given with --vllm-source",
         f"{GENERATOR}:194: scheduler-config-needs-is-encoder-decoder [notice, guarded] vLLM 0.12.0 and later "
         "require is_encoder_decoder here; run with --rules scheduler-config to add is_encoder_decoder=False, "
         "or pass it by hand",

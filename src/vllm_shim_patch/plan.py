@@ -98,6 +98,8 @@ def make_plan(
 ) -> Plan:
     """Run the engine over the package's files (or over `files`, e.g. the overlay's originals)."""
     version, note = resolve_version(requested, target.vllm_version, target.python)
+    if note and target.vllm_version is None and signatures is not None:
+        note = f"vLLM is not installed in {target.python}: guards read the vLLM source given with --vllm-source"
     candidates = [r for r in pack.rules if r.since <= version]
     if not candidates and signatures is None:
         earliest = min(r.since for r in pack.rules) if pack.rules else None

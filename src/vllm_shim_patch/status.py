@@ -56,8 +56,11 @@ def status(s: Settings) -> StatusResult:
     if not differs:
         if kind == "patch":
             rules = trailers.get("rules", "")
-            text = (f"patched: {who} for vLLM {trailers.get('vllm', '?')} ({trailers.get('guard', 'unguarded')}) "
-                    f"at {state.get('when', '?')}; rules: {rules or '(none)'}")
+            guard = trailers.get("guard", "unguarded")
+            guard = "unguarded" if guard == "unguarded" else f"guarded by {guard} signatures"
+            when = str(state.get("when", "?"))[:19].replace("T", " ")
+            text = (f"patched: {who} for vLLM {trailers.get('vllm', '?')}, {guard}, at {when}; "
+                    f"rules: {', '.join(rules.split(',')) if rules else '(none)'}")
             return StatusResult("patched", text, {**base, "state": "patched", "rules": rules.split(",") if rules else [],
                                                   "vllm": trailers.get("vllm"), "guard": trailers.get("guard"),
                                                   "when": state.get("when"), "verify": trailers.get("verify")})

@@ -1,0 +1,365 @@
+"""Name resolution over parsed source: locating and caching modules (a directory or a wheel),
+imports, re-exports and star imports, scope bindings, attribute chains, and class attributes
+along the MRO."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import zipfile
+from pathlib import Path
+
+from vllm_shim_patch._static_scope import (
+    Unknown,
+    _Binding,
+    _Class,
+    _Ext,
+    _Func,
+    _literal,
+    _Method,
+    _Module,
+    _Mro,
+    _Obj,
+    _Scope,
+)
+
+# External bases whose constructor is object's: they add no __init__ or __new__.
+_TRANSPARENT_BASES = frozenset(
+    {
+        "builtins.object",
+        "abc.ABC",
+        "typing.Generic",
+        "typing_extensions.Generic",
+    }
+)
+_STRUCT = "msgspec.Struct"
+_PLAIN_METACLASSES = frozenset({"abc.ABCMeta", "builtins.type"})
+
+
+class _Names:
+    """Resolves qualified names and expressions under `root`, parsing modules on demand."""
+
+    def __init__(self, root: Path, packages: tuple[str, ...] = ("vllm",)):
+        self.root = root
+        self.packages = packages
+        self._zip: zipfile.ZipFile | None = None
+        self._zip_names: set[str] = set()
+        self._zip_dirs: set[str] = set()
+        if root.is_file():
+            self._zip = zipfile.ZipFile(root)
+            self._zip_names = set(self._zip.namelist())
+            for name in self._zip_names:
+                parts = name.split("/")[:-1]
+                self._zip_dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+        self._modules: dict[str, _Module | None] = {}
+        self._classes: dict[int, _Class] = {}
+        self._mros: dict[int, _Mro] = {}
+        self._active: set[tuple[int, str]] = set()
+        self._active_mro: set[int] = set()
+
+    def parsed_modules(self) -> list[str]:
+        return sorted(name for name, mod in self._modules.items() if mod is not None)
+
+    def has_package(self, name: str) -> bool:
+        return self._read(f"{name}/__init__.py") is not None or self._is_dir(name)
+
+    # -- source access ---------------------------------------------------------------------
+
+    def _read(self, rel: str) -> bytes | None:
+        if self._zip is not None:
+            return self._zip.read(rel) if rel in self._zip_names else None
+        path = self.root / rel
+        return path.read_bytes() if path.is_file() else None
+
+    def _is_dir(self, rel: str) -> bool:
+        if self._zip is not None:
+            return rel in self._zip_dirs
+        return (self.root / rel).is_dir()
+
+    def module(self, name: str) -> _Module | None:
+        if name in self._modules:
+            return self._modules[name]
+        found = None
+        if name.split(".")[0] in self.packages:
+            rel = name.replace(".", "/")
+            # A package directory wins over a same-named module file, as in the import system.
+            for path, is_package in ((f"{rel}/__init__.py", True), (f"{rel}.py", False)):
+                source = self._read(path)
+                if source is not None:
+                    try:
+                        tree = ast.parse(source, filename=path)
+                    except (SyntaxError, ValueError) as exc:
+                        raise Unknown(f"cannot parse {path}: {exc}") from None
+                    found = _Module(name, path, is_package, _Scope.read(tree.body))
+                    break
+            else:
+                if self._is_dir(rel):  # a namespace package: only submodules live in it
+                    found = _Module(name, rel + "/", True, _Scope.read([]))
+        self._modules[name] = found
+        return found
+
+    # -- names -------------------------------------------------------------------------------
+
+    def lookup(self, qualname: str) -> _Obj:
+        """The object `qualname` names: the longest module prefix, then attributes."""
+        parts = qualname.split(".")
+        for i in range(len(parts), 0, -1):
+            mod = self.module(".".join(parts[:i]))
+            if mod is not None:
+                break
+        else:
+            raise Unknown(f"no module of {qualname!r} under {self.root}")
+        obj: _Obj = mod
+        for attr in parts[i:]:
+            obj = self._getattr(obj, attr)
+        return obj
+
+    def _module_obj(self, name: str) -> _Module | _Ext:
+        if name.split(".")[0] not in self.packages:
+            return _Ext(name)
+        mod = self.module(name)
+        if mod is None:
+            raise Unknown(f"no source for module {name} (compiled or missing)")
+        return mod
+
+    def _getattr(self, obj: _Obj, attr: str) -> _Obj:
+        if isinstance(obj, _Ext):
+            return _Ext(f"{obj.qualname}.{attr}")
+        if isinstance(obj, _Module):
+            return self._module_attr(obj, attr)
+        if isinstance(obj, _Class):
+            return self._class_attr(obj, attr)
+        raise Unknown(f"cannot look up {attr!r} on a function")
+
+    def _module_attr(self, mod: _Module, name: str) -> _Obj:
+        found = self._scope_name(mod, mod.scope, name)
+        if found is not None:
+            return found
+        sub = self.module(f"{mod.name}.{name}")
+        if sub is not None:
+            return sub
+        if "__getattr__" in mod.scope.bindings:
+            raise Unknown(f"{mod.name}.{name} comes from the module __getattr__ in {mod.path}")
+        raise Unknown(f"{mod.path} does not define {name!r}")
+
+    def _scope_name(self, mod: _Module, scope: _Scope, name: str) -> _Obj | None:
+        key = (id(scope), name)
+        if key in self._active:
+            raise Unknown(f"{name!r} in {mod.path} refers back to itself (import or alias cycle)")
+        self._active.add(key)
+        try:
+            return self._scope_name_inner(mod, scope, name)
+        finally:
+            self._active.discard(key)
+
+    def _scope_name_inner(self, mod: _Module, scope: _Scope, name: str) -> _Obj | None:
+        bindings = scope.bindings.get(name)
+        # A star import after the last explicit binding may rebind the name at run time.
+        last = max((b.line for b in bindings), default=0) if bindings else 0
+        for star in scope.star_imports:
+            if star.lineno > last and not name.startswith("_"):
+                found = self._star_import(mod, star, name)
+                if found is not None:
+                    if bindings:
+                        raise Unknown(
+                            f"{name!r} in {mod.path} is bound and also star-imported after"
+                        )
+                    return found
+        if not bindings:
+            if name in scope.overloads:
+                raise Unknown(
+                    f"{name!r} in {mod.path} has only @overload variants, no implementation"
+                )
+            for star in scope.star_imports:
+                if not name.startswith("_"):
+                    found = self._star_import(mod, star, name)
+                    if found is not None:
+                        return found
+            return None
+        if len(bindings) == 1:
+            return self._binding(mod, bindings[0], name)
+        # `try: from typing import X / except ImportError: from typing_extensions import X`
+        # binds one thing twice; anything else bound twice depends on the run.
+        try:
+            found_all = [self._binding(mod, b, name) for b in bindings]
+        except Unknown:
+            found_all = []
+        if found_all and all(_same(found_all[0], other) for other in found_all[1:]):
+            return found_all[0]
+        raise Unknown(f"{name!r} is bound {len(bindings)} times in {mod.path}")
+
+    def _star_import(self, mod: _Module, star: ast.ImportFrom, name: str) -> _Obj | None:
+        """What `from base import *` binds to `name`, None if it does not bind it."""
+        base = self._absolute(mod, star)
+        target = self._module_obj(base)
+        if isinstance(target, _Ext):
+            raise Unknown(f"{name!r} may come from 'from {base} import *' in {mod.path}")
+        exports = target.scope.bindings.get("__all__")
+        if not exports:
+            return self._scope_name(target, target.scope, name)
+        if len(exports) > 1 or exports[0].kind != "assign":
+            raise Unknown(f"__all__ of {target.path} is not a plain list")
+        if name in _literal(exports[0].node, f"__all__ of {target.path}"):  # type: ignore[operator]
+            return self._module_attr(target, name)
+        return None
+
+    def _binding(self, mod: _Module, binding: _Binding, name: str) -> _Obj:
+        node = binding.node
+        if binding.kind == "import":
+            assert isinstance(node, ast.alias)
+            return self._module_obj(node.name if node.asname else node.name.split(".")[0])
+        if binding.kind == "from":
+            assert isinstance(node, ast.alias) and isinstance(binding.stmt, ast.ImportFrom)
+            base = self._absolute(mod, binding.stmt)
+            target = self._module_obj(base)
+            if isinstance(target, _Ext):
+                return _Ext(f"{base}.{node.name}")
+            return self._module_attr(target, node.name)
+        if binding.kind == "def":
+            if isinstance(node, ast.ClassDef):
+                return self._class(mod, node)
+            assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            return _Func(mod, node)
+        if binding.kind == "assign":
+            assert isinstance(node, ast.expr)
+            if isinstance(node, (ast.Name, ast.Attribute)):
+                return self.expr(mod, node)
+            raise Unknown(f"{name!r} in {mod.path} is assigned from {ast.unparse(node)}")
+        raise Unknown(
+            f"{name!r} in {mod.path} is bound by something other than an import, def or assignment"
+        )
+
+    def _absolute(self, mod: _Module, stmt: ast.ImportFrom) -> str:
+        if not stmt.level:
+            return stmt.module or ""
+        package = mod.name if mod.is_package else mod.name.rpartition(".")[0]
+        parts = package.split(".")
+        if stmt.level - 1 >= len(parts):
+            raise Unknown(f"relative import beyond the top package in {mod.path}")
+        base = ".".join(parts[: len(parts) - (stmt.level - 1)])
+        return f"{base}.{stmt.module}" if stmt.module else base
+
+    def expr(self, mod: _Module, expr: ast.expr) -> _Obj:
+        """What a Name/Attribute chain evaluates to in the module's global scope."""
+        if isinstance(expr, ast.Name):
+            found = self._scope_name(mod, mod.scope, expr.id)
+            if found is not None:
+                return found
+            if "__getattr__" in mod.scope.bindings or not hasattr(builtins, expr.id):
+                raise Unknown(f"name {expr.id!r} is not defined in {mod.path}")
+            return _Ext(f"builtins.{expr.id}")
+        if isinstance(expr, ast.Attribute):
+            return self._getattr(self.expr(mod, expr.value), expr.attr)
+        raise Unknown(f"cannot evaluate {ast.unparse(expr)} in {mod.path} statically")
+
+    def _qual(self, mod: _Module, expr: ast.expr) -> str | None:
+        """The external qualname `expr` names, None for one of ours; Unknown if unresolvable."""
+        obj = self.expr(mod, expr)
+        return obj.qualname if isinstance(obj, _Ext) else None
+
+    # -- classes -----------------------------------------------------------------------------
+
+    def _class(self, mod: _Module, node: ast.ClassDef) -> _Class:
+        cls = self._classes.get(id(node))
+        if cls is None:
+            cls = self._classes[id(node)] = _Class(mod, node, _Scope.read(node.body))
+        return cls
+
+    def _class_attr(self, cls: _Class, name: str) -> _Obj:
+        for entry in self.mro(cls):
+            if isinstance(entry, str):
+                continue
+            bindings = entry.scope.bindings.get(name)
+            if not bindings:
+                if name in entry.scope.overloads:
+                    raise Unknown(f"{entry.label}.{name} has only @overload variants")
+                continue
+            if len(bindings) > 1:
+                raise Unknown(
+                    f"{entry.label}.{name} is bound {len(bindings)} times (a property or redefined)"
+                )
+            node = bindings[0].node
+            if isinstance(node, ast.ClassDef):
+                return self._class(entry.module, node)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return _Method(entry.module, node)
+            raise Unknown(f"{entry.label}.{name} is not a def")
+        raise Unknown(f"{cls.label} has no attribute {name!r} in the source")
+
+    def _base(self, cls: _Class, expr: ast.expr) -> _Class | str:
+        target = expr.value if isinstance(expr, ast.Subscript) else expr  # Generic[T], Base[T]
+        try:
+            obj = self.expr(cls.module, target)
+        except Unknown as exc:
+            raise Unknown(f"base {ast.unparse(expr)} of {cls.label}: {exc}") from None
+        if isinstance(obj, _Class):
+            return obj
+        if isinstance(obj, _Ext) and (
+            obj.qualname in _TRANSPARENT_BASES or obj.qualname == _STRUCT
+        ):
+            return obj.qualname
+        what = obj.qualname if isinstance(obj, _Ext) else type(obj).__name__.strip("_").lower()
+        raise Unknown(
+            f"base {ast.unparse(expr)} of {cls.label} is {what}, whose constructor is not known"
+        )
+
+    def mro(self, cls: _Class) -> _Mro:
+        key = id(cls.node)
+        if key in self._mros:
+            return self._mros[key]
+        if key in self._active_mro:
+            raise Unknown(f"{cls.label} inherits from itself")
+        self._active_mro.add(key)
+        try:
+            for kw in cls.node.keywords:
+                if kw.arg == "metaclass":
+                    meta = self._qual(cls.module, kw.value)
+                    if meta not in _PLAIN_METACLASSES:
+                        raise Unknown(
+                            f"metaclass {ast.unparse(kw.value)} of {cls.label} may define __call__"
+                        )
+                elif kw.arg is None:
+                    raise Unknown(f"class keywords of {cls.label} are not static")
+            if any(isinstance(b, ast.Starred) for b in cls.node.bases):
+                raise Unknown(f"bases of {cls.label} are not static")
+            bases = [self._base(cls, b) for b in cls.node.bases] or ["builtins.object"]
+            seqs = [self.mro(b) if isinstance(b, _Class) else _external_mro(b) for b in bases]
+            result = _c3([cls], seqs + [list(bases)], cls.label)
+        finally:
+            self._active_mro.discard(key)
+        self._mros[key] = result
+        return result
+
+
+def _same(a: _Obj, b: _Obj) -> bool:
+    if isinstance(a, _Ext) and isinstance(b, _Ext):
+        return _canonical(a.qualname) == _canonical(b.qualname)
+    if isinstance(a, (_Func, _Class)) and isinstance(b, (_Func, _Class)):
+        return a.node is b.node
+    return a is b
+
+
+def _canonical(qualname: str) -> str:
+    # typing_extensions re-exports typing's objects on the Pythons that have them.
+    head, _, rest = qualname.partition(".")
+    return f"typing.{rest}" if head == "typing_extensions" else qualname
+
+
+def _external_mro(qualname: str) -> _Mro:
+    return [qualname] if qualname == "builtins.object" else [qualname, "builtins.object"]
+
+
+def _c3(head: _Mro, seqs: list[_Mro], label: str) -> _Mro:
+    result = list(head)
+    seqs = [list(s) for s in seqs if s]
+    while seqs:
+        for seq in seqs:
+            candidate = seq[0]
+            if not any(candidate in s[1:] for s in seqs):
+                break
+        else:
+            raise Unknown(f"no consistent MRO for {label}")
+        result.append(candidate)
+        seqs = [s[1:] if s[0] is candidate or s[0] == candidate else s for s in seqs]
+        seqs = [s for s in seqs if s]
+    return result

@@ -1,0 +1,205 @@
+"""The vocabulary of the static reader: parameter kinds, `Unknown`, the parsed-object model,
+and the names a module or class body binds, read off the AST without executing it."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+RawParam = tuple[str, str, bool]  # (name, inspect kind name in lower case, required)
+
+POS_ONLY, POS_OR_KW, VAR_POS, KW_ONLY, VAR_KW = (
+    "positional_only",
+    "positional_or_keyword",
+    "var_positional",
+    "keyword_only",
+    "var_keyword",
+)
+
+
+class Unknown(Exception):
+    """The source does not decide the signature; the message says why."""
+
+
+# Matched by spelling: the scope reader runs before any name can be resolved.
+_OVERLOAD_SPELLINGS = ("overload", "typing.overload", "typing_extensions.overload")
+
+
+@dataclass(eq=False)
+class _Module:
+    name: str
+    path: str  # relative to the root, e.g. "vllm/config/__init__.py"
+    is_package: bool
+    scope: _Scope
+
+
+@dataclass(frozen=True)
+class _Ext:
+    """Something outside the parsed packages, known only by its qualified name."""
+
+    qualname: str
+
+
+@dataclass(eq=False)
+class _Func:
+    module: _Module
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+
+
+@dataclass(eq=False)
+class _Class:
+    module: _Module
+    node: ast.ClassDef
+    scope: _Scope
+
+    @property
+    def label(self) -> str:
+        return f"{self.module.name}.{self.node.name}"
+
+    @property
+    def origin(self) -> str:
+        return f"{self.module.path}:{self.node.lineno}"
+
+
+@dataclass(eq=False)
+class _Method(_Func):
+    """A def found as a class attribute (keeps self unless it is a classmethod)."""
+
+
+_Obj = _Module | _Ext | _Func | _Class
+_Mro = list[_Class | str]  # str: the qualname of a known external base
+
+
+@dataclass(frozen=True)
+class _Binding:
+    kind: str  # "import" | "from" | "def" | "assign" | "other"
+    node: ast.AST
+    stmt: ast.AST | None = None
+    line: int = 0
+
+
+@dataclass(eq=False)
+class _Scope:
+    """The names a module or class body binds, read without executing it."""
+
+    bindings: dict[str, list[_Binding]]
+    overloads: set[str]
+    star_imports: list[ast.ImportFrom]
+    nested_annotations: bool  # an annotated name inside if/try/with/for: fields are not static
+
+    @classmethod
+    def read(cls, body: list[ast.stmt]) -> _Scope:
+        scope = cls({}, set(), [], False)
+        scope._walk(body, nested=False)
+        return scope
+
+    def _add(
+        self, name: str, kind: str, node: ast.AST, line: int, stmt: ast.AST | None = None
+    ) -> None:
+        self.bindings.setdefault(name, []).append(_Binding(kind, node, stmt, line))
+
+    def _walk(self, body: list[ast.stmt], nested: bool) -> None:
+        for stmt in body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if any(_dotted(d) in _OVERLOAD_SPELLINGS for d in stmt.decorator_list):
+                    self.overloads.add(stmt.name)
+                else:
+                    self._add(stmt.name, "def", stmt, stmt.lineno)
+            elif isinstance(stmt, ast.ClassDef):
+                self._add(stmt.name, "def", stmt, stmt.lineno)
+            elif isinstance(stmt, ast.Import):
+                for alias in stmt.names:
+                    self._add(
+                        alias.asname or alias.name.split(".")[0], "import", alias, stmt.lineno
+                    )
+            elif isinstance(stmt, ast.ImportFrom):
+                for alias in stmt.names:
+                    if alias.name == "*":
+                        self.star_imports.append(stmt)
+                    else:
+                        self._add(alias.asname or alias.name, "from", alias, stmt.lineno, stmt)
+            elif isinstance(stmt, ast.Assign):
+                for target in stmt.targets:
+                    for name in _target_names(target):
+                        kind = "assign" if isinstance(target, ast.Name) else "other"
+                        self._add(name, kind, stmt.value, stmt.lineno)
+            elif isinstance(stmt, ast.AnnAssign):
+                if nested:
+                    self.nested_annotations = True
+                if stmt.value is not None and isinstance(stmt.target, ast.Name):
+                    self._add(stmt.target.id, "assign", stmt.value, stmt.lineno)
+            elif isinstance(stmt, ast.If) and _is_type_checking(stmt.test):
+                # Only type checkers see the body; the runtime sees the else branch.
+                self._walk(stmt.orelse, nested=True)
+            elif isinstance(
+                stmt, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith)
+            ):
+                if isinstance(stmt, (ast.For, ast.AsyncFor)):
+                    for name in _target_names(stmt.target):
+                        self._add(name, "other", stmt, stmt.lineno)
+                if isinstance(stmt, (ast.With, ast.AsyncWith)):
+                    for item in stmt.items:
+                        if item.optional_vars is not None:
+                            for name in _target_names(item.optional_vars):
+                                self._add(name, "other", stmt, stmt.lineno)
+                self._walk(stmt.body, nested=True)
+                self._walk(getattr(stmt, "orelse", []), nested=True)
+            elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+                self._walk(stmt.body, nested=True)  # type: ignore[attr-defined]
+                for handler in stmt.handlers:  # type: ignore[attr-defined]
+                    if handler.name:
+                        self._add(handler.name, "other", handler, handler.lineno)
+                    self._walk(handler.body, nested=True)
+                self._walk(stmt.orelse, nested=True)  # type: ignore[attr-defined]
+                self._walk(stmt.finalbody, nested=True)  # type: ignore[attr-defined]
+            elif isinstance(stmt, (ast.AugAssign, ast.Delete)):
+                targets = stmt.targets if isinstance(stmt, ast.Delete) else [stmt.target]
+                for target in targets:
+                    for name in _target_names(target):
+                        self._add(name, "other", stmt, stmt.lineno)
+            elif type(stmt).__name__ in ("Match", "TypeAlias"):
+                for node in ast.walk(stmt):
+                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                        self._add(node.id, "other", stmt, stmt.lineno)
+            # Walrus targets at module level are too rare in vLLM to model.
+
+
+def _target_names(target: ast.expr) -> list[str]:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for elt in target.elts for n in _target_names(elt)]
+    if isinstance(target, ast.Starred):
+        return _target_names(target.value)
+    return []
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return _dotted(test) in (
+        "TYPE_CHECKING",
+        "typing.TYPE_CHECKING",
+        "typing_extensions.TYPE_CHECKING",
+    )
+
+
+def _dotted(expr: ast.AST) -> str | None:
+    """`a.b.c` for a Name/Attribute chain (the decorator's function for a call), else None."""
+    if isinstance(expr, ast.Call):
+        expr = expr.func
+    parts = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if not isinstance(expr, ast.Name):
+        return None
+    parts.append(expr.id)
+    return ".".join(reversed(parts))
+
+
+def _literal(expr: ast.AST | None, what: str) -> object:
+    if expr is None:
+        return None
+    try:
+        return ast.literal_eval(expr)
+    except (ValueError, TypeError, SyntaxError):
+        raise Unknown(f"{what} is not a literal: {ast.unparse(expr)}") from None
