@@ -117,6 +117,8 @@ _APPLY = [
     click.option("--accept-modified", is_flag=True, default=None,
                  help="baseline files that differ from RECORD (already hand-edited)"),
     click.option("--wait", is_flag=True, default=None, help="wait for another running patch-speculators"),
+    click.option("-i", "--interactive", is_flag=True, default=None,
+                 help="review each hunk before it is written: y/n/a(ll)/q(uit)"),
 ]
 
 
@@ -159,6 +161,8 @@ def apply(ctx: click.Context, **options: Any) -> None:
         result = check(s, opts.get("vllm_version"))
         emit(s, result.data, result.text)
         sys.exit(0 if result.ok else 1)
+    if opts.get("interactive") and not sys.stdin.isatty():
+        fail("--interactive needs a terminal on standard input")
     from .patching import apply as run_apply
 
     outcome = run_apply(
@@ -168,9 +172,33 @@ def apply(ctx: click.Context, **options: Any) -> None:
         accept_modified=bool(opts.get("accept_modified")),
         wait=bool(opts.get("wait")),
         log=lambda line: info(s, line),
+        review=_review if opts.get("interactive") else None,
     )
     emit(s, outcome.data, outcome.text)
     sys.exit(outcome.exit_code)
+
+
+def _review(hunks: list[Any]) -> set[tuple[str, int, str]]:
+    """Bowler's idiff: y apply, n skip, a apply this and the rest, q skip this and the rest."""
+    from .report import colorize, file_header
+
+    declined: set[tuple[str, int, str]] = set()
+    answer = ""
+    shown = None
+    for n, hunk in enumerate(hunks, 1):
+        if answer in ("a", "q"):
+            if answer == "q":
+                declined |= hunk.keys
+            continue
+        if hunk.path != shown:
+            click.echo(colorize(file_header(hunk.path)), nl=False, err=True)
+            shown = hunk.path
+        click.echo(colorize(hunk.text), nl=False, err=True)
+        answer = click.prompt(f"({n}/{len(hunks)}) apply this hunk? [y,n,a,q]",
+                              type=click.Choice(["y", "n", "a", "q"]), show_choices=False, err=True)
+        if answer in ("n", "q"):
+            declined |= hunk.keys
+    return declined
 
 
 @main.command()

@@ -28,6 +28,7 @@ NEEDS_HUMAN = "needs-human"
 NOTICE = "notice"
 NOT_NEEDED = "not-needed"
 ALREADY = "already"
+DECLINED = "declined"
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class Engine:
     rules: Sequence[Rule]
     version: Any = None  # packaging Version; None: every rule is a candidate (rule examples)
     signatures: Mapping[str, Any] | None = None  # qualname → Signature | None
+    declined: frozenset[tuple[str, int, str]] = frozenset()  # (path, line, rule id) a reviewer said no to
     _index: dict[str, list[tuple[Rule, list[Rewrite]]]] = field(init=False, default_factory=dict)
     _needles: dict[bytes, re.Pattern[bytes]] = field(init=False, default_factory=dict)
 
@@ -163,6 +165,10 @@ class _CallRewriter(cst.CSTTransformer):
             # Unguarded, a rule for a later vLLM than the target does not apply.
             if signature is not None or version is None or rule.since <= version
         ]
+        for rule, _ in candidates:
+            if (self.path, line, rule.id) in self.engine.declined:
+                self._record(CallSite(rule, callee, self.path, line, signature), DECLINED, "declined in review")
+        candidates = [(r, rw) for r, rw in candidates if (self.path, line, r.id) not in self.engine.declined]
         others = sorted(
             q.name if q.source is QualifiedNameSource.IMPORT else f"a local {q.name}"
             for q in names

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -138,8 +139,11 @@ def check(s: Settings, vllm_version: str | None) -> Outcome:
     return Outcome(f"{who} is patched for vLLM {plan.version} ({len(plan.edited)} edits in place)", data, 0)
 
 
+Review = Callable[[list[Any]], set[tuple[str, int, str]]]
+
+
 def apply(s: Settings, vllm_version: str | None, *, verify: bool = True, accept_modified: bool = False,
-          wait: bool = False, log: Log = _quiet) -> Outcome:
+          wait: bool = False, log: Log = _quiet, review: Review | None = None) -> Outcome:
     """Plan from the original bytes, write atomically, verify, then commit; restore on failure."""
     from .overlay import tracked_paths
     from .plan import make_plan
@@ -155,6 +159,13 @@ def apply(s: Settings, vllm_version: str | None, *, verify: bool = True, accept_
         files = prepare(ov, target, accept_modified, log)
         originals = original_bytes(ov, target, target.python_files())
         plan = make_plan(target, pack, vllm_version, signatures, kind, files=originals)
+        if review is not None and plan.changed:
+            from .report import hunks
+
+            declined = review([h for r in plan.changed for h in hunks(r)])
+            if declined:
+                plan = make_plan(target, pack, vllm_version, signatures, kind, files=originals,
+                                 declined=frozenset(declined))
         if plan.version_note:
             log(f"note: {plan.version_note}")
         for line in site_lines(plan):
@@ -167,6 +178,10 @@ def apply(s: Settings, vllm_version: str | None, *, verify: bool = True, accept_
         state = ov.state()
         assert state is not None
         recorded = all(hash_file(target.location / p) == state.head.get(p) for p in files)
+        declined = [x for x in plan.sites if x.action == "declined"]
+        if not writes and recorded and declined:
+            return Outcome(f"nothing written: {plural(len(declined), 'change')} declined in review",
+                           {**base, "changed": False, "declined": len(declined)}, code)
         if not writes and recorded:
             return Outcome(f"{who} is already patched for vLLM {plan.version}: nothing to do ({summary(plan)})",
                            {**base, "changed": False}, code)

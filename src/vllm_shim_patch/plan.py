@@ -95,6 +95,7 @@ def make_plan(
     signatures: Mapping[str, Any] | None = None,
     signature_kind: str | None = None,
     files: Mapping[str, bytes] | None = None,
+    declined: frozenset[tuple[str, int, str]] = frozenset(),
 ) -> Plan:
     """Run the engine over the package's files (or over `files`, e.g. the overlay's originals)."""
     version, note = resolve_version(requested, target.vllm_version, target.python)
@@ -108,7 +109,7 @@ def make_plan(
             if earliest
             else "no rules loaded"
         )
-    engine = Engine(pack.rules, version, signatures)
+    engine = Engine(pack.rules, version, signatures, declined)
     if files is None:
         results = engine.run(target.location, target.python_files())
     else:

@@ -1,0 +1,58 @@
+"""Per-hunk review (`-i`): y/n/a/q on a real terminal, through a pty."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+import sys
+
+from conftest import GENERATOR, Sandbox
+
+
+def run_on_tty(sb: Sandbox, answers: str, *args: str) -> tuple[int, str]:
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vllm_shim_patch", "--python", str(sb.python), "--state-dir", str(sb.state), *args],
+        stdin=slave, stdout=slave, stderr=slave, close_fds=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("VSP_TEST_")},
+    )
+    os.close(slave)
+    os.write(master, answers.encode())
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    return proc.wait(timeout=120), out.decode(errors="replace").replace("\r\n", "\n")
+
+
+def test_decline_one_hunk_accept_the_next(sandbox: Sandbox) -> None:
+    code, screen = run_on_tty(sandbox, "n\ny\n", "--vllm-version", "0.16", "-i")
+    assert code == 0, screen
+    assert "(1/2) apply this hunk? [y,n,a,q]" in screen
+    assert "(2/2) apply this hunk? [y,n,a,q]" in screen
+    text = (sandbox.site / GENERATOR).read_text()
+    assert "kv_cache_specs=kv_cache_spec," in text  # declined
+    assert "block_size=self.vllm_config.cache_config.block_size," in text  # accepted
+    assert "patched speculators 0.3.0 for vLLM 0.16: 1 edit in 1 file" in screen
+
+
+def test_quit_applies_nothing(sandbox: Sandbox) -> None:
+    before = sandbox.snapshot()
+    code, screen = run_on_tty(sandbox, "q\n", "--vllm-version", "0.16", "-i")
+    assert code == 0, screen
+    assert "(2/2)" not in screen
+    assert "nothing written: 2 changes declined in review" in screen
+    assert sandbox.snapshot() == before
+
+
+def test_interactive_needs_a_terminal(sandbox: Sandbox) -> None:
+    r = sandbox.run("--vllm-version", "0.16", "-i")
+    assert r.returncode == 2
+    assert r.stderr.strip() == "patch-speculators: error: --interactive needs a terminal on standard input"
