@@ -145,7 +145,8 @@ NOTICE = """\
         ),
         pytest.param(
             "from m.sub import X\nX(eos=X(eos=1))\n",
-            "from m.sub import X\nX()\n",
+            # The inner call loses its eos; the outer one would lose the inner call with it.
+            "from m.sub import X\nX(eos=X())\n",
             id="nested-calls",
         ),
         pytest.param(
@@ -994,3 +995,42 @@ def test_real_speculators_generator_is_idempotent(generator_source: bytes) -> No
     once = engine.transform(generator_source, GENERATOR)
     twice = engine.transform(once.after, GENERATOR)
     assert (twice.status, twice.after) == ("unchanged", once.after)
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        pytest.param(
+            "from m.sub import X\nX(a, eos=compute())\n",
+            "dropping eos would also drop the expression it passes, which may have side effects",
+            id="drop-call-value",
+        ),
+        pytest.param(
+            "from m.sub import X\nX(a, eos=items[0])\n",
+            "dropping eos would also drop the expression it passes, which may have side effects",
+            id="drop-subscript-value",
+        ),
+    ],
+)
+def test_drop_never_discards_code_that_runs(source: str, message: str) -> None:
+    result = _run(DROP, source)
+    assert result.after.decode() == source
+    assert [(s.action, s.message) for s in result.sites] == [("needs-human", message)]
+
+
+def test_placeholder_with_a_literal_value_is_parenthesised() -> None:
+    rules = parse_rules(
+        """\
+schema: 1
+rules:
+  - id: add-z
+    call: m.g
+    since: "0.1"
+    signature: (a, b)
+    add: {z: "{a}.real"}
+    why: test
+""",
+        "t.yaml",
+    )
+    result = Engine(rules).transform(b"from m import g\ng(1, b=1)\n", "x.py")
+    assert result.after == b"from m import g\ng(1, b=1, z=(1).real)\n"

@@ -50,8 +50,14 @@ def read_trailers(ov: Overlay, commit: str) -> dict[str, str]:
     return trailers
 
 
+def package_of(trailers: dict[str, str]) -> tuple[str, str] | None:
+    """(name, version) from a commit's `Vsp-Package: speculators 0.3.0` trailer."""
+    name, _, version = trailers.get("package", "").rpartition(" ")
+    return (name, version) if name and version else None
+
+
 def sync_state(ov: Overlay, target: Target, files: list[str]) -> None:
-    """Rebuild state.json from git: HEAD and `original` trees, and HEAD's trailers."""
+    """Rebuild state.json from git alone: HEAD's files, package and trailers, and `original`."""
     head = ov.head_commit()
     if head is None:
         return
@@ -61,46 +67,72 @@ def sync_state(ov: Overlay, target: Target, files: list[str]) -> None:
         # A rollback to an earlier patched state is that state: describe it by its own commit.
         trailers = {**read_trailers(ov, trailers["to"]), "restored_by": head}
     when = ov.git("log", "-1", "--format=%cI", head).strip()
+    # What HEAD records, not what is installed now: the two differ exactly when there is drift.
+    head_files = sorted(p for p in ov.git("ls-tree", "-r", "-z", "--name-only", head).split("\0") if p)
+    package = package_of(trailers) or (target.package, target.version)
 
     def hashes(commit: str) -> dict[str, str | None]:
-        return {p: (record_hash(d) if d is not None else None) for p, d in ov.tree_files(commit, files).items()}
+        return {p: (record_hash(d) if d is not None else None) for p, d in ov.tree_files(commit, head_files).items()}
 
     ov.save_state(
-        files=files,
+        files=head_files,
         head=hashes(head),
         original=hashes(original),
         head_commit=head,
         original_commit=original,
         trailers=trailers,
         when=when,
-        package=target.package,
-        version=target.version,
+        package=package[0],
+        version=package[1],
         location=str(target.location),
     )
 
 
+def retag(ov: Overlay) -> None:
+    """A run killed between a commit and its tag: point `original`/`patched` at HEAD as meant."""
+    head = ov.head_commit()
+    if head is None:
+        return
+    kind = read_trailers(ov, head).get("kind")
+    tag = {"baseline": "original", "patch": "patched"}.get(kind or "")
+    if tag and ov.tag_points_at(tag) != head:
+        ov.git("tag", "-f", tag, head)
+
+
 def recover(ov: Overlay, target: Target, files: list[str], log: Log) -> None:
-    """Finish or undo what a killed apply or rollback left; say so."""
+    """Finish or undo what a killed apply or rollback left; say so. Never touch a file changed since."""
     if not ov.exists():
         return
     journal = ov.journal()
     ov.reset_index()
+    retag(ov)
     if journal is None:
         return
     head = ov.head_commit()
     paths = sorted(journal["files"])
     pid = journal.get("pid", "?")
+    who = f"{target.package} {target.version}"
+    if journal.get("package", who) != who:
+        log(f"an interrupted {journal['op']} of {journal.get('package')} (pid {pid}) was found, but {who} is "
+            f"installed now: its files were left as they are")
+        ov.clear_journal()
+        sync_state(ov, target, files)
+        return
+    expect = {p: {v.get("before"), v.get("after")} for p, v in journal["files"].items()}
     if journal["op"] == "apply":
         if head != journal["base_commit"]:
             log(f"finished an interrupted apply (pid {pid}): its commit was recorded")
+            skipped: list[str] = []
         else:
-            restored = ov.restore(journal["base_commit"], paths)
+            restored, skipped = ov.restore(journal["base_commit"], paths, expect)
             log(f"undid an interrupted apply (pid {pid}): restored {len(restored)} of {len(paths)} files")
     else:
-        ov.restore(journal["to_commit"], paths)
+        _, skipped = ov.restore(journal["to_commit"], paths, expect)
         if head == journal["base_commit"]:
             ov.commit(files, journal["message"])
         log(f"finished an interrupted rollback (pid {pid})")
+    if skipped:
+        log(f"left as found, changed since the interrupted run: {listing(skipped)}")
     sync_state(ov, target, files)
     ov.clear_journal()
 
@@ -153,12 +185,20 @@ def prepare(ov: Overlay, target: Target, accept_modified: bool, log: Log) -> lis
         sync_state(ov, target, files)
         log(f"{reason}: recorded the installed files as the new original; history kept")
         return files
-    by_hand = [p for p in changed if p in mismatched]
+    by_hand = [p for p in changed if p in mismatched] or changed
     if not accept_modified:
         raise OverlayError(
             f"{plural(len(by_hand), 'file')} of {who} changed outside this tool since its last run "
             f"(edited by hand?): {listing(by_hand)}; run rollback to restore the original, or run again "
             f"with --accept-modified to keep those edits as part of the original"
+        )
+    ours = [p for p in by_hand if state.head.get(p) != state.original.get(p)]
+    if ours:
+        # The file holds our patch and the user's edit: as "original" it would carry our patch.
+        raise OverlayError(
+            f"{listing(ours)} {agree(len(ours), 'holds', 'hold')} this tool's patch and an edit made outside "
+            f"it: run rollback first (it keeps the edit in the overlay's history), then edit again and "
+            f"apply with --accept-modified"
         )
     verified = f"accepted as modified: {listing(by_hand)}"
     trailers["Record"] = "modified: " + ",".join(by_hand)
@@ -179,11 +219,19 @@ def prepare(ov: Overlay, target: Target, accept_modified: bool, log: Log) -> lis
 def original_bytes(ov: Overlay | None, target: Target, paths: list[str]) -> dict[str, bytes]:
     """The original bytes of `paths`: from disk where they match `original`, else from git."""
     state = ov.state() if ov is not None and ov.exists() else None
+    if state is not None and (state.data.get("package"), state.data.get("version")) != (target.package,
+                                                                                      target.version):
+        state = None  # the overlay describes another install: this one's files are their own original
     original = (state.original or state.head) if state else {}
     out: dict[str, bytes] = {}
     from_git = []
     for path in paths:
-        data = (target.location / path).read_bytes()
+        try:
+            data = (target.location / path).read_bytes()
+        except FileNotFoundError:
+            if state is not None and original.get(path):
+                from_git.append(path)
+            continue
         if state is None or record_hash(data) == original.get(path):
             out[path] = data
         else:

@@ -162,8 +162,9 @@ class _CallRewriter(cst.CSTTransformer):
         candidates = [
             (rule, rewrites)
             for rule, rewrites in sorted(index[callee], key=_notices_last)
-            # Unguarded, a rule for a later vLLM than the target does not apply.
-            if signature is not None or version is None or rule.since <= version
+            # A signature decides only for operations that consult it; otherwise (unguarded, a
+            # move, a codemod) a rule for a later vLLM than the target does not apply.
+            if version is None or rule.since <= version or (signature is not None and _guardable(rule))
         ]
         for rule, _ in candidates:
             if (self.path, line, rule.id) in self.engine.declined:
@@ -235,3 +236,8 @@ def _syntax_error(data: bytes, path: str, exc: cst.ParserSyntaxError) -> str:
 def _notices_last(entry: tuple[Rule, list[Rewrite]]) -> bool:
     """A notice judges the call as the other rules leave it, so it runs after them."""
     return entry[0].operations == ("notice",)
+
+
+def _guardable(rule: Rule) -> bool:
+    """The rule's every operation checks the installed signature before it acts."""
+    return set(rule.operations) <= {"drop", "add", "rename", "notice"}

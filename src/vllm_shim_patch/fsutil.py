@@ -78,7 +78,9 @@ def remove_stale_bytecode(path: Path) -> None:
     cache = path.parent / "__pycache__"
     if cache.is_dir():
         for pyc in cache.glob(f"{path.stem}.*.pyc"):
-            with contextlib.suppress(FileNotFoundError):
+            # Python checks a .pyc against its source's mtime and size anyway: one we cannot
+            # remove is a leftover, not a reason to stop halfway through a transaction.
+            with contextlib.suppress(OSError):
                 pyc.unlink()
             checkpoint(f"bytecode:removed {pyc.name}")
 

@@ -6,6 +6,7 @@ verification binds against what really imports, falling back to the source when 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +38,8 @@ def binding_signatures(s: Settings, target: Target, callees: set[str]) -> tuple[
     note = ""
     if not s.static and not s.vllm_source and target.vllm_location is not None:
         try:
-            live = LiveSignatures(target.python)
+            env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+            live = LiveSignatures(target.python, env=env)
             return live.get_many(sorted(callees)), "live", note
         except SignatureError as exc:
             first = str(exc).splitlines()[0]

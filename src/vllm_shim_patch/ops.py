@@ -86,6 +86,9 @@ def _drop(name: str) -> Rewrite:
             return call
         index = names.index(name)
         args = list(call.args)
+        if not _repeatable(args[index].value):
+            # The value would vanish with the argument: a call in it would no longer run.
+            raise NeedsHuman(f"dropping {name} would also drop the expression it passes, which may have side effects")
         if args[index].keyword is None:
             # Dropping a positional shifts the ones after it: pass those by name instead.
             for later in range(index + 1, len(args)):
@@ -101,7 +104,7 @@ def _drop(name: str) -> Rewrite:
     return rewrite
 
 
-_SAFE_TO_REPEAT = (cst.Name, cst.Attribute, cst.Integer, cst.Float, cst.SimpleString)
+_SAFE_TO_REPEAT = (cst.Name, cst.Attribute, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString)
 
 
 def _substitute(template: str, call: cst.Call, names: list[str | None], site: CallSite) -> cst.BaseExpression:
@@ -111,14 +114,24 @@ def _substitute(template: str, call: cst.Call, names: list[str | None], site: Ca
         if placeholder not in names:
             raise NeedsHuman(f"argument {placeholder} is not passed at this call, so {{{placeholder}}} has no value")
         value = call.args[names.index(placeholder)].value
-        if not isinstance(value, _SAFE_TO_REPEAT) or (
-            isinstance(value, cst.Attribute) and not _is_dotted(value)
-        ):
+        if not _repeatable(value):
             # Copying `make_config()` would call it twice: a human must bind it to a name first.
             raise NeedsHuman(f"{{{placeholder}}} is bound to an expression that may have side effects")
-        pieces[placeholder] = module.code_for_node(value)
+        code = module.code_for_node(value)
+        # A literal in an attribute chain needs parentheses: `(1).real`, not `1.real`.
+        pieces[placeholder] = code if isinstance(value, (cst.Name, cst.Attribute)) else f"({code})"
     code = PLACEHOLDER_RE.sub(lambda m: pieces[m.group(1)], template)
-    return cst.parse_expression(code)
+    try:
+        return cst.parse_expression(code)
+    except cst.ParserSyntaxError:
+        raise NeedsHuman(f"the 'add' expression does not parse with this call's values: {code!r}") from None
+
+
+def _repeatable(value: cst.BaseExpression) -> bool:
+    """A value that can be copied or dropped without changing what runs: names, dotted names, literals."""
+    if isinstance(value, cst.Attribute):
+        return _is_dotted(value)
+    return isinstance(value, _SAFE_TO_REPEAT)
 
 
 def _is_dotted(node: cst.BaseExpression) -> bool:

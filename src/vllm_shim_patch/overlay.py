@@ -103,6 +103,10 @@ class Overlay:
         if shutil.which("git") is None:
             raise OverlayError("git executable not found: install git (e.g. apt-get install git) and run again")
         os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
+        for key in [k for k in os.environ if k.startswith("GIT_") and not k.startswith("GIT_PYTHON_")]:
+            # GitPython passes our environment on: a caller's GIT_DIR or GIT_INDEX_FILE (say, from
+            # a git hook) would point our commands at someone else's repository.
+            del os.environ[key]
         import git as gitpython
 
         env = {
@@ -297,12 +301,15 @@ class Overlay:
 
     def write_files(self, op: str, writes: Mapping[str, bytes], base_commit: str, **extra: Any) -> None:
         """Journal first, then each file atomically; the journal says how to finish or undo."""
+        from .fsutil import record_hash
+
         journal = {
             "op": op,
             "pid": os.getpid(),
             "started": time.time(),
             "base_commit": base_commit,
-            "files": {p: {"before": hash_file(self.work_tree / p)} for p in sorted(writes)},
+            "files": {p: {"before": hash_file(self.work_tree / p), "after": record_hash(writes[p])}
+                      for p in sorted(writes)},
             **extra,
         }
         write_json(self.journal_file, journal)
@@ -313,23 +320,39 @@ class Overlay:
             remove_stale_bytecode(target)
             checkpoint(f"{op}:wrote {path}")
 
-    def restore(self, commit: str, paths: Iterable[str]) -> list[str]:
-        """Write back the bytes `commit` holds for `paths` where the files differ; return those."""
+    def restore(self, commit: str, paths: Iterable[str],
+                expect: Mapping[str, set[str | None]] | None = None) -> tuple[list[str], list[str]]:
+        """Write back the bytes `commit` holds for `paths` where the files differ.
+
+        With `expect`, a file whose current hash is not one it lists was changed by someone else
+        since: it is left alone and returned as skipped. Returns (restored, skipped).
+        """
         from .fsutil import record_hash
 
         wanted = self.tree_files(commit, paths)
-        changed = []
+        changed, skipped = [], []
         for path, data in sorted(wanted.items()):
             target = self.work_tree / path
             remove_temp_files(target.parent)
             if data is None:
                 continue
-            if hash_file(target) != record_hash(data):
-                atomic_write(target, data)
-                remove_stale_bytecode(target)
-                changed.append(path)
-                checkpoint(f"restore:wrote {path}")
-        return changed
+            current = hash_file(target)
+            if current == record_hash(data):
+                continue
+            if expect is not None and current not in expect.get(path, set()):
+                skipped.append(path)
+                continue
+            atomic_write(target, data)
+            remove_stale_bytecode(target)
+            changed.append(path)
+            checkpoint(f"restore:wrote {path}")
+        return changed, skipped
+
+    def tag_points_at(self, tag: str) -> str | None:
+        try:
+            return self.git("rev-parse", "--verify", "-q", f"refs/tags/{tag}^{{commit}}").strip() or None
+        except OverlayError:
+            return None
 
     def clear_journal(self) -> None:
         checkpoint("journal:clearing")

@@ -12,12 +12,14 @@ from .baseline import (
     commit_message,
     listing,
     original_bytes,
+    package_of,
     prepare,
+    read_trailers,
     record_mismatches,
     recover,
     sync_state,
 )
-from .errors import TargetError
+from .errors import OverlayError, TargetError
 from .faults import checkpoint
 from .fsutil import hash_file, record_hash
 from .report_text import agree, plural
@@ -190,9 +192,9 @@ def apply(s: Settings, vllm_version: str | None, *, verify: bool = True, accept_
         if writes:
             check_writable(target, sorted(writes))
             try:
-                ov.write_files("apply", writes, head)
+                ov.write_files("apply", writes, head, package=who)
             except OSError as exc:
-                restored = ov.restore(head, sorted(writes))
+                restored, _ = ov.restore(head, sorted(writes))
                 ov.clear_journal()
                 raise TargetError(
                     f"cannot write {exc.filename or 'a file'}: {exc.strerror or exc}; "
@@ -202,11 +204,17 @@ def apply(s: Settings, vllm_version: str | None, *, verify: bool = True, accept_
         if verify:
             from .verify import verify_plan
 
-            result = verify_plan(target, plan, s)
+            try:
+                result = verify_plan(target, plan, s)
+            except BaseException:
+                # Verification could not run (or was interrupted): leave nothing half-done behind.
+                ov.restore(head, sorted(writes))
+                ov.clear_journal()
+                raise
             for line in result.lines:
                 log(line)
             if not result.ok:
-                restored = ov.restore(head, sorted(writes))
+                restored, _ = ov.restore(head, sorted(writes))
                 ov.clear_journal()
                 return Outcome(
                     f"verification failed: {result.reason}; restored {plural(len(restored), 'file')}, nothing recorded",
@@ -260,12 +268,21 @@ def rollback(s: Settings, to: str | None, *, wait: bool = False, log: Log = _qui
             files = prepare(ov, target, accept_modified=True, log=log)
         else:
             edited = [p for p in files if hash_file(target.location / p) != state.head.get(p)]
-            if edited:
+            if edited and not record_mismatches(target, files):
+                # Every file is what pip wrote: a reinstall, which is the new original.
+                files = prepare(ov, target, accept_modified=False, log=log)
+            elif edited:
                 # Edits made outside the tool are about to be overwritten: keep them in the history.
                 saved = ov.commit(files, commit_message("drift", f"edits made outside this tool to {who}",
                                                         [f"Files: {listing(edited)}"], {"Package": who}))
                 log(f"saved {plural(len(edited), 'file')} changed outside this tool as overlay commit {saved[:12]}")
         to_commit = ov.resolve(to or "original")
+        recorded = package_of(read_trailers(ov, to_commit))
+        if recorded and recorded != (target.package, target.version):
+            raise OverlayError(
+                f"{to or 'original'} is a state of {' '.join(recorded)}, but {who} is installed: roll back "
+                f"within the installed version, or reinstall {' '.join(recorded)} first"
+            )
         wanted = ov.tree_files(to_commit, files)
         writes = {p: d for p, d in wanted.items()
                   if d is not None and hash_file(target.location / p) != record_hash(d)}
@@ -276,7 +293,7 @@ def rollback(s: Settings, to: str | None, *, wait: bool = False, log: Log = _qui
             assert head is not None
             message = commit_message("rollback", f"rollback {who} to {label} ({to_commit[:12]})",
                                      [f"Files: {', '.join(sorted(writes))}"], {"Package": who, "To": to_commit})
-            ov.write_files("rollback", writes, head, to_commit=to_commit, message=message)
+            ov.write_files("rollback", writes, head, to_commit=to_commit, message=message, package=who)
             ov.commit(files, message)
             sync_state(ov, target, files)
             ov.clear_journal()

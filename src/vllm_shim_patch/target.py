@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -64,6 +65,8 @@ def run_remote(python: str, script: str, *args: str, stdin: str | None = None,
                timeout: float = PROBE_TIMEOUT, cwd: str | None = None,
                env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run one of our stdlib-only scripts in the target interpreter."""
+    # Our imports in the target must not leave bytecode (root-owned, when run as root) behind.
+    env = {**(env if env is not None else os.environ), "PYTHONDONTWRITEBYTECODE": "1"}
     try:
         return subprocess.run(
             [python, str(REMOTE / script), *args],
@@ -103,7 +106,7 @@ def probe(python: str | None, package: str) -> Target:
         python_version=info["python_version"],
         package=pkg["name"],
         version=pkg["version"],
-        location=Path(pkg["location"]),
+        location=Path(pkg["location"]).resolve(),
         record=tuple(RecordEntry(f["path"], f["hash"], f["size"]) for f in pkg["files"]),
         has_record=True,
         editable=pkg["editable"],

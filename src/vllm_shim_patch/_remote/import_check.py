@@ -5,6 +5,7 @@ Reads {"modules": [...], "own": "speculators"} as JSON on stdin, prints JSON.
 """
 
 import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -27,7 +28,10 @@ def main():
             importlib.import_module(name)
         except ModuleNotFoundError as exc:
             missing = (exc.name or "").split(".")[0]
-            status = "failed" if missing == own or not missing else "missing-dependency"
+            # Only an absent distribution is "not installed"; a missing submodule of an installed
+            # one (vllm.v99) is exactly the breakage this check is for.
+            absent = bool(missing) and missing != own and importlib.util.find_spec(missing) is None
+            status = "missing-dependency" if absent else "failed"
             results.append({"module": name, "status": status, "missing": missing,
                             "seconds": time.perf_counter() - start,
                             "traceback": traceback.format_exc(limit=-8)})
