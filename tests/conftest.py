@@ -25,11 +25,14 @@ class Sandbox:
     python: Path
     site: Path
     state: Path
+    # The configuration that fully fixes speculators 0.3.0 (the opt-in pack for the fourth
+    # mismatch); tests of the default pack's notice set this to ().
+    extra: tuple[str, ...] = ("--rules", "scheduler-config")
 
     def run(self, *args: str, env: dict[str, str] | None = None, timeout: float = 300,
             python_first: bool = True) -> subprocess.CompletedProcess[str]:
         """Run the CLI as a user would, in its own process (crashes and locks are real)."""
-        base = ["--python", str(self.python), "--state-dir", str(self.state)] if python_first else []
+        base = ["--python", str(self.python), "--state-dir", str(self.state), *self.extra] if python_first else []
         inherited = {k: v for k, v in os.environ.items() if not k.startswith("VSP_TEST_")}
         full_env = {**inherited, **(env or {})}
         return subprocess.run(

@@ -13,7 +13,8 @@ from conftest import GENERATOR, Sandbox
 def run_on_tty(sb: Sandbox, answers: str, *args: str) -> tuple[int, str]:
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vllm_shim_patch", "--python", str(sb.python), "--state-dir", str(sb.state), *args],
+        [sys.executable, "-m", "vllm_shim_patch", "--python", str(sb.python), "--state-dir", str(sb.state),
+         *sb.extra, *args],
         stdin=slave, stdout=slave, stderr=slave, close_fds=True,
         env={k: v for k, v in os.environ.items() if not k.startswith("VSP_TEST_")},
     )
@@ -33,22 +34,23 @@ def run_on_tty(sb: Sandbox, answers: str, *args: str) -> tuple[int, str]:
 
 
 def test_decline_one_hunk_accept_the_next(sandbox: Sandbox) -> None:
-    code, screen = run_on_tty(sandbox, "n\ny\n", "--vllm-version", "0.16", "-i")
+    code, screen = run_on_tty(sandbox, "n\ny\ny\n", "--vllm-version", "0.16", "-i")
     assert code == 0, screen
-    assert "(1/2) apply this hunk? [y,n,a,q]" in screen
-    assert "(2/2) apply this hunk? [y,n,a,q]" in screen
+    assert "(1/3) apply this hunk? [y,n,a,q]" in screen
+    assert "(3/3) apply this hunk? [y,n,a,q]" in screen
     text = (sandbox.site / GENERATOR).read_text()
     assert "kv_cache_specs=kv_cache_spec," in text  # declined
     assert "block_size=self.vllm_config.cache_config.block_size," in text  # accepted
-    assert "patched speculators 0.3.0 for vLLM 0.16: 1 edit in 1 file" in screen
+    assert "patched speculators 0.3.0 for vLLM 0.16: 2 edits in 1 file" in screen
 
 
 def test_quit_applies_nothing(sandbox: Sandbox) -> None:
     before = sandbox.snapshot()
     code, screen = run_on_tty(sandbox, "q\n", "--vllm-version", "0.16", "-i")
-    assert code == 0, screen
-    assert "(2/2)" not in screen
-    assert "nothing written: 2 changes declined in review" in screen
+    # Declining the SchedulerConfig fix leaves that call for a human: the notice says so, exit 1.
+    assert code == 1, screen
+    assert "(2/3)" not in screen
+    assert "nothing written: 3 changes declined in review" in screen
     assert sandbox.snapshot() == before
 
 

@@ -30,9 +30,9 @@ def test_apply_status_log_rollback_cycle(sandbox: Sandbox) -> None:
     r = sandbox.run("--vllm-version", "0.17")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == (
-        "patched speculators 0.3.0 for vLLM 0.17: 3 edits in 1 file; vLLM 0.17 (unguarded); "
+        "patched speculators 0.3.0 for vLLM 0.17: 4 edits in 1 file; vLLM 0.17 (unguarded); "
         "verification passed: imports 0/1 ok (pydantic missing in the target); "
-        "3 calls not bound (no vLLM signatures)"
+        "4 calls not bound (no vLLM signatures)"
     )
     assert git_log(sandbox) == [
         "patch speculators 0.3.0 for vLLM 0.17 (unguarded)",
@@ -50,7 +50,8 @@ def test_apply_status_log_rollback_cycle(sandbox: Sandbox) -> None:
     assert status.returncode == 0
     data = json.loads(status.stdout)
     assert data["state"] == "patched"
-    assert data["rules"] == ["kv-cache-config-drop-specs", "scheduler-add-block-size", "request-drop-eos-token-id"]
+    assert data["rules"] == ["kv-cache-config-drop-specs", "scheduler-add-block-size",
+                             "scheduler-config-add-is-encoder-decoder", "request-drop-eos-token-id"]
 
     log = sandbox.run("log")
     assert [line.split(" ", 3)[3] for line in log.stdout.splitlines()] == [

@@ -80,8 +80,8 @@ def test_apply_verifies_live_then_rollback(real: Sandbox) -> None:
     r = real.run("--vllm-version", "0.16", timeout=900)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == (
-        "patched speculators 0.3.0 for vLLM 0.16: 2 edits in 1 file; vLLM 0.16 (static); verification passed: "
-        "imports 1/1 ok; calls 2/2 bind (live)"
+        "patched speculators 0.3.0 for vLLM 0.16: 3 edits in 1 file; vLLM 0.16 (static); verification passed: "
+        "imports 1/1 ok; calls 3/3 bind (live)"
     )
     text = (real.site / GENERATOR).read_text()
     assert "eos_token_id=self.tokenizer.eos_token_id," in text  # 0.16.0 still requires it
@@ -89,10 +89,11 @@ def test_apply_verifies_live_then_rollback(real: Sandbox) -> None:
     assert "block_size=self.vllm_config.cache_config.block_size," in text
     v = real.run("verify", timeout=900)
     assert v.returncode == 0, v.stdout + v.stderr
-    assert v.stdout.splitlines()[-3:] == [
+    assert v.stdout.splitlines()[-4:] == [
         f"{GENERATOR}:136: vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups: ok",
         f"{GENERATOR}:147: vllm.v1.core.sched.scheduler.Scheduler: ok",
-        "verify speculators 0.3.0: passed: imports 1/1 ok; calls 2/2 bind (live)",
+        f"{GENERATOR}:194: vllm.config.SchedulerConfig: ok",
+        "verify speculators 0.3.0: passed: imports 1/1 ok; calls 3/3 bind (live)",
     ]
     back = real.run("rollback")
     assert back.returncode == 0, back.stderr

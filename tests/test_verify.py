@@ -21,8 +21,9 @@ def vllm017() -> Path:
 
 
 def test_guard_keeps_eos_token_id_on_016(sandbox: Sandbox, vllm016: Path) -> None:
+    sandbox.extra = ()  # the default pack: the fourth mismatch is a notice, so the exit code is 1
     r = sandbox.run("--vllm-source", str(vllm016), "--vllm-version", "0.17", "--dry-run")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr
     assert "eos_token_id" not in r.stdout
     assert r.stdout.count("\n@@ ") + r.stdout.startswith("@@") == 2
     assert r.stderr.splitlines() == [
@@ -33,13 +34,14 @@ def test_guard_keeps_eos_token_id_on_016(sandbox: Sandbox, vllm016: Path) -> Non
         "or pass it by hand",
         f"{GENERATOR}:234: request-drop-eos-token-id [not-needed, guarded] not needed for this vLLM: "
         "Request still takes eos_token_id",
-        "2 edits in 1 file; vLLM 0.17 (static)",
+        "2 edits in 1 file; vLLM 0.17 (static); 1 notice for a human",
     ]
 
 
 def test_guard_drops_eos_token_id_on_017_even_when_asked_for_016(sandbox: Sandbox, vllm017: Path) -> None:
+    sandbox.extra = ()
     r = sandbox.run("--vllm-source", str(vllm017), "--vllm-version", "0.16", "--dry-run", "--json")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr
     data = json.loads(r.stdout)
     sites = [(s["rule"], s["action"], s["guarded"]) for f in data["files"] for s in f["sites"]]
     assert sites == [
@@ -54,16 +56,17 @@ def test_apply_verifies_the_rewritten_calls(sandbox: Sandbox, vllm016: Path) -> 
     r = sandbox.run("--vllm-source", str(vllm016), "--vllm-version", "0.16")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == (
-        "patched speculators 0.3.0 for vLLM 0.16: 2 edits in 1 file; vLLM 0.16 (static); verification passed: "
-        "imports 0/1 ok (pydantic missing in the target); calls 2/2 bind (static)"
+        "patched speculators 0.3.0 for vLLM 0.16: 3 edits in 1 file; vLLM 0.16 (static); verification passed: "
+        "imports 0/1 ok (pydantic missing in the target); calls 3/3 bind (static)"
     )
     v = sandbox.run("--vllm-source", str(vllm016), "verify")
     assert v.returncode == 0
     assert v.stdout.splitlines()[1:] == [
         f"{GENERATOR}:136: vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups: ok",
         f"{GENERATOR}:147: vllm.v1.core.sched.scheduler.Scheduler: ok",
+        f"{GENERATOR}:194: vllm.config.SchedulerConfig: ok",
         "verify speculators 0.3.0: passed: imports 0/1 ok (pydantic missing in the target); "
-        "calls 2/2 bind (static)",
+        "calls 3/3 bind (static)",
     ]
 
 
@@ -82,6 +85,7 @@ def test_verify_all_reports_every_remaining_mismatch(sandbox: Sandbox, vllm016: 
 
 
 def test_audit_names_the_fixing_rule_and_suggests_one(sandbox: Sandbox, vllm016: Path) -> None:
+    sandbox.extra = ()
     a = sandbox.run("--vllm-source", str(vllm016), "audit", "--vllm-version", "0.16")
     assert a.returncode == 1
     assert a.stdout.splitlines() == [
@@ -99,6 +103,16 @@ def test_audit_names_the_fixing_rule_and_suggests_one(sandbox: Sandbox, vllm016:
         "        why: \"vLLM 0.16: missing required argument 'is_encoder_decoder'\"",
         "20 calls: 17 ok, 2 fixed by the rules, 1 still mismatched, 0 unknown",
     ]
+
+
+def test_audit_with_the_opt_in_pack_leaves_nothing_mismatched(sandbox: Sandbox, vllm016: Path) -> None:
+    a = sandbox.run("--vllm-source", str(vllm016), "audit", "--vllm-version", "0.16")
+    assert a.returncode == 0, a.stdout
+    assert a.stdout.splitlines()[3] == (
+        f"  {GENERATOR}:194: vllm.config.SchedulerConfig: mismatch "
+        "(missing required argument 'is_encoder_decoder') -> fixed by scheduler-config-add-is-encoder-decoder"
+    )
+    assert a.stdout.splitlines()[-1] == "20 calls: 17 ok, 3 fixed by the rules, 0 still mismatched, 0 unknown"
 
 
 BAD_RULE = """\

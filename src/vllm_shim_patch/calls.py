@@ -70,12 +70,18 @@ def scan(source: bytes, path: str, prefixes: Iterable[str] = ("vllm.",)) -> list
 
 
 def rewritten(before: bytes, after: bytes, path: str) -> list[CallRecord]:
-    """The calls into vLLM of `after` whose text differs from the same call in `before`.
+    """The calls into vLLM of `after` that bind differently from the same call in `before`.
 
     Rewrites never add or remove calls, so the n-th call before is the n-th call after; if the
-    counts differ anyway (a codemod did), every call of `after` counts as rewritten.
+    counts differ anyway (a codemod did), every call of `after` counts as rewritten. What binding
+    sees is the callee and the shape of the arguments, so an outer call whose text changed only
+    because a call nested in it was rewritten is not counted.
     """
     old, new = scan(before, path), scan(after, path)
     if len(old) != len(new):
         return new
-    return [b for a, b in zip(old, new) if a.code != b.code or a.callee != b.callee]
+    return [b for a, b in zip(old, new) if _shape(a) != _shape(b)]
+
+
+def _shape(call: CallRecord) -> tuple[object, ...]:
+    return (call.callee, call.n_positional, call.keywords, call.star_args, call.star_kwargs)

@@ -193,8 +193,12 @@ def _move(target: str) -> Rewrite:
     return rewrite
 
 
-def _notice(message: str) -> Rewrite:
+def _notice(message: str, missing: tuple[str, ...]) -> Rewrite:
     def rewrite(call: cst.Call, site: CallSite) -> cst.Call:
+        passed = {a.keyword.value for a in call.args if a.keyword is not None}
+        if missing and not any(a.star for a in call.args) and set(missing) <= passed:
+            site.notes.append(f"not needed: {site.short_callee}(...) passes {', '.join(missing)}")
+            return call
         sig = site.signature
         if sig is not None:
             # Guarded, a notice speaks only of a call that does not bind as it stands.
@@ -236,5 +240,5 @@ def compile_rule(rule: Rule) -> list[Rewrite]:
     if rule.move:
         rewrites.append(_move(rule.move))
     if rule.notice:
-        rewrites.append(_notice(rule.notice))
+        rewrites.append(_notice(rule.notice, rule.missing))
     return rewrites

@@ -8,7 +8,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from .engine import EDITED, NEEDS_HUMAN, Engine, FileResult, Site
+from .engine import EDITED, NEEDS_HUMAN, NOTICE, Engine, FileResult, Site
 from .errors import PatchError, TargetError
 from .rules import Rule, RulePack
 from .target import Target
@@ -83,9 +83,13 @@ class Plan:
         return list(seen)
 
     @property
+    def notices(self) -> list[Site]:
+        return [s for s in self.sites if s.action == NOTICE]
+
+    @property
     def clean(self) -> bool:
-        """Every file handled and no site left for a human."""
-        return not self.problems and not self.needs_human
+        """Every file handled, no site left for a human, no notice raised."""
+        return not self.problems and not self.needs_human and not self.notices
 
 
 def make_plan(

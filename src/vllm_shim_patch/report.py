@@ -110,6 +110,8 @@ def summary(plan: Plan) -> str:
     ]
     if plan.needs_human:
         parts.append(f"{plural(len(plan.needs_human), 'site')} left for a human")
+    if plan.notices:
+        parts.append(f"{plural(len(plan.notices), 'notice')} for a human")
     skipped = [r for r in plan.problems if r.status == "skipped"]
     failed = [r for r in plan.problems if r.status == "failed"]
     if skipped:

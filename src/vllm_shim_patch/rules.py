@@ -16,7 +16,7 @@ from .errors import RuleError
 
 SCHEMA_VERSION = 1
 OPERATIONS = ("drop", "add", "rename", "move", "notice", "codemod")
-RULE_KEYS = ("id", "call", "since", "why", "signature", "examples", "unchanged", *OPERATIONS)
+RULE_KEYS = ("id", "call", "since", "why", "signature", "missing", "examples", "unchanged", *OPERATIONS)
 TOP_KEYS = ("schema", "package", "rules")
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _QUALNAME_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
@@ -58,6 +58,7 @@ class Rule:
     rename: tuple[tuple[str, str], ...] = ()
     move: str | None = None
     notice: str | None = None
+    missing: tuple[str, ...] = ()  # a notice speaks only where one of these is not passed
     codemod: str | None = None
     codemod_path: str | None = None
     examples: tuple[Example, ...] = ()
@@ -324,6 +325,11 @@ class _Reader:
             if move in calls:
                 raise self.fail(fields["move"][1], f"'move' {move!r} is the same as 'call'")
         notice = self.string(fields["notice"][1], "'notice'").strip() if "notice" in fields else None
+        missing: tuple[str, ...] = ()
+        if "missing" in fields:
+            if notice is None:
+                raise self.fail(fields["missing"][0], "'missing' goes with 'notice' only")
+            missing = tuple(n for n, _ in self.names(fields["missing"][1], "'missing'"))
         codemod = None
         if "codemod" in fields:
             codemod = self.scalar(fields["codemod"][1], "'codemod'")
@@ -350,6 +356,7 @@ class _Reader:
             rename=rename,
             move=move,
             notice=notice,
+            missing=missing,
             codemod=codemod,
             codemod_path=codemod_path,
             examples=examples,
