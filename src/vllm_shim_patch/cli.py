@@ -64,8 +64,11 @@ def _settings(ctx: click.Context, **given: Any) -> Settings:
     for key, value in given.items():
         if value is None or value == () or (key == "verbose" and value == 0):
             continue
-        if key in names:
-            setattr(settings, key, tuple(value) if key == "rules" else value)
+        if key == "rules":
+            # Given before and after the command name, both lists count.
+            settings.rules = tuple(dict.fromkeys([*settings.rules, *value]))
+        elif key in names:
+            setattr(settings, key, value)
         else:
             settings.extra[key] = value
     return settings
@@ -81,13 +84,16 @@ def handles_errors(f: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from .errors import LockedError, PatchError
+        from .errors import PatchError
 
         try:
             return f(*args, **kwargs)
-        except LockedError as exc:
-            fail(str(exc), 2)
         except PatchError as exc:
+            ctx = click.get_current_context(silent=True)
+            settings = ctx.find_object(Settings) if ctx else None
+            if settings is not None and settings.as_json:
+                # A script reading --json gets JSON on every path, errors included.
+                click.echo(json.dumps({"ok": False, "error": str(exc), "kind": type(exc).__name__}))
             fail(str(exc), 2)
 
     return wrapper
@@ -260,7 +266,7 @@ def log(ctx: click.Context, **options: Any) -> None:
 
 @main.command()
 @click.option("--to", "to", metavar="REF", default=None, help="an earlier state (commit or tag); default: original")
-@click.option("--wait", is_flag=True, help="wait for another running patch-speculators")
+@click.option("--wait", is_flag=True, default=None, help="wait for another running patch-speculators")
 @common_options
 @click.pass_context
 @handles_errors

@@ -7,6 +7,7 @@ interpreter runs, so it answers in well under a second.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .fsutil import hash_file, read_json
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class StatusResult:
-    state: str  # "original" | "patched" | "drifted" | "interrupted" | "not tracked"
+    state: str  # "original" | "patched" | "drifted" | "interrupted" | "busy" | "not tracked"
     text: str
     data: dict[str, Any] = field(default_factory=dict)
 
@@ -38,6 +39,11 @@ def status(s: Settings) -> StatusResult:
                             "location": str(target.location), "overlay": str(path),
                             "vllm_installed": target.vllm_version, "differs_from_record": off_record}
     journal = read_json(path / "journal.json")
+    holder = _lock_holder(path / "lock")
+    if holder is not None:
+        op = journal.get("op", "run") if journal else "run"
+        text = f"busy: another patch-speculators (pid {holder}) is working on {who} right now ({op})"
+        return StatusResult("busy", text, {**base, "state": "busy", "pid": holder})
     if journal:
         text = (f"interrupted: a {journal.get('op')} of {who} (pid {journal.get('pid')}) was cut short; "
                 f"the next apply or rollback finishes or undoes it")
@@ -76,3 +82,21 @@ def status(s: Settings) -> StatusResult:
             why += " (edited by hand? they differ from RECORD)"
     text = f"drifted: {why}; apply records a reinstall as the new original, rollback restores the original"
     return StatusResult("drifted", text, {**base, "state": "drifted", "files": differs})
+
+
+def _lock_holder(lock: Path) -> str | None:
+    """The pid holding the overlay's lock, or None when nobody does (a journal is then a crash's)."""
+    import fcntl
+    import os
+
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+    finally:
+        os.close(fd)
+    return None
