@@ -161,3 +161,19 @@ def test_missing_submodule_of_an_installed_package_fails_the_import_check(tmp_pa
     results = {r["module"]: r["status"] for r in json.loads(proc.stdout)}
     assert results == {"uses_new": "failed", "uses_absent": "missing-dependency"}
     assert not list(tmp_path.rglob("__pycache__"))  # PYTHONDONTWRITEBYTECODE
+
+
+def test_symlinked_file_is_refused(sandbox: Sandbox, tmp_path: Path) -> None:
+    generator = sandbox.site / GENERATOR
+    store = tmp_path / "store.py"
+    store.write_bytes(generator.read_bytes())
+    generator.unlink()
+    generator.symlink_to(store)
+    r = sandbox.run("--vllm-version", "0.16")
+    assert r.returncode == 2
+    assert r.stderr.splitlines()[-1] == (
+        f"patch-speculators: error: {generator} is a symbolic link (a linked install?): reinstall speculators "
+        "with copied files (e.g. uv --link-mode=copy) to patch it; nothing was changed"
+    )
+    assert generator.is_symlink() and store.read_bytes() == generator.read_bytes()
+    assert b"kv_cache_specs=kv_cache_spec," in store.read_bytes()

@@ -192,6 +192,12 @@ def prepare(ov: Overlay, target: Target, accept_modified: bool, log: Log) -> lis
             f"(edited by hand?): {listing(by_hand)}; run rollback to restore the original, or run again "
             f"with --accept-modified to keep those edits as part of the original"
         )
+    gone = [p for p in by_hand if not (target.location / p).exists()]
+    if gone:
+        raise OverlayError(
+            f"{listing(gone)} {agree(len(gone), 'is', 'are')} missing from {who}: reinstall it with "
+            f"pip install --force-reinstall --no-deps {target.package}=={target.version}"
+        )
     ours = [p for p in by_hand if state.head.get(p) != state.original.get(p)]
     if ours:
         # The file holds our patch and the user's edit: as "original" it would carry our patch.

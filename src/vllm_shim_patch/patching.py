@@ -96,6 +96,13 @@ def refuse_editable(target: Target) -> None:
 def check_writable(target: Target, paths: list[str]) -> None:
     for path in paths:
         full = target.location / path
+        if full.is_symlink():
+            # A linked install (uv --link-mode=symlink): replacing the link would detach it, and
+            # the overlay would record the link, not the bytes RECORD describes.
+            raise TargetError(
+                f"{full} is a symbolic link (a linked install?): reinstall {target.package} with copied "
+                f"files (e.g. uv --link-mode=copy) to patch it; nothing was changed"
+            )
         if not os.access(full.parent, os.W_OK) or (full.exists() and not os.access(full, os.W_OK)):
             raise TargetError(
                 f"cannot write {full} (read-only): run as the owner of that environment; nothing was changed"
