@@ -344,7 +344,7 @@ def rules_list(ctx: click.Context, **options: Any) -> None:
 def rules_check(ctx: click.Context, paths: tuple[str, ...], **options: Any) -> None:
     """Validate rule files (default: the bundled ones and --rules)."""
     s = _settings(ctx, **options)
-    from .report import plural
+    from .report_text import plural
     from .rules import load_pack
 
     pack = load_pack([*s.rules, *paths], bundled=not paths)
@@ -360,7 +360,7 @@ def rules_check(ctx: click.Context, paths: tuple[str, ...], **options: Any) -> N
 def rules_test(ctx: click.Context, paths: tuple[str, ...], **options: Any) -> None:
     """Run the before/after examples embedded in rule files."""
     s = _settings(ctx, **options)
-    from .report import plural
+    from .report_text import plural
     from .rules import load_pack
     from .ruletest import cases, run_case
 

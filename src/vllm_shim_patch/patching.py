@@ -187,10 +187,10 @@ def apply(s: Settings, vllm_version: str | None, *, verify: bool = True, accept_
         state = ov.state()
         assert state is not None
         recorded = all(hash_file(target.location / p) == state.head.get(p) for p in files)
-        declined = [x for x in plan.sites if x.action == "declined"]
-        if not writes and recorded and declined:
-            return Outcome(f"nothing written: {plural(len(declined), 'change')} declined in review",
-                           {**base, "changed": False, "declined": len(declined)}, code)
+        refused = [x for x in plan.sites if x.action == "declined"]
+        if not writes and recorded and refused:
+            return Outcome(f"nothing written: {plural(len(refused), 'change')} declined in review",
+                           {**base, "changed": False, "declined": len(refused)}, code)
         if not writes and recorded:
             return Outcome(f"{who} is already patched for vLLM {plan.version}: nothing to do ({summary(plan)})",
                            {**base, "changed": False}, code)
