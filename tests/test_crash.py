@@ -119,7 +119,7 @@ def test_two_concurrent_applies(sandbox: Sandbox, tmp_path: Path) -> None:
     pause_at = points.index("apply:journal") + 1
     first = subprocess.Popen(
         [sys.executable, "-m", "vllm_shim_patch", "--python", str(sandbox.python), "--state-dir",
-         str(sandbox.state), "--vllm-version", "0.16"],
+         str(sandbox.state), *sandbox.extra, "--vllm-version", "0.16"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**__import__("os").environ, "VSP_TEST_PAUSE_AT": str(pause_at), "VSP_TEST_PAUSE_FILE": str(flag)},
     )
