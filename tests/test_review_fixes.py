@@ -177,3 +177,21 @@ def test_symlinked_file_is_refused(sandbox: Sandbox, tmp_path: Path) -> None:
     )
     assert generator.is_symlink() and store.read_bytes() == generator.read_bytes()
     assert b"kv_cache_specs=kv_cache_spec," in store.read_bytes()
+
+
+def test_check_fails_while_a_notice_stands(sandbox: Sandbox) -> None:
+    sandbox.extra = ()  # the default pack: the SchedulerConfig call is only flagged
+    applied = sandbox.run("--vllm-version", "0.16")
+    assert applied.returncode == 1
+    assert "; 1 notice for a human; " in applied.stdout
+    check = sandbox.run("--vllm-version", "0.16", "--check")
+    assert check.returncode == 1
+    assert check.stdout.splitlines() == [
+        f"{GENERATOR}:194: scheduler-config-needs-is-encoder-decoder [notice, unguarded] vLLM 0.12.0 and later "
+        "require is_encoder_decoder here; run with --rules scheduler-config to add is_encoder_decoder=False, "
+        "or pass it by hand",
+        "speculators 0.3.0 is patched for vLLM 0.16, but 1 place needs a human (above)",
+    ]
+    sandbox.extra = ("--rules", "scheduler-config")
+    assert sandbox.run("--vllm-version", "0.16").returncode == 0
+    assert sandbox.run("--vllm-version", "0.16", "--check").returncode == 0

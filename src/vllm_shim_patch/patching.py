@@ -140,10 +140,21 @@ def check(s: Settings, vllm_version: str | None) -> Outcome:
     originals = original_bytes(ov, target, target.python_files())
     pending = sorted(pending_writes(target, desired_files(plan, originals)))
     who = f"{target.package} {target.version}"
-    data = {"ok": not pending, "pending": pending, "vllm": str(plan.version), "rules": plan.rule_ids}
+    from .report import site_lines
+
+    human = [line for line in site_lines(plan) if "[needs-human" in line or "[notice" in line
+             or ": skipped: " in line or ": failed: " in line]
+    data = {"ok": not pending and plan.clean, "pending": pending, "vllm": str(plan.version),
+            "rules": plan.rule_ids, "for_a_human": human}
     if pending:
         text = (f"{who} is not patched for vLLM {plan.version}: {plural(len(pending), 'file')} would change "
                 f"({listing(pending)}); run patch-speculators --vllm-version {plan.version}")
+        return Outcome(text, data, 1)
+    if not plan.clean:
+        # Patched as far as the rules go, but a call the rules cannot fix would still fail at run time.
+        left = len(plan.needs_human) + len(plan.notices) + len(plan.problems)
+        text = "\n".join([*human, f"{who} is patched for vLLM {plan.version}, but {plural(left, 'place')} "
+                                   f"{agree(left, 'needs', 'need')} a human (above)"])
         return Outcome(text, data, 1)
     return Outcome(f"{who} is patched for vLLM {plan.version} ({len(plan.edited)} edits in place)", data, 0)
 
