@@ -38,7 +38,7 @@ _COMMON = [
                  help="interpreter (or venv folder) of the ML environment; default: this one"),
     click.option("--package", metavar="NAME", default=None, help="distribution to patch; default: speculators"),
     click.option("--rules", "rules", metavar="PATH", multiple=True,
-                 help="more rule files or folders (repeatable)"),
+                 help="more rule files or folders, or a bundled optional pack by name (repeatable)"),
     click.option("--state-dir", metavar="DIR", default=None,
                  help="overlay location; default: $XDG_STATE_HOME/vllm-shim-patch"),
     click.option("--vllm-source", metavar="PATH", default=None,
@@ -155,7 +155,7 @@ def main(ctx: click.Context, **options: Any) -> None:
 @click.pass_context
 @handles_errors
 def apply(ctx: click.Context, **options: Any) -> None:
-    """Write the planned edits, verify them and record them in the overlay."""
+    """Write the planned edits, verify, record (the default command)."""
     s = _settings(ctx, **options)
     opts = s.extra
     if opts.get("dry_run"):
@@ -215,7 +215,7 @@ def _review(hunks: list[Any]) -> set[tuple[str, int, str]]:
 @click.pass_context
 @handles_errors
 def diff(ctx: click.Context, **options: Any) -> None:
-    """Print the unified diff apply would write, with the rule behind each hunk."""
+    """Print the diff apply would write, rule by hunk."""
     s = _settings(ctx, **options)
     _diff(s, s.extra.get("vllm_version"))
 
@@ -243,7 +243,7 @@ def _diff(s: Settings, vllm_version: str | None) -> None:
 @click.pass_context
 @handles_errors
 def status(ctx: click.Context, **options: Any) -> None:
-    """Say whether the package is original, patched, drifted or not tracked."""
+    """Original, patched, drifted, interrupted or not tracked."""
     s = _settings(ctx, **options)
     from .status import status as get_status
 
@@ -286,7 +286,7 @@ def rollback(ctx: click.Context, **options: Any) -> None:
 @click.pass_context
 @handles_errors
 def verify(ctx: click.Context, **options: Any) -> None:
-    """Import the changed modules and bind the rewritten calls against the installed vLLM."""
+    """Import changed modules, bind rewritten calls."""
     s = _settings(ctx, **options)
     from .preflight import verify_installed
 
@@ -301,7 +301,7 @@ def verify(ctx: click.Context, **options: Any) -> None:
 @click.pass_context
 @handles_errors
 def audit(ctx: click.Context, **options: Any) -> None:
-    """Check every call from the package into vLLM against the target vLLM."""
+    """Bind every call into vLLM, before and after the rules."""
     s = _settings(ctx, **options)
     from .preflight import audit as run_audit
 
