@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +42,27 @@ class Sandbox:
             [sys.executable, "-m", "vllm_shim_patch", *base, *args],
             capture_output=True, text=True, timeout=timeout, env=full_env,
         )
+
+    @contextlib.contextmanager
+    def paused(self, pause_at: int, flag: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
+        """Run the CLI until its `pause_at`-th checkpoint and hold it there while the body runs."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VSP_TEST_")}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vllm_shim_patch", "--python", str(self.python), "--state-dir",
+             str(self.state), *self.extra, *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**env, "VSP_TEST_PAUSE_AT": str(pause_at), "VSP_TEST_PAUSE_FILE": str(flag)},
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while not flag.exists():
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline, "the run never reached its pause"
+                time.sleep(0.02)
+            yield proc
+        finally:
+            flag.unlink(missing_ok=True)
+            proc.communicate(timeout=120)
 
     def record(self) -> dict[str, str]:
         dist = next(self.site.glob("speculators-*.dist-info"))

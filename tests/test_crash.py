@@ -9,14 +9,12 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from conftest import GENERATOR, Sandbox
 
 from vllm_shim_patch.fsutil import record_hash
+
 
 def trace(sb: Sandbox, *args: str, tmp: Path) -> list[str]:
     out = tmp / "trace.txt"
@@ -112,32 +110,18 @@ def test_killed_apply_is_undone_by_the_next_apply(sandbox: Sandbox, tmp_path: Pa
 
 
 def test_two_concurrent_applies(sandbox: Sandbox, tmp_path: Path) -> None:
-    flag = tmp_path / "paused"
+    assert sandbox.run("--vllm-version", "0.16").returncode == 0
+    assert sandbox.run("rollback").returncode == 0
     points = trace(sandbox, "--vllm-version", "0.16", tmp=tmp_path)
     assert sandbox.run("rollback").returncode == 0
     # Hold the first apply inside its transaction (files journaled, not yet written).
-    pause_at = points.index("apply:journal") + 1
-    first = subprocess.Popen(
-        [sys.executable, "-m", "vllm_shim_patch", "--python", str(sandbox.python), "--state-dir",
-         str(sandbox.state), *sandbox.extra, "--vllm-version", "0.16"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**__import__("os").environ, "VSP_TEST_PAUSE_AT": str(pause_at), "VSP_TEST_PAUSE_FILE": str(flag)},
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not flag.exists():
-            assert first.poll() is None, first.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+    with sandbox.paused(points.index("apply:journal") + 1, tmp_path / "paused", "--vllm-version", "0.16") as first:
         second = sandbox.run("--vllm-version", "0.16")
         assert second.returncode == 2
         assert second.stderr.strip() == (
             f"patch-speculators: error: another patch-speculators (pid {first.pid}) is working on this "
             "package; wait for it or run again with --wait"
         )
-    finally:
-        flag.unlink(missing_ok=True)
-    out, err = first.communicate(timeout=120)
-    assert first.returncode == 0, err
+    assert first.returncode == 0
     assert sandbox.run("--vllm-version", "0.16", "--check").returncode == 0
     assert b"kv_cache_specs=" not in (sandbox.site / GENERATOR).read_bytes()

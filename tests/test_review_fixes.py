@@ -6,9 +6,7 @@ import base64
 import hashlib
 import json
 import os
-import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -117,28 +115,13 @@ def test_status_tells_busy_from_interrupted(sandbox: Sandbox, tmp_path: Path) ->
     trace = tmp_path / "trace.txt"
     assert sandbox.run("--vllm-version", "0.16", env={"VSP_TEST_TRACE": str(trace)}).returncode == 0
     assert sandbox.run("rollback").returncode == 0
-    flag = tmp_path / "paused"
     points = [line.split(" ", 1)[1] for line in trace.read_text().splitlines()]
     # The overlay exists now: the next apply starts at its journal, so count from there.
     pause_at = points.index("apply:journal") + 1 - points.index("json:journal.json")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vllm_shim_patch", "--python", str(sandbox.python), "--state-dir",
-         str(sandbox.state), *sandbox.extra, "--vllm-version", "0.16"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "VSP_TEST_PAUSE_AT": str(pause_at), "VSP_TEST_PAUSE_FILE": str(flag)},
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not flag.exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+    with sandbox.paused(pause_at, tmp_path / "paused", "--vllm-version", "0.16") as proc:
         status = json.loads(sandbox.run("status", "--json").stdout)
         assert (status["state"], status["pid"]) == ("busy", str(proc.pid))
-    finally:
-        flag.unlink(missing_ok=True)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 0
 
 
 def test_callers_git_environment_does_not_leak(sandbox: Sandbox, tmp_path: Path) -> None:
