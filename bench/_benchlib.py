@@ -8,6 +8,7 @@ rebuilt by the next run; a lock file serialises concurrent runs.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime
 import fcntl
@@ -21,7 +22,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -276,6 +277,21 @@ def print_table(contenders: Sequence[Contender], baseline: Contender, baseline_l
     for c in contenders:
         ratio = c.median / baseline.median
         print(f"  {c.name:<{width}}  {fmt_s(c.best)}  {fmt_s(c.median)}  {ratio:15.2f}x")
+
+
+def start(name: str, doc: str | None, add_args: Callable[[argparse.ArgumentParser], None] | None = None
+          ) -> argparse.Namespace:
+    """The options every bench takes (--runs), its own ones, and the header line it prints first."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=10, help="timed runs per contender (default 10)")
+    if add_args is not None:
+        add_args(parser)
+    args = parser.parse_args()
+    if args.runs < 1:
+        die("--runs must be at least 1")
+    print(f"# {name}: {machine_line()}")
+    print(f"# vllm-shim-patch at {git_rev()}")
+    return args
 
 
 def machine_line() -> str:

@@ -38,19 +38,14 @@ LIBCST_COMMAND = "libcst_codemod.speculators_vllm017.SpeculatorsVllm017"
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=10, help="timed runs per contender (default 10)")
-    parser.add_argument("--libcst-jobs", type=int, default=None,
-                        help="-j for the libcst codemod CLI (default: its own, the number of cores)")
-    parser.add_argument("--no-bowler-builtin", action="store_true",
-                        help="skip the bowler-builtin contender")
-    parser.add_argument("--quiet-diffs", action="store_true", help="do not print the diffs")
-    args = parser.parse_args()
-    if args.runs < 1:
-        bl.die("--runs must be at least 1")
+    def own_args(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--libcst-jobs", type=int, default=None,
+                            help="-j for the libcst codemod CLI (default: its own, the number of cores)")
+        parser.add_argument("--no-bowler-builtin", action="store_true",
+                            help="skip the bowler-builtin contender")
+        parser.add_argument("--quiet-diffs", action="store_true", help="do not print the diffs")
 
-    print(f"# bench_dryrun: {bl.machine_line()}")
-    print(f"# vllm-shim-patch at {bl.git_rev()}")
+    args = bl.start("bench_dryrun", __doc__, own_args)
     venv = bl.speculators_venv()
     bowler = bl.bowler_venv()
     target_py = bl.venv_python(venv)

@@ -18,7 +18,6 @@ and for both status runs; libcst, git (GitPython, and its gitdb) and yaml must n
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import subprocess
 import sys
@@ -52,14 +51,7 @@ def forbidden_imports(args: list[str], label: str) -> bool:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=10, help="timed runs per contender (default 10)")
-    args = parser.parse_args()
-    if args.runs < 1:
-        bl.die("--runs must be at least 1")
-
-    print(f"# bench_startup: {bl.machine_line()}")
-    print(f"# vllm-shim-patch at {bl.git_rev()}")
+    args = bl.start("bench_startup", __doc__)
     venv = bl.speculators_venv()
     target_py = str(bl.venv_python(venv))
     ours = bl.ours_command()
@@ -74,7 +66,7 @@ def main() -> int:
         copy_py = str(bl.venv_python(copy))
         state = scratch / "state"
         proc = subprocess.run([*ours, "--python", copy_py, "--state-dir", str(state), "--vllm-version", "0.17",
-                               "--no-verify", "-q"], env=bl.tool_env(), stdout=subprocess.PIPE,
+                               "--rules", "scheduler-config", "--no-verify", "-q"], env=bl.tool_env(), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, check=False)
         if proc.returncode != 0:
             bl.die(f"patching the throwaway copy failed:\n{proc.stdout}")
