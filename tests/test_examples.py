@@ -115,3 +115,11 @@ def test_needs_human_is_explained_in_the_problem(tmp_path: Path) -> None:
         "output differs from the expected code; "
         "line 2: needs-human: *args/**kwargs at the call: cannot tell which arguments it passes"
     )
+
+
+def test_readme_rule_table_is_current() -> None:
+    from vllm_shim_patch.ruledocs import table
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = readme.split("<!-- rules:start -->\n", 1)[1].split("<!-- rules:end -->", 1)[0]
+    assert block == table(load_pack(["scheduler-config"]).rules), "run: patch-speculators rules docs --rules scheduler-config"

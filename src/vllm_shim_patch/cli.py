@@ -376,3 +376,16 @@ def rules_test(ctx: click.Context, paths: tuple[str, ...], **options: Any) -> No
     lines.append(f"{plural(len(results) - len(bad), 'example')} ok, {len(bad)} failing")
     emit(s, [{"case": r.case.id, "ok": r.ok, "problem": r.problem} for r in results], "\n".join(lines))
     sys.exit(1 if bad or not results else 0)
+
+
+@rules.command("docs")
+@common_options
+@click.pass_context
+@handles_errors
+def rules_docs(ctx: click.Context, **options: Any) -> None:
+    """Print the rules as a Markdown table (the README's is this)."""
+    s = _settings(ctx, **options)
+    from .ruledocs import table
+    from .rules import load_pack
+
+    click.echo(table(load_pack(s.rules).rules), nl=False)
