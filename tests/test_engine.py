@@ -1034,3 +1034,25 @@ rules:
     )
     result = Engine(rules).transform(b"from m import g\ng(1, b=1)\n", "x.py")
     assert result.after == b"from m import g\ng(1, b=1, z=(1).real)\n"
+
+
+def test_drop_before_a_positional_only_parameter_is_left_for_a_human() -> None:
+    rules = parse_rules(
+        """\
+schema: 1
+rules:
+  - id: drop-b
+    call: m.g
+    since: "0.1"
+    signature: (a, b, c, /)
+    drop: [b]
+    why: test
+""",
+        "t.yaml",
+    )
+    source = b"from m import g\ng(1, 2, 3)\n"
+    result = Engine(rules).transform(source, "x.py")
+    assert result.after == source
+    assert [(s.action, s.message) for s in result.sites] == [
+        ("needs-human", "dropping positional b shifts c, which is positional-only")
+    ]

@@ -96,6 +96,9 @@ def _drop(name: str) -> Rewrite:
                     later_name = names[later]
                     if later_name is None:
                         raise NeedsHuman(f"dropping positional {name} shifts an argument: {_unnamed_reason(site)}")
+                    sig = site.rule.signature
+                    if sig is not None and later_name in sig.positional_only:
+                        raise NeedsHuman(f"dropping positional {name} shifts {later_name}, which is positional-only")
                     args[later] = _args.as_keyword(args[later], later_name)
             call = call.with_changes(args=args)
         site.edits.append(f"drop {name}")

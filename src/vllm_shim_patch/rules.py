@@ -42,6 +42,7 @@ class OldSignature:
     positional: tuple[str, ...]  # parameters a positional argument can fill, in order
     names: frozenset[str]
     star_args: bool  # a *args in the old signature: positionals past `positional` are unknown
+    positional_only: frozenset[str] = frozenset()  # cannot be passed by keyword
 
 
 @dataclass(frozen=True)
@@ -389,7 +390,8 @@ class _Reader:
         names = {*positional, *(a.arg for a in args.kwonlyargs)}
         if positional and positional[0] == "self":
             raise self.fail(node, "'signature' must leave out self")
-        return OldSignature(text, positional, frozenset(names), args.vararg is not None)
+        return OldSignature(text, positional, frozenset(names), args.vararg is not None,
+                            frozenset(a.arg for a in args.posonlyargs))
 
     def add(self, node: Any, signature: OldSignature | None, drop: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
         fields = self.mapping(node, "'add'")
