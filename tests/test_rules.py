@@ -32,7 +32,7 @@ CORPUS: dict[str, tuple[int | None, str | None, str]] = {
     "unknown-operation.yaml": (
         7,
         "bad-op",
-        "unknown operation 'delete' (operations: drop, add, rename, move, notice, codemod)",
+        "unknown operation 'delete' (operations: drop, add, rename, move, notice, codemod); did you mean 'drop'?",
     ),
     "missing-id.yaml": (3, None, "rule has no 'id'"),
     "duplicate-id-in-file.yaml": (

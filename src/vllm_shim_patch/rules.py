@@ -489,8 +489,14 @@ def _is_identifier(name: str) -> bool:
     return name.isidentifier() and not keyword.iskeyword(name)
 
 
+# Words people reach for that mean one of our operations (a closer hint than spelling alone).
+_SYNONYMS = {"remove": "drop", "delete": "drop", "del": "drop", "insert": "add", "append": "add",
+             "replace": "move", "warn": "notice", "flag": "notice"}
+
+
 def _unknown_key_message(key: str, value_node: Any, yaml: Any) -> str:
-    op_match = difflib.get_close_matches(key, OPERATIONS, n=1, cutoff=0.6)
+    op_match = ([_SYNONYMS[key]] if key in _SYNONYMS
+                else difflib.get_close_matches(key, OPERATIONS, n=1, cutoff=0.6))
     key_match = difflib.get_close_matches(key, RULE_KEYS, n=1, cutoff=0.6)
     looks_like_op = bool(op_match) or isinstance(value_node, (yaml.SequenceNode, yaml.MappingNode))
     if looks_like_op and not (key_match and key_match[0] not in OPERATIONS):
