@@ -279,6 +279,16 @@ def print_table(contenders: Sequence[Contender], baseline: Contender, baseline_l
         print(f"  {c.name:<{width}}  {fmt_s(c.best)}  {fmt_s(c.median)}  {ratio:15.2f}x")
 
 
+def venv_unchanged(before: dict, venv: Path) -> bool:
+    """Say whether a contender wrote into the bench venv (a benchmark must never modify it)."""
+    changes = snapshot_changes(before, snapshot(venv))
+    if changes:
+        print("bench venv CHANGED by a contender: " + "; ".join(changes[:20]))
+        return False
+    print(f"bench venv unchanged: {len(before)} files, same size, mtime and sha256 before and after")
+    return True
+
+
 def start(name: str, doc: str | None, add_args: Callable[[argparse.ArgumentParser], None] | None = None
           ) -> argparse.Namespace:
     """The options every bench takes (--runs), its own ones, and the header line it prints first."""

@@ -144,12 +144,7 @@ def main() -> int:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
-    changes = bl.snapshot_changes(before, bl.snapshot(venv))
-    if changes:
-        print("venv CHANGED by a contender: " + "; ".join(changes[:20]))
-        return 1
-    print(f"venv unchanged: {len(before)} files, same size, mtime and sha256 before and after")
-    return 0
+    return 0 if bl.venv_unchanged(before, venv) else 1
 
 
 if __name__ == "__main__":

@@ -106,11 +106,7 @@ def main() -> int:
         forbidden_imports(["--python", copy_py, "--state-dir", str(state), "status"], "status (patched)")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    changes = bl.snapshot_changes(before, bl.snapshot(venv))
-    if changes:
-        print("bench venv CHANGED: " + "; ".join(changes[:20]))
-        return 1
-    return 0
+    return 0 if bl.venv_unchanged(before, venv) else 1
 
 
 if __name__ == "__main__":
