@@ -1,36 +1,48 @@
-"""The `patch-speculators` command: parse options, call the modules, render.
+"""The `patch-speculators` command: parse options, call a command, print its outcome.
 
 Exit codes: 0 ok; 1 a check or verification failed, or something was left undone (a file
 skipped, a site left for a human); 2 usage or input error. Only click and the standard library
-are imported at module level, so `--help` and `status` start fast.
+are imported at module level, so `--help` and `status` start fast. Nothing imports this module
+but `__main__`.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
+
+from .settings import Settings
+
+if TYPE_CHECKING:
+    from .commands.context import Context, Outcome
+    from .report.diff import Hunk
 
 PROG = "patch-speculators"
 
 
-@dataclass
-class Settings:
-    python: str | None = None
-    package: str = "speculators"
-    rules: tuple[str, ...] = ()
-    as_json: bool = False
-    verbose: int = 0
-    quiet: bool = False
-    state_dir: str | None = None
-    vllm_source: str | None = None
-    static: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+class _Group(click.Group):
+    """The one error boundary: a PatchError is one line (and JSON under --json), exit 2; anything
+    else is a bug and keeps its traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from .errors import PatchError
+
+        try:
+            return super().invoke(ctx)
+        except PatchError as exc:
+            if (ctx.obj or {}).get("as_json"):
+                # A script reading --json gets JSON on every path, errors included.
+                click.echo(json.dumps({"ok": False, "error": str(exc), "kind": type(exc).__name__}))
+            fail(str(exc), 2)
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    click.echo(f"{PROG}: error: {message}", err=True)
+    sys.exit(code)
 
 
 _COMMON = [
@@ -50,60 +62,64 @@ _COMMON = [
     click.option("-q", "--quiet", is_flag=True, default=None, help="print only errors and the diff"),
 ]
 
+_VLLM_VERSION = click.option("--vllm-version", metavar="X", default=None,
+                             help="target vLLM series, e.g. 0.16; default: the installed vLLM")
+_NO_GUARD = click.option("--no-guard", is_flag=True, default=None,
+                         help="ignore the installed signatures: rules apply by their since alone")
+_WAIT = click.option("--wait", is_flag=True, default=None, help="wait for another running patch-speculators")
 
-def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """The options every command understands, before or after the command name."""
-    for option in reversed(_COMMON):
-        f = option(f)
-    return f
+_APPLY = [
+    _VLLM_VERSION,
+    click.option("--dry-run", is_flag=True, default=None, help="print the diff apply would write; change nothing"),
+    click.option("--check", is_flag=True, default=None, help="exit 1 if the package is not patched for this vLLM"),
+    click.option("--no-verify", is_flag=True, default=None, help="skip verification after writing"),
+    _NO_GUARD,
+    click.option("--accept-modified", is_flag=True, default=None,
+                 help="baseline files that differ from RECORD (already hand-edited)"),
+    _WAIT,
+    click.option("-i", "--interactive", is_flag=True, default=None,
+                 help="review each hunk before it is written: y/n/a(ll)/q(uit)"),
+]
 
 
-def _settings(ctx: click.Context, **given: Any) -> Settings:
-    settings: Settings = ctx.ensure_object(Settings)
-    names = {f.name for f in fields(Settings)}
-    for key, value in given.items():
+def _options(options: list[Callable[..., Any]]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return decorate
+
+
+common_options = _options(_COMMON)
+apply_options = _options(_APPLY)
+
+
+def _given(ctx: click.Context, options: dict[str, Any]) -> dict[str, Any]:
+    """Options given before and after the command name, merged (both --rules lists count)."""
+    given: dict[str, Any] = ctx.ensure_object(dict)
+    for key, value in options.items():
         if value is None or value == () or (key == "verbose" and value == 0):
             continue
-        if key == "rules":
-            # Given before and after the command name, both lists count.
-            settings.rules = tuple(dict.fromkeys([*settings.rules, *value]))
-        elif key in names:
-            setattr(settings, key, value)
-        else:
-            settings.extra[key] = value
-    return settings
+        given[key] = tuple(dict.fromkeys([*given.get(key, ()), *value])) if key == "rules" else value
+    return given
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
-    click.echo(f"{PROG}: error: {message}", err=True)
-    sys.exit(code)
+def _context(ctx: click.Context, options: dict[str, Any]) -> tuple[Context, dict[str, Any]]:
+    from .commands.context import Context
+
+    given = _given(ctx, options)
+    settings = Settings.from_options(given)
+    return Context(settings, log=lambda line: info(settings, line)), given
 
 
-def handles_errors(f: Callable[..., Any]) -> Callable[..., Any]:
-    """PatchError → one line and exit 2; any other exception is a bug and keeps its traceback."""
-
-    @functools.wraps(f)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from .errors import PatchError
-
-        try:
-            return f(*args, **kwargs)
-        except PatchError as exc:
-            ctx = click.get_current_context(silent=True)
-            settings = ctx.find_object(Settings) if ctx else None
-            if settings is not None and settings.as_json:
-                # A script reading --json gets JSON on every path, errors included.
-                click.echo(json.dumps({"ok": False, "error": str(exc), "kind": type(exc).__name__}))
-            fail(str(exc), 2)
-
-    return wrapper
-
-
-def emit(settings: Settings, data: Any, text: str | None = None) -> None:
+def emit(settings: Settings, outcome: Outcome, *, exit: bool = True) -> None:
     if settings.as_json:
-        click.echo(json.dumps(data, indent=2, default=str))
-    elif text is not None and text != "":
-        click.echo(text)
+        click.echo(json.dumps(outcome.data, indent=2, default=str))
+    elif outcome.text:
+        click.echo(outcome.text, nl=not outcome.text.endswith("\n"))
+    if exit:
+        sys.exit(outcome.exit_code)
 
 
 def info(settings: Settings, text: str) -> None:
@@ -112,29 +128,7 @@ def info(settings: Settings, text: str) -> None:
         click.echo(text, err=True)
 
 
-_APPLY = [
-    click.option("--vllm-version", metavar="X", default=None,
-                 help="target vLLM series, e.g. 0.16; default: the installed vLLM"),
-    click.option("--dry-run", is_flag=True, default=None, help="print the diff apply would write; change nothing"),
-    click.option("--check", is_flag=True, default=None, help="exit 1 if the package is not patched for this vLLM"),
-    click.option("--no-verify", is_flag=True, default=None, help="skip verification after writing"),
-    click.option("--no-guard", is_flag=True, default=None,
-                 help="ignore the installed signatures: rules apply by their since alone"),
-    click.option("--accept-modified", is_flag=True, default=None,
-                 help="baseline files that differ from RECORD (already hand-edited)"),
-    click.option("--wait", is_flag=True, default=None, help="wait for another running patch-speculators"),
-    click.option("-i", "--interactive", is_flag=True, default=None,
-                 help="review each hunk before it is written: y/n/a(ll)/q(uit)"),
-]
-
-
-def apply_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed(_APPLY):
-        f = option(f)
-    return f
-
-
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Group, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @apply_options
 @common_options
 @click.version_option(package_name="vllm-shim-patch", prog_name=PROG)
@@ -144,7 +138,7 @@ def main(ctx: click.Context, **options: Any) -> None:
 
     With no command: apply the rules for --vllm-version (or the installed vLLM).
     """
-    _settings(ctx, **options)
+    _given(ctx, options)
     if ctx.invoked_subcommand is None:
         ctx.invoke(apply)
 
@@ -153,40 +147,28 @@ def main(ctx: click.Context, **options: Any) -> None:
 @apply_options
 @common_options
 @click.pass_context
-@handles_errors
 def apply(ctx: click.Context, **options: Any) -> None:
     """Write the planned edits, verify, record (the default command)."""
-    s = _settings(ctx, **options)
-    opts = s.extra
-    if opts.get("dry_run"):
-        _diff(s, opts.get("vllm_version"))
-        return
-    if opts.get("check"):
-        from .patching import check
+    c, given = _context(ctx, options)
+    if given.get("dry_run"):
+        _diff(c)
+    if given.get("check"):
+        from .commands.check import check
 
-        result = check(s, opts.get("vllm_version"))
-        emit(s, result.data, result.text)
-        sys.exit(0 if result.ok else 1)
-    if opts.get("interactive") and not sys.stdin.isatty():
+        emit(c.settings, check(c))
+    if given.get("interactive") and not sys.stdin.isatty():
         fail("--interactive needs a terminal on standard input")
-    from .patching import apply as run_apply
+    from .commands.apply import apply as run_apply
 
-    outcome = run_apply(
-        s,
-        opts.get("vllm_version"),
-        verify=not opts.get("no_verify"),
-        accept_modified=bool(opts.get("accept_modified")),
-        wait=bool(opts.get("wait")),
-        log=lambda line: info(s, line),
-        review=_review if opts.get("interactive") else None,
-    )
-    emit(s, outcome.data, outcome.text)
-    sys.exit(outcome.exit_code)
+    emit(c.settings, run_apply(c, verify=not given.get("no_verify"),
+                               accept_modified=bool(given.get("accept_modified")),
+                               wait=bool(given.get("wait")),
+                               review=_review if given.get("interactive") else None))
 
 
-def _review(hunks: list[Any]) -> set[tuple[str, int, str]]:
+def _review(hunks: list[Hunk]) -> set[tuple[str, int, str]]:
     """Bowler's idiff: y apply, n skip, a apply this and the rest, q skip this and the rest."""
-    from .report import colorize, file_header
+    from .report.diff import colorize, file_header
 
     declined: set[tuple[str, int, str]] = set()
     answer = ""
@@ -208,25 +190,24 @@ def _review(hunks: list[Any]) -> set[tuple[str, int, str]]:
 
 
 @main.command()
-@click.option("--vllm-version", metavar="X", default=None, help="target vLLM series, e.g. 0.16")
-@click.option("--no-guard", is_flag=True, default=None,
-              help="ignore the installed signatures: rules apply by their since alone")
+@_VLLM_VERSION
+@_NO_GUARD
 @common_options
 @click.pass_context
-@handles_errors
 def diff(ctx: click.Context, **options: Any) -> None:
     """Print the diff apply would write, rule by hunk."""
-    s = _settings(ctx, **options)
-    _diff(s, s.extra.get("vllm_version"))
+    c, _ = _context(ctx, options)
+    _diff(c)
 
 
-def _diff(s: Settings, vllm_version: str | None) -> None:
-    from .patching import plan_for
-    from .report import colorize, plan_json, render_diff, site_lines, summary
+def _diff(c: Context) -> NoReturn:
+    from .report.diff import colorize, render_diff
+    from .report.plan import plan_json, site_lines, summary
 
-    plan = plan_for(s, vllm_version)
+    plan = c.plan()
+    s = c.settings
     if s.as_json:
-        emit(s, plan_json(plan))
+        click.echo(json.dumps(plan_json(plan), indent=2, default=str))
     else:
         text = render_diff(plan)
         click.echo(colorize(text) if sys.stdout.isatty() else text, nl=False)
@@ -241,73 +222,62 @@ def _diff(s: Settings, vllm_version: str | None) -> None:
 @main.command()
 @common_options
 @click.pass_context
-@handles_errors
 def status(ctx: click.Context, **options: Any) -> None:
     """Original, patched, drifted, interrupted or not tracked."""
-    s = _settings(ctx, **options)
-    from .status import status as get_status
+    from .commands.context import Outcome
+    from .commands.status import status as get_status
 
-    result = get_status(s)
-    emit(s, result.data, result.text)
+    c, _ = _context(ctx, options)
+    result = get_status(c.settings, c.target)
+    emit(c.settings, Outcome(result.text, result.data), exit=False)
 
 
 @main.command()
 @common_options
 @click.pass_context
-@handles_errors
 def log(ctx: click.Context, **options: Any) -> None:
     """Show the overlay's history, newest first."""
-    s = _settings(ctx, **options)
-    from .patching import history
+    from .commands.history import history
 
-    result = history(s)
-    emit(s, result.data, result.text)
+    c, _ = _context(ctx, options)
+    emit(c.settings, history(c), exit=False)
 
 
 @main.command()
 @click.option("--to", "to", metavar="REF", default=None, help="an earlier state (commit or tag); default: original")
-@click.option("--wait", is_flag=True, default=None, help="wait for another running patch-speculators")
+@_WAIT
 @common_options
 @click.pass_context
-@handles_errors
 def rollback(ctx: click.Context, **options: Any) -> None:
     """Write the original bytes back, checked against RECORD."""
-    s = _settings(ctx, **options)
-    from .patching import rollback as run_rollback
+    from .commands.rollback import rollback as run_rollback
 
-    outcome = run_rollback(s, s.extra.get("to"), wait=bool(s.extra.get("wait")), log=lambda line: info(s, line))
-    emit(s, outcome.data, outcome.text)
-    sys.exit(outcome.exit_code)
+    c, given = _context(ctx, options)
+    emit(c.settings, run_rollback(c, given.get("to"), wait=bool(given.get("wait"))))
 
 
 @main.command()
 @click.option("--all", "all_calls", is_flag=True, help="import every module and bind every call into vLLM")
 @common_options
 @click.pass_context
-@handles_errors
 def verify(ctx: click.Context, **options: Any) -> None:
     """Import changed modules, bind rewritten calls."""
-    s = _settings(ctx, **options)
-    from .preflight import verify_installed
+    from .commands.verify import verify as run_verify
 
-    outcome = verify_installed(s, all_calls=bool(s.extra.get("all_calls")))
-    emit(s, outcome.data, outcome.text)
-    sys.exit(outcome.exit_code)
+    c, given = _context(ctx, options)
+    emit(c.settings, run_verify(c, all_calls=bool(given.get("all_calls"))))
 
 
 @main.command()
-@click.option("--vllm-version", metavar="X", default=None, help="target vLLM series, e.g. 0.16")
+@_VLLM_VERSION
 @common_options
 @click.pass_context
-@handles_errors
 def audit(ctx: click.Context, **options: Any) -> None:
     """Bind every call into vLLM, before and after the rules."""
-    s = _settings(ctx, **options)
-    from .preflight import audit as run_audit
+    from .commands.audit import audit as run_audit
 
-    outcome = run_audit(s)
-    emit(s, outcome.data, outcome.text)
-    sys.exit(outcome.exit_code)
+    c, _ = _context(ctx, options)
+    emit(c.settings, run_audit(c, verbose=c.settings.verbose > 0))
 
 
 @main.group()
@@ -318,74 +288,44 @@ def rules() -> None:
 @rules.command("list")
 @common_options
 @click.pass_context
-@handles_errors
 def rules_list(ctx: click.Context, **options: Any) -> None:
     """List the loaded rules."""
-    s = _settings(ctx, **options)
-    from .rules import load_pack
+    from .commands.rules import rules_list as run
 
-    pack = load_pack(s.rules)
-    data = [
-        {"id": r.id, "since": str(r.since), "calls": list(r.calls), "operations": list(r.operations),
-         "why": r.why, "file": r.path, "line": r.line}
-        for r in pack.rules
-    ]
-    width = max((len(r.id) for r in pack.rules), default=2)
-    lines = [f"{r.id:<{width}}  since {str(r.since):<8} {', '.join(r.operations):<12} {r.calls[0]}"
-             for r in pack.rules]
-    emit(s, data, "\n".join(lines))
+    c, _ = _context(ctx, options)
+    emit(c.settings, run(c.settings), exit=False)
 
 
 @rules.command("check")
 @click.argument("paths", nargs=-1, type=click.Path())
 @common_options
 @click.pass_context
-@handles_errors
 def rules_check(ctx: click.Context, paths: tuple[str, ...], **options: Any) -> None:
     """Validate rule files (default: the bundled ones and --rules)."""
-    s = _settings(ctx, **options)
-    from .report_text import plural
-    from .rules import load_pack
+    from .commands.rules import rules_check as run
 
-    pack = load_pack([*s.rules, *paths], bundled=not paths)
-    text = f"{plural(len(pack.rules), 'rule')} OK in {plural(len(pack.sources), 'file')}"
-    emit(s, {"rules": len(pack.rules), "files": list(pack.sources)}, text)
+    c, _ = _context(ctx, options)
+    emit(c.settings, run(c.settings, paths), exit=False)
 
 
 @rules.command("test")
 @click.argument("paths", nargs=-1, type=click.Path())
 @common_options
 @click.pass_context
-@handles_errors
 def rules_test(ctx: click.Context, paths: tuple[str, ...], **options: Any) -> None:
     """Run the before/after examples embedded in rule files."""
-    s = _settings(ctx, **options)
-    from .report_text import plural
-    from .rules import load_pack
-    from .ruletest import cases, run_case
+    from .commands.rules import rules_test as run
 
-    pack = load_pack([*s.rules, *paths], bundled=not paths)
-    results = [run_case(c) for c in cases(pack.rules)]
-    bad = [r for r in results if not r.ok]
-    lines = []
-    for r in bad:
-        lines.append(f"FAIL {r.case.id} ({r.case.rule.path}): {r.problem}")
-        lines.append(r.diff().rstrip("\n"))
-    if not results:
-        lines.append("no examples to run")
-    lines.append(f"{plural(len(results) - len(bad), 'example')} ok, {len(bad)} failing")
-    emit(s, [{"case": r.case.id, "ok": r.ok, "problem": r.problem} for r in results], "\n".join(lines))
-    sys.exit(1 if bad or not results else 0)
+    c, _ = _context(ctx, options)
+    emit(c.settings, run(c.settings, paths))
 
 
 @rules.command("docs")
 @common_options
 @click.pass_context
-@handles_errors
 def rules_docs(ctx: click.Context, **options: Any) -> None:
     """Print the rules as a Markdown table (the README's is this)."""
-    s = _settings(ctx, **options)
-    from .ruledocs import table
-    from .rules import load_pack
+    from .commands.rules import rules_docs as run
 
-    click.echo(table(load_pack(s.rules).rules), nl=False)
+    c, _ = _context(ctx, options)
+    click.echo(run(c.settings).text, nl=False)

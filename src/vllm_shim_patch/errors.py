@@ -1,4 +1,7 @@
-"""One exception hierarchy: the CLI turns every PatchError into a one-line message and exit 2."""
+"""One exception hierarchy: the CLI turns every PatchError into a one-line message and exit 2.
+
+Anything else that escapes is a bug in the tool and keeps its traceback.
+"""
 
 from __future__ import annotations
 
@@ -40,3 +43,11 @@ class VerifyError(PatchError):
 
 class SignatureError(PatchError):
     """A signature source cannot be used (vLLM fails to import, source missing)."""
+
+
+class UsageError(PatchError):
+    """A bad option value or combination (exit 2 like every input error)."""
+
+
+class CodemodError(RuleError):
+    """A codemod that cannot be loaded: it fails to import, exits, or defines no transform."""

@@ -11,40 +11,41 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import SignatureError
+from .settings import SignatureKind
 
 if TYPE_CHECKING:
-    from .cli import Settings
     from .target import Target
 
 
-def signature_source(s: Settings, target: Target) -> Any:
+def guard_source(target: Target, vllm_source: str | None) -> Any:
     """The static source that guards rules, or None when no vLLM source is known (unguarded)."""
     from .signatures import StaticSignatures
 
-    if s.vllm_source:
-        return StaticSignatures(Path(s.vllm_source).expanduser())
+    if vllm_source:
+        return StaticSignatures(Path(vllm_source).expanduser())
     if target.vllm_location is not None:
         return StaticSignatures(target.vllm_location)
     return None
 
 
-def binding_signatures(s: Settings, target: Target, callees: set[str]) -> tuple[dict[str, Any], str | None, str]:
+def binding_signatures(target: Target, callees: set[str], *, vllm_source: str | None, static: bool
+                       ) -> tuple[dict[str, Any], SignatureKind | None, str]:
     """Signatures to bind calls against: (qualname → Signature | None, kind, note).
 
-    Live by default; static with --static or --vllm-source, or when vLLM does not import.
+    Live by default; static with `static` or a `vllm_source`, or when vLLM does not import.
     """
     from .signatures import LiveSignatures
 
     note = ""
-    if not s.static and not s.vllm_source and target.vllm_location is not None:
+    if not static and not vllm_source and target.vllm_location is not None:
         try:
             env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
             live = LiveSignatures(target.python, env=env)
-            return live.get_many(sorted(callees)), "live", note
+            return live.get_many(sorted(callees)), SignatureKind.LIVE, note
         except SignatureError as exc:
             first = str(exc).splitlines()[0]
             note = f"vLLM does not import in the target ({first}): bound against its source instead"
-    source = signature_source(s, target)
+    source = guard_source(target, vllm_source)
     if source is None:
         return dict.fromkeys(callees), None, "no vLLM in the target and no --vllm-source: binding not checked"
-    return source.get_many(sorted(callees)), "static", note
+    return source.get_many(sorted(callees)), SignatureKind.STATIC, note

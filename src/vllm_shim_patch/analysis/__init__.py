@@ -1,0 +1,1 @@
+"""Reading the package's calls into vLLM: scanning, binding, verification in the target, the audit."""

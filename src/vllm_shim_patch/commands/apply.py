@@ -1,0 +1,172 @@
+"""`patch-speculators [apply]`: plan from the original bytes, review, write, verify, commit.
+
+A transaction: the files are written atomically under the lock with a journal, verified in the
+target, and only then committed to the overlay; any failure restores the files as they were.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..errors import TargetError
+from ..faults import checkpoint
+from ..fsutil import hash_file, record_hash
+from ..report.text import plural
+from ..settings import Action
+from .context import Context, Outcome
+
+if TYPE_CHECKING:
+    from ..report.diff import Hunk
+    from ..rewrite.plan import Plan
+
+# Interactive review: given the hunks, answer the (path, line, rule id) keys declined.
+Review = Callable[[list["Hunk"]], set[tuple[str, int, str]]]
+
+
+def desired_files(plan: Plan, originals: dict[str, bytes]) -> dict[str, bytes]:
+    """Every .py file as the plan wants it: the original bytes with the plan's changes on top."""
+    return {**originals, **{r.path: r.after for r in plan.changed}}
+
+
+def pending_writes(ctx: Context, desired: dict[str, bytes]) -> dict[str, bytes]:
+    root = ctx.target.location
+    return {p: data for p, data in desired.items() if hash_file(root / p) != record_hash(data)}
+
+
+def apply(ctx: Context, *, verify: bool = True, accept_modified: bool = False, wait: bool = False,
+          review: Review | None = None) -> Outcome:
+    """Plan from the original bytes, write atomically, verify, then commit; restore on failure."""
+    from ..overlay.baseline import prepare
+    from ..overlay.recovery import recover
+
+    ctx.load()
+    ctx.refuse_editable()
+    ctx.guard  # noqa: B018  (read the signatures before taking the lock)
+    ov = ctx.overlay
+    with ov.locked(wait):
+        recover(ov, ctx.target, ctx.tracked, ctx.log)
+        prepare(ov, ctx.target, accept_modified, ctx.log)
+        originals = ctx.originals()
+        plan = _reviewed_plan(ctx, originals, review)
+        _report_plan(ctx, plan)
+        writes = pending_writes(ctx, desired_files(plan, originals))
+        base = {"package": ctx.who, "vllm": str(plan.version), "signatures": plan.signature_kind,
+                "rules": plan.rule_ids, "files": sorted(writes), "sites": len(plan.edited)}
+        code = 0 if plan.clean else 1
+        if not writes and _recorded(ctx):
+            return _nothing_to_do(ctx, plan, base, code)
+        head = ov.head_commit()
+        assert head is not None
+        _write(ctx, writes, head)
+        verdict = "skipped (--no-verify)"
+        if verify:
+            failed, verdict = _verify(ctx, plan, writes, head, base)
+            if failed is not None:
+                return failed
+        _commit(ctx, plan, writes, verdict)
+    text = f"patched {ctx.who} for vLLM {plan.version}: {_summary(plan)}; verification {verdict}"
+    return Outcome(text, {**base, "changed": True, "verify": verdict}, code)
+
+
+def _reviewed_plan(ctx: Context, originals: dict[str, bytes], review: Review | None) -> Plan:
+    plan = ctx.plan(originals)
+    if review is not None and plan.changed:
+        from ..report.diff import hunks
+
+        declined = review([h for r in plan.changed for h in hunks(r)])
+        if declined:
+            plan = ctx.plan(originals, declined=frozenset(declined))
+    return plan
+
+
+def _report_plan(ctx: Context, plan: Plan) -> None:
+    from ..report.plan import site_lines
+
+    if plan.version_note:
+        ctx.log(f"note: {plan.version_note}")
+    for line in site_lines(plan):
+        ctx.log(line)
+
+
+def _summary(plan: Plan) -> str:
+    from ..report.plan import summary
+
+    return summary(plan)
+
+
+def _recorded(ctx: Context) -> bool:
+    """Every tracked file is what the overlay's HEAD records."""
+    state = ctx.overlay.state()
+    assert state is not None
+    return all(hash_file(ctx.target.location / p) == state.head.get(p) for p in ctx.tracked)
+
+
+def _nothing_to_do(ctx: Context, plan: Plan, base: dict[str, Any], code: int) -> Outcome:
+    refused = [x for x in plan.sites if x.action is Action.DECLINED]
+    if refused:
+        return Outcome(f"nothing written: {plural(len(refused), 'change')} declined in review",
+                       {**base, "changed": False, "declined": len(refused)}, code)
+    return Outcome(f"{ctx.who} is already patched for vLLM {plan.version}: nothing to do ({_summary(plan)})",
+                   {**base, "changed": False}, code)
+
+
+def _write(ctx: Context, writes: dict[str, bytes], head: str) -> None:
+    if not writes:
+        return
+    ov = ctx.overlay
+    ctx.check_writable(sorted(writes))
+    try:
+        ov.write_files("apply", writes, head, package=ctx.who)
+    except OSError as exc:
+        restored, _ = ov.restore(head, sorted(writes))
+        ov.clear_journal()
+        raise TargetError(
+            f"cannot write {exc.filename or 'a file'}: {exc.strerror or exc}; "
+            f"restored {plural(len(restored), 'file')}, nothing was changed"
+        ) from None
+
+
+def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
+            base: dict[str, Any]) -> tuple[Outcome | None, str]:
+    """(a failure outcome after restoring, or None; the verdict for the commit)."""
+    from ..analysis.verify import verify_plan
+
+    ov = ctx.overlay
+    try:
+        result = verify_plan(ctx.target, plan, ctx.bindings)
+    except BaseException:
+        # Verification could not run (or was interrupted): leave nothing half-done behind.
+        ov.restore(head, sorted(writes))
+        ov.clear_journal()
+        raise
+    for line in result.lines:
+        ctx.log(line)
+    if not result.ok:
+        restored, _ = ov.restore(head, sorted(writes))
+        ov.clear_journal()
+        return Outcome(
+            f"verification failed: {result.reason}; restored {plural(len(restored), 'file')}, nothing recorded",
+            {**base, "changed": False, "verify": result.data}, 1,
+        ), ""
+    checkpoint("apply:verified")
+    return None, result.summary
+
+
+def _commit(ctx: Context, plan: Plan, writes: dict[str, bytes], verdict: str) -> None:
+    from ..overlay.baseline import commit_message, sync_state
+
+    target, kind = ctx.target, plan.signature_kind
+    guard = f"guarded by {kind} signatures" if kind else "unguarded"
+    installed = f"installed {target.vllm_version}" if target.vllm_version else "no vLLM installed"
+    message = commit_message(
+        "patch",
+        f"patch {ctx.who} for vLLM {plan.version} ({guard})",
+        [f"Rules: {', '.join(plan.rule_ids) or '(none: back to original bytes)'}",
+         f"Files: {', '.join(sorted(writes))}"],
+        {"Package": ctx.who, "Vllm": f"{plan.version} ({installed})", "Guard": str(kind or "unguarded"),
+         "Rules": ",".join(plan.rule_ids), "Verify": verdict},
+    )
+    ctx.overlay.commit(ctx.tracked, message, tag="patched")
+    sync_state(ctx.overlay, target, ctx.tracked)
+    ctx.overlay.clear_journal()

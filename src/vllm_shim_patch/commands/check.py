@@ -1,0 +1,32 @@
+"""`--check`: exit 1 unless the package is in the patched state for this vLLM (Dockerfiles, CI)."""
+
+from __future__ import annotations
+
+from ..report.text import agree, listing, plural
+from ..settings import Action
+from .apply import desired_files, pending_writes
+from .context import Context, Outcome
+
+# The sites that leave work for a human: apply cannot make the package run there.
+_FOR_A_HUMAN = (Action.NEEDS_HUMAN, Action.NOTICE)
+
+
+def check(ctx: Context) -> Outcome:
+    from ..report.plan import problem_lines, site_line
+
+    plan = ctx.plan()
+    pending = sorted(pending_writes(ctx, desired_files(plan, ctx.originals())))
+    human = [site_line(s) for s in plan.sites if s.action in _FOR_A_HUMAN] + problem_lines(plan)
+    data = {"ok": not pending and plan.clean, "pending": pending, "vllm": str(plan.version),
+            "rules": plan.rule_ids, "for_a_human": human}
+    if pending:
+        text = (f"{ctx.who} is not patched for vLLM {plan.version}: {plural(len(pending), 'file')} would change "
+                f"({listing(pending)}); run patch-speculators --vllm-version {plan.version}")
+        return Outcome(text, data, 1)
+    if not plan.clean:
+        # Patched as far as the rules go, but a call the rules cannot fix would still fail at run time.
+        left = len(plan.needs_human) + len(plan.notices) + len(plan.problems)
+        text = "\n".join([*human, f"{ctx.who} is patched for vLLM {plan.version}, but {plural(left, 'place')} "
+                                   f"{agree(left, 'needs', 'need')} a human (above)"])
+        return Outcome(text, data, 1)
+    return Outcome(f"{ctx.who} is patched for vLLM {plan.version} ({len(plan.edited)} edits in place)", data, 0)

@@ -1,0 +1,148 @@
+"""What every command shares: the outcome type, and a context that loads things once.
+
+`Context` loads the target, the rules, the overlay, the original bytes and the signatures on
+first use and keeps them, so a command is a few named steps over it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from ..errors import TargetError
+from ..settings import Log, Settings, SignatureKind, quiet
+
+if TYPE_CHECKING:
+    from ..overlay.repo import Overlay
+    from ..rewrite.plan import Plan
+    from ..rules.model import RulePack
+    from ..target import Target
+
+
+@dataclass
+class Outcome:
+    """What a command returns: a line (or lines) for a human, data for --json, the exit code."""
+
+    text: str
+    data: Any = field(default_factory=dict)  # a JSON object, or a list for the listing commands
+    exit_code: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+class Context:
+    def __init__(self, settings: Settings, log: Log = quiet):
+        self.settings = settings
+        self.log = log
+
+    @cached_property
+    def target(self) -> Target:
+        from ..target import probe
+
+        return probe(self.settings.python, self.settings.package)
+
+    @cached_property
+    def pack(self) -> RulePack:
+        from ..rules.loader import load_pack
+
+        return load_pack(self.settings.rules)
+
+    def load(self) -> None:
+        """Target and rules for a command that runs the engine: the target interpreter answers
+        while the rules load and libcst imports here."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        if "target" in self.__dict__:
+            self.pack  # noqa: B018
+            return
+        from ..target import probe
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            target = pool.submit(probe, self.settings.python, self.settings.package)
+            self.pack  # noqa: B018  (a bad rule file is reported before the target's answer is read)
+            import libcst  # noqa: F401  (every caller runs the engine next)
+
+            self.__dict__["target"] = target.result()
+
+    @property
+    def who(self) -> str:
+        return f"{self.target.package} {self.target.version}"
+
+    @cached_property
+    def overlay(self) -> Overlay:
+        from ..overlay.layout import overlay_path, state_root
+        from ..overlay.repo import Overlay
+
+        path = overlay_path(state_root(self.settings.state_dir), self.target.package, self.target.location)
+        return Overlay(path, self.target.location)
+
+    @cached_property
+    def tracked(self) -> list[str]:
+        """The distribution's files the overlay records."""
+        from ..overlay.layout import tracked_paths
+
+        return tracked_paths(e.path for e in self.target.record)
+
+    def originals(self) -> dict[str, bytes]:
+        """The original bytes of the package's .py files (read anew: a baseline may just have moved)."""
+        from ..overlay.baseline import original_bytes
+
+        return original_bytes(self.overlay, self.target, self.target.python_files())
+
+    @cached_property
+    def guard(self) -> tuple[dict[str, Any] | None, SignatureKind | None]:
+        """The installed vLLM's signatures of every rule callee (None: unguarded), and their kind."""
+        from ..guard import guard_source
+
+        if self.settings.no_guard:
+            return None, None
+        source = guard_source(self.target, self.settings.vllm_source)
+        if source is None:
+            return None, None
+        calls = sorted({c for r in self.pack.rules for c in r.calls})
+        return source.get_many(calls), SignatureKind(source.kind)
+
+    def bindings(self, callees: set[str]) -> tuple[dict[str, Any], SignatureKind | None, str]:
+        """Signatures to bind calls against (live unless --static or --vllm-source)."""
+        from ..guard import binding_signatures
+
+        return binding_signatures(self.target, callees, vllm_source=self.settings.vllm_source,
+                                  static=self.settings.static)
+
+    def plan(self, files: dict[str, bytes] | None = None,
+             declined: frozenset[tuple[str, int, str]] = frozenset()) -> Plan:
+        """What apply would write, computed from the original bytes (or `files`)."""
+        from ..rewrite.plan import make_plan
+
+        self.load()
+        signatures, kind = self.guard
+        return make_plan(self.target, self.pack, self.settings.vllm_version, signatures, kind,
+                         files=self.originals() if files is None else files, declined=declined)
+
+    # ------------------------------------------------------------------ shared checks
+
+    def refuse_editable(self) -> None:
+        if self.target.editable:
+            raise TargetError(
+                f"{self.target.package} is installed in editable mode from {self.target.editable}: "
+                f"patch that source checkout with git instead"
+            )
+
+    def check_writable(self, paths: list[str]) -> None:
+        for path in paths:
+            full = self.target.location / path
+            if full.is_symlink():
+                # A linked install (uv --link-mode=symlink): replacing the link would detach it, and
+                # the overlay would record the link, not the bytes RECORD describes.
+                raise TargetError(
+                    f"{full} is a symbolic link (a linked install?): reinstall {self.target.package} with "
+                    f"copied files (e.g. uv --link-mode=copy) to patch it; nothing was changed"
+                )
+            if not os.access(full.parent, os.W_OK) or (full.exists() and not os.access(full, os.W_OK)):
+                raise TargetError(
+                    f"cannot write {full} (read-only): run as the owner of that environment; nothing was changed"
+                )

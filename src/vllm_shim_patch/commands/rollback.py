@@ -1,0 +1,113 @@
+"""`rollback [--to REF]`: write the original (or an earlier state) back, checked against RECORD."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import OverlayError
+from ..fsutil import hash_file, record_hash
+from ..report.text import agree, listing, plural
+from .context import Context, Outcome
+
+
+def rollback(ctx: Context, to: str | None, *, wait: bool = False) -> Outcome:
+    from ..overlay.baseline import record_mismatches
+    from ..overlay.recovery import recover
+
+    ctx.refuse_editable()
+    ov, target = ctx.overlay, ctx.target
+    files = ctx.tracked
+    if not ov.exists():
+        return _untracked(ctx, to)
+    label = to or "original"
+    with ov.locked(wait):
+        recover(ov, target, files, ctx.log)
+        _settle_baseline(ctx)
+        to_commit = _resolve_same_install(ctx, label)
+        wanted = ov.tree_files(to_commit, files)
+        writes = {p: d for p, d in wanted.items()
+                  if d is not None and hash_file(target.location / p) != record_hash(d)}
+        _write(ctx, writes, label, to_commit)
+    data: dict[str, Any] = {"changed": bool(writes), "to": label, "commit": to_commit, "files": sorted(writes)}
+    if to is None:
+        bad = record_mismatches(target, files)
+        data["record_mismatch"] = bad
+        checked = sum(1 for e in target.record if e.hash and e.path in files)
+        if bad:
+            return Outcome(f"rolled back {ctx.who} to the overlay's original, but {plural(len(bad), 'file')} "
+                           f"{agree(len(bad), 'differs', 'differ')} from RECORD "
+                           f"(that original was accepted as modified): {listing(bad)}", data, 1)
+        tail = f"sha256 equal to RECORD for all {checked} files"
+    else:
+        tail = f"now at {to_commit[:12]}"
+    if not writes:
+        return Outcome(f"{ctx.who} is already at {label}: nothing to do ({tail})", data, 0)
+    return Outcome(f"rolled back {ctx.who} to {label}: restored {plural(len(writes), 'file')}; {tail}", data, 0)
+
+
+def _untracked(ctx: Context, to: str | None) -> Outcome:
+    from ..overlay.baseline import record_mismatches
+
+    bad = record_mismatches(ctx.target, ctx.tracked)
+    if bad:
+        return Outcome(f"{ctx.who} is not tracked by this tool, and {plural(len(bad), 'file')} "
+                       f"{agree(len(bad), 'differs', 'differ')} from RECORD: "
+                       f"{listing(bad)}; reinstall it with pip", {"changed": False, "record_mismatch": bad}, 1)
+    return Outcome(f"{ctx.who} is not tracked: it was never patched here and matches its RECORD; nothing to do",
+                   {"changed": False}, 0)
+
+
+def _settle_baseline(ctx: Context) -> None:
+    """Before writing: a reinstall becomes the new original; edits made outside the tool are saved."""
+    from ..overlay.baseline import commit_message, prepare, record_mismatches, sync_state
+
+    ov, target, files = ctx.overlay, ctx.target, ctx.tracked
+    state = ov.state()
+    if state is None or state.data.get("head_commit") != ov.head_commit():
+        sync_state(ov, target, files)
+        state = ov.state()
+    assert state is not None
+    if state.data.get("version") != target.version or state.files != files:
+        # Another version was installed under us: its own files are its original.
+        prepare(ov, target, accept_modified=True, log=ctx.log)
+        return
+    edited = [p for p in files if hash_file(target.location / p) != state.head.get(p)]
+    if edited and not record_mismatches(target, files):
+        # Every file is what pip wrote: a reinstall, which is the new original.
+        prepare(ov, target, accept_modified=False, log=ctx.log)
+    elif edited:
+        # Edits made outside the tool are about to be overwritten: keep them in the history.
+        saved = ov.commit(files, commit_message("drift", f"edits made outside this tool to {ctx.who}",
+                                                [f"Files: {listing(edited)}"], {"Package": ctx.who}))
+        ctx.log(f"saved {plural(len(edited), 'file')} changed outside this tool as overlay commit {saved[:12]}")
+
+
+def _resolve_same_install(ctx: Context, label: str) -> str:
+    """The commit of `label`, refused when it is a state of another installed version."""
+    from ..overlay.baseline import package_of, read_trailers
+
+    commit = ctx.overlay.resolve(label)
+    recorded = package_of(read_trailers(ctx.overlay, commit))
+    if recorded and recorded != (ctx.target.package, ctx.target.version):
+        raise OverlayError(
+            f"{label} is a state of {' '.join(recorded)}, but {ctx.who} is installed: roll back "
+            f"within the installed version, or reinstall {' '.join(recorded)} first"
+        )
+    return commit
+
+
+def _write(ctx: Context, writes: dict[str, bytes], label: str, to_commit: str) -> None:
+    from ..overlay.baseline import commit_message, sync_state
+
+    if not writes:
+        return
+    ov = ctx.overlay
+    ctx.check_writable(sorted(writes))
+    head = ov.head_commit()
+    assert head is not None
+    message = commit_message("rollback", f"rollback {ctx.who} to {label} ({to_commit[:12]})",
+                             [f"Files: {', '.join(sorted(writes))}"], {"Package": ctx.who, "To": to_commit})
+    ov.write_files("rollback", writes, head, to_commit=to_commit, message=message, package=ctx.who)
+    ov.commit(ctx.tracked, message)
+    sync_state(ov, ctx.target, ctx.tracked)
+    ov.clear_journal()

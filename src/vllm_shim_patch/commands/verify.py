@@ -1,0 +1,31 @@
+"""`verify [--all]`: import the changed modules in the target and bind the rewritten (or all) calls."""
+
+from __future__ import annotations
+
+from .context import Context, Outcome
+
+
+def verify(ctx: Context, *, all_calls: bool = False) -> Outcome:
+    """The modules the patch changed and the calls it rewrote (--all: every one)."""
+    from ..analysis.calls import rewritten, scan
+    from ..analysis.verify import module_name, run_checks
+
+    target = ctx.target
+    pyfiles = target.python_files()
+    originals = ctx.originals()
+    current = {p: (target.location / p).read_bytes() for p in pyfiles}
+    changed = [p for p in pyfiles if current[p] != originals.get(p, current[p])]
+    if all_calls:
+        # A package's __main__ runs its CLI when imported: it is not a module to smoke-test.
+        modules = [module_name(p) for p in pyfiles if not p.endswith("/__main__.py")]
+        calls = [c for p in pyfiles for c in scan(current[p], p)]
+    else:
+        modules = [module_name(p) for p in changed]
+        calls = [c for p in changed for c in rewritten(originals[p], current[p], p)]
+    result = run_checks(target, ctx.bindings, modules, calls)
+    if not all_calls and not changed:
+        text = f"{ctx.who} is not patched: nothing to verify (verify --all checks every call into vLLM)"
+        return Outcome(text, {"ok": True, **result.data}, 0)
+    verdict = result.summary if result.ok else f"FAILED: {result.reason}"
+    text = "\n".join([*result.lines, f"verify {ctx.who}: {verdict}"])
+    return Outcome(text, {"ok": result.ok, **result.data}, 0 if result.ok else 1)

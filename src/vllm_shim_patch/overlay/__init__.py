@@ -1,0 +1,1 @@
+"""The git overlay: layout on disk, lock, repository, baseline and recovery."""

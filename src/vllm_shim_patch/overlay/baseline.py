@@ -1,0 +1,193 @@
+"""The overlay's view of the installed package: its original and how it got there.
+
+The baseline checked against RECORD, drift after a reinstall, hand edits kept in the history,
+state.json rebuilt from git. Replaying the journal after a killed run is `recovery.py`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .. import __version__
+from ..errors import OverlayError
+from ..fsutil import hash_file, record_hash
+from ..report.text import agree, listing, plural
+from .layout import tracked_paths
+
+if TYPE_CHECKING:
+    from ..settings import Log
+    from ..target import Target
+    from .repo import Overlay
+
+
+def record_mismatches(target: Target, files: list[str]) -> list[str]:
+    """Files whose bytes differ from the sha256 RECORD lists (pip never checks this; we do)."""
+    hashes = {e.path: e.hash for e in target.record}
+    return [p for p in files if hashes.get(p) and hash_file(target.location / p) != hashes[p]]
+
+
+def commit_message(kind: str, title: str, body: list[str], trailers: dict[str, str]) -> str:
+    lines = [title, ""]
+    if body:
+        lines += body + [""]
+    lines += [f"Vsp-{k}: {v}" for k, v in {"Kind": kind, **trailers, "Tool": f"vllm-shim-patch {__version__}"}.items()]
+    return "\n".join(lines) + "\n"
+
+
+def read_trailers(ov: Overlay, commit: str) -> dict[str, str]:
+    trailers = {}
+    for line in ov.git("log", "-1", "--format=%B", commit).splitlines():
+        if line.startswith("Vsp-") and ": " in line:
+            key, _, value = line.partition(": ")
+            trailers[key[4:].lower()] = value.strip()
+    return trailers
+
+
+def package_of(trailers: dict[str, str]) -> tuple[str, str] | None:
+    """(name, version) from a commit's `Vsp-Package: speculators 0.3.0` trailer."""
+    name, _, version = trailers.get("package", "").rpartition(" ")
+    return (name, version) if name and version else None
+
+
+def sync_state(ov: Overlay, target: Target, files: list[str]) -> None:
+    """Rebuild state.json from git alone: HEAD's files, package and trailers, and `original`."""
+    head = ov.head_commit()
+    if head is None:
+        return
+    original = ov.resolve("original")
+    trailers = read_trailers(ov, head)
+    if trailers.get("kind") == "rollback" and trailers.get("to"):
+        # A rollback to an earlier patched state is that state: describe it by its own commit.
+        trailers = {**read_trailers(ov, trailers["to"]), "restored_by": head}
+    when = ov.git("log", "-1", "--format=%cI", head).strip()
+    # What HEAD records, not what is installed now: the two differ exactly when there is drift.
+    head_files = sorted(p for p in ov.git("ls-tree", "-r", "-z", "--name-only", head).split("\0") if p)
+    package = package_of(trailers) or (target.package, target.version)
+
+    def hashes(commit: str) -> dict[str, str | None]:
+        return {p: (record_hash(d) if d is not None else None) for p, d in ov.tree_files(commit, head_files).items()}
+
+    ov.save_state(
+        files=head_files,
+        head=hashes(head),
+        original=hashes(original),
+        head_commit=head,
+        original_commit=original,
+        trailers=trailers,
+        when=when,
+        package=package[0],
+        version=package[1],
+        location=str(target.location),
+    )
+
+
+def prepare(ov: Overlay, target: Target, accept_modified: bool, log: Log) -> list[str]:
+    """Make sure the overlay's HEAD is what is installed: create it, or start a new baseline on drift."""
+    files = tracked_paths(e.path for e in target.record)
+    current = {p: hash_file(target.location / p) for p in files}
+    who = f"{target.package} {target.version}"
+    state = None
+    if ov.exists():
+        state = ov.state()
+        if state is None or state.data.get("head_commit") != ov.head_commit():
+            sync_state(ov, target, files)
+            state = ov.state()
+        assert state is not None
+        if state.files == files and all(current[p] == state.head.get(p) for p in files):
+            return files
+    # A new original is about to be recorded: it must be what pip installed, unless the user says so.
+    mismatched = record_mismatches(target, files)
+    verified = ("RECORD verified" if not mismatched
+                else f"accepted as modified: {plural(len(mismatched), 'file')} "
+                     f"{agree(len(mismatched), 'differs', 'differ')} from RECORD")
+    trailers = {"Package": who, "Record": "verified" if not mismatched else "modified: " + ",".join(mismatched)}
+    if state is None:
+        if mismatched and not accept_modified:
+            raise OverlayError(
+                f"{plural(len(mismatched), 'file')} of {who} {agree(len(mismatched), 'differs', 'differ')} "
+                f"from its RECORD (edited by hand already?): "
+                f"{listing(mismatched)}; run again with --accept-modified to take them as the original, or "
+                f"reinstall with pip install --force-reinstall --no-deps {target.package}=={target.version}"
+            )
+        ov.create(files, commit_message("baseline", f"original: {who} as installed ({verified})",
+                                        [f"Location: {target.location}"], trailers))
+        sync_state(ov, target, files)
+        log(f"recorded the original {who} in the overlay {ov.path}")
+        return files
+    changed = sorted(p for p in {*files, *state.files} if current.get(p) != state.head.get(p))
+    if not mismatched:
+        # Every installed file is what pip wrote: a reinstall (same or other version) under us.
+        reason = (f"{target.package} changed from {state.data.get('version')} to {target.version}"
+                  if state.data.get("version") != target.version
+                  else f"{who} was reinstalled ({plural(len(changed), 'file')} changed, all match RECORD)")
+        ov.commit(sorted({*files, *state.files}),
+                  commit_message("baseline", f"original: {who} reinstalled ({verified})",
+                                 [f"Drift: {reason}: {listing(changed)}"], trailers),
+                  tag="original")
+        sync_state(ov, target, files)
+        log(f"{reason}: recorded the installed files as the new original; history kept")
+        return files
+    by_hand = [p for p in changed if p in mismatched] or changed
+    if not accept_modified:
+        raise OverlayError(
+            f"{plural(len(by_hand), 'file')} of {who} changed outside this tool since its last run "
+            f"(edited by hand?): {listing(by_hand)}; run rollback to restore the original, or run again "
+            f"with --accept-modified to keep those edits as part of the original"
+        )
+    gone = [p for p in by_hand if not (target.location / p).exists()]
+    if gone:
+        raise OverlayError(
+            f"{listing(gone)} {agree(len(gone), 'is', 'are')} missing from {who}: reinstall it with "
+            f"pip install --force-reinstall --no-deps {target.package}=={target.version}"
+        )
+    ours = [p for p in by_hand if state.head.get(p) != state.original.get(p)]
+    if ours:
+        # The file holds our patch and the user's edit: as "original" it would carry our patch.
+        raise OverlayError(
+            f"{listing(ours)} {agree(len(ours), 'holds', 'hold')} this tool's patch and an edit made outside "
+            f"it: run rollback first (it keeps the edit in the overlay's history), then edit again and "
+            f"apply with --accept-modified"
+        )
+    verified = f"accepted as modified: {listing(by_hand)}"
+    trailers["Record"] = "modified: " + ",".join(by_hand)
+    # Keep the user's edits twice: as they are (history), and inside the new original.
+    ov.commit(sorted({*files, *state.files}),
+              commit_message("drift", f"edits made outside this tool to {who}", [f"Files: {listing(by_hand)}"],
+                             {"Package": who}))
+    edited = {p: (target.location / p).read_bytes() for p in by_hand}
+    ov.commit_tree(ov.resolve("original"), edited,
+                   commit_message("baseline", f"original: {who} with edits accepted", [verified], trailers),
+                   tag="original")
+    ov.reset_index()
+    sync_state(ov, target, files)
+    log(f"kept {plural(len(by_hand), 'file')} edited outside this tool as part of the original")
+    return files
+
+
+def original_bytes(ov: Overlay | None, target: Target, paths: list[str]) -> dict[str, bytes]:
+    """The original bytes of `paths`: from disk where they match `original`, else from git."""
+    state = ov.state() if ov is not None and ov.exists() else None
+    if state is not None and (state.data.get("package"), state.data.get("version")) != (target.package,
+                                                                                      target.version):
+        state = None  # the overlay describes another install: this one's files are their own original
+    original = (state.original or state.head) if state else {}
+    out: dict[str, bytes] = {}
+    from_git = []
+    for path in paths:
+        try:
+            data = (target.location / path).read_bytes()
+        except FileNotFoundError:
+            if state is not None and original.get(path):
+                from_git.append(path)
+            continue
+        if state is None or record_hash(data) == original.get(path):
+            out[path] = data
+        else:
+            from_git.append(path)
+    if from_git:
+        assert ov is not None
+        commit = ov.resolve("original")
+        for path, blob in ov.tree_files(commit, from_git).items():
+            if blob is not None:
+                out[path] = blob
+    return out

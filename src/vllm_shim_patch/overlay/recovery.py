@@ -1,0 +1,62 @@
+"""After a killed run: finish or undo what its journal says, never touching a file changed since."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..report.text import listing
+from .baseline import read_trailers, sync_state
+
+if TYPE_CHECKING:
+    from ..settings import Log
+    from ..target import Target
+    from .repo import Overlay
+
+
+def retag(ov: Overlay) -> None:
+    """A run killed between a commit and its tag: point `original`/`patched` at HEAD as meant."""
+    head = ov.head_commit()
+    if head is None:
+        return
+    kind = read_trailers(ov, head).get("kind")
+    tag = {"baseline": "original", "patch": "patched"}.get(kind or "")
+    if tag and ov.tag_points_at(tag) != head:
+        ov.git("tag", "-f", tag, head)
+
+
+def recover(ov: Overlay, target: Target, files: list[str], log: Log) -> None:
+    """Finish or undo what a killed apply or rollback left; say so. Never touch a file changed since."""
+    if not ov.exists():
+        return
+    journal = ov.journal()
+    ov.reset_index()
+    retag(ov)
+    if journal is None:
+        return
+    head = ov.head_commit()
+    paths = sorted(journal["files"])
+    pid = journal.get("pid", "?")
+    who = f"{target.package} {target.version}"
+    if journal.get("package", who) != who:
+        log(f"an interrupted {journal['op']} of {journal.get('package')} (pid {pid}) was found, but {who} is "
+            f"installed now: its files were left as they are")
+        ov.clear_journal()
+        sync_state(ov, target, files)
+        return
+    expect = {p: {v.get("before"), v.get("after")} for p, v in journal["files"].items()}
+    if journal["op"] == "apply":
+        if head != journal["base_commit"]:
+            log(f"finished an interrupted apply (pid {pid}): its commit was recorded")
+            skipped: list[str] = []
+        else:
+            restored, skipped = ov.restore(journal["base_commit"], paths, expect)
+            log(f"undid an interrupted apply (pid {pid}): restored {len(restored)} of {len(paths)} files")
+    else:
+        _, skipped = ov.restore(journal["to_commit"], paths, expect)
+        if head == journal["base_commit"]:
+            ov.commit(files, journal["message"])
+        log(f"finished an interrupted rollback (pid {pid})")
+    if skipped:
+        log(f"left as found, changed since the interrupted run: {listing(skipped)}")
+    sync_state(ov, target, files)
+    ov.clear_journal()

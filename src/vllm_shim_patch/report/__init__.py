@@ -1,0 +1,1 @@
+"""All rendering: diffs, plans, audits, verification and status as text and JSON."""

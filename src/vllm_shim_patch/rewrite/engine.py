@@ -1,0 +1,235 @@
+"""The libcst engine: match calls by qualified name, apply every rule in one pass per file.
+
+Per-file results never raise: ``changed | unchanged | skipped (reason) | failed (error)``; the
+caller fails closed on any failed file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+from libcst.metadata import (
+    MetadataWrapper,
+    PositionProvider,
+    QualifiedNameProvider,
+    QualifiedNameSource,
+)
+
+from ..settings import Action, FileStatus
+from .context import CallSite, NeedsHuman, Rewrite
+from .ops import compile_rule, guardable, observes_only
+
+if TYPE_CHECKING:
+    from ..rules.model import Rule
+
+
+@dataclass(frozen=True)
+class Site:
+    rule_id: str
+    path: str
+    line: int
+    end_line: int  # the call's last line, so a diff hunk anywhere inside it names the rule
+    callee: str
+    action: Action
+    message: str
+    guarded: bool
+
+
+@dataclass(frozen=True)
+class FileResult:
+    path: str  # relative to the package root, "/"-separated
+    status: FileStatus
+    before: bytes = b""
+    after: bytes = b""
+    sites: tuple[Site, ...] = ()
+    reason: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return self.status is FileStatus.CHANGED
+
+
+@dataclass
+class Engine:
+    """Compiled rules plus what decides them: the target version and, when known, signatures."""
+
+    rules: Sequence[Rule]
+    version: Any = None  # packaging Version; None: every rule is a candidate (rule examples)
+    signatures: Mapping[str, Any] | None = None  # qualname → Signature | None
+    declined: frozenset[tuple[str, int, str]] = frozenset()  # (path, line, rule id) a reviewer said no to
+    _index: dict[str, list[tuple[Rule, list[Rewrite]]]] = field(init=False, default_factory=dict)
+    _needles: dict[bytes, re.Pattern[bytes]] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        shorts: dict[bytes, set[str]] = {}
+        for rule in self.rules:
+            rewrites = compile_rule(rule)
+            for call in rule.calls:
+                self._index.setdefault(call, []).append((rule, rewrites))
+                top, _, rest = call.partition(".")
+                shorts.setdefault(top.encode(), set()).add(rest.rsplit(".", 1)[-1])
+        self._needles = {
+            top: re.compile(rb"\b(?:" + b"|".join(sorted(re.escape(n).encode() for n in names)) + rb")\b")
+            for top, names in shorts.items()
+        }
+
+    def mentions(self, data: bytes) -> bool:
+        """Prefilter: a file is parsed only if it names a rule's package and, as a word, its callable.
+
+        An import of the package is the only way a call can resolve to it, so a file without the
+        package's name cannot match (`LRScheduler` does not mention `vllm` nor the word `Scheduler`).
+        """
+        return any(top in data and pattern.search(data) for top, pattern in self._needles.items())
+
+    def transform(self, data: bytes, path: str = "<string>") -> FileResult:
+        if not self.mentions(data):
+            return FileResult(path, FileStatus.UNCHANGED, data, data)
+        try:
+            module = cst.parse_module(data)
+        except cst.ParserSyntaxError as exc:
+            return FileResult(path, FileStatus.SKIPPED, data, data, reason=_syntax_error(data, path, exc))
+        except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
+            return FileResult(path, FileStatus.SKIPPED, data, data, reason=f"cannot decode: {exc}")
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        command = _CallRewriter(self, path, wrapper)
+        try:
+            new_module = wrapper.visit(command)
+            if command.context is not None:
+                # Only a changed callee (a move, or a codemod) edits imports: pay for libcst.codemod then.
+                from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+
+                new_module = AddImportsVisitor(command.context).transform_module(new_module)
+                new_module = RemoveImportsVisitor(command.context).transform_module(new_module)
+            after = new_module.bytes
+            if after != data:
+                compile(after, path, "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            return FileResult(path, FileStatus.FAILED, data, data, tuple(command.sites), f"result does not compile: {exc}")
+        except Exception as exc:  # a codemod's bug must not take the other files down
+            return FileResult(path, FileStatus.FAILED, data, data, tuple(command.sites), f"{type(exc).__name__}: {exc}")
+        status = FileStatus.CHANGED if after != data else FileStatus.UNCHANGED
+        return FileResult(path, status, data, after, tuple(command.sites))
+
+    def transform_file(self, root: Path, relpath: str) -> FileResult:
+        try:
+            data = (root / relpath).read_bytes()
+        except OSError as exc:
+            return FileResult(relpath, FileStatus.SKIPPED, reason=f"cannot read: {exc.strerror}")
+        return self.transform(data, relpath)
+
+    def run(self, root: Path, relpaths: Iterable[str]) -> list[FileResult]:
+        return [self.transform_file(root, p) for p in relpaths]
+
+
+class _CallRewriter(cst.CSTTransformer):
+    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider)
+
+    def __init__(self, engine: Engine, path: str, wrapper: MetadataWrapper):
+        super().__init__()
+        self.engine = engine
+        self.path = path
+        self.wrapper = wrapper
+        self.context: Any = None  # a libcst CodemodContext, made only when imports must change
+        self.sites: list[Site] = []
+
+    def _import_context(self) -> Any:
+        if self.context is None:
+            from libcst.codemod import CodemodContext
+
+            self.context = CodemodContext(filename=self.path, wrapper=self.wrapper)
+        return self.context
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        names = self.get_metadata(QualifiedNameProvider, original_node.func, set())
+        index = self.engine._index
+        imported = {q for q in names if q.source is QualifiedNameSource.IMPORT and q.name in index}
+        if not imported:
+            return updated_node
+        callee = min(q.name for q in imported)
+        span = self.get_metadata(PositionProvider, original_node)
+        line, self._end_line = span.start.line, span.end.line
+        signatures = self.engine.signatures
+        signature = signatures.get(callee) if signatures is not None else None
+        version = self.engine.version
+        candidates = [
+            (rule, rewrites)
+            for rule, rewrites in sorted(index[callee], key=_notices_last)
+            # A signature decides only for operations that consult it; otherwise (unguarded, a
+            # move, a codemod) a rule for a later vLLM than the target does not apply.
+            if version is None or rule.since <= version or (signature is not None and guardable(rule))
+        ]
+        for rule, _ in candidates:
+            if (self.path, line, rule.id) in self.engine.declined:
+                self._record(CallSite(rule, callee, self.path, line, signature), Action.DECLINED, "declined in review")
+        candidates = [(r, rw) for r, rw in candidates if (self.path, line, r.id) not in self.engine.declined]
+        others = sorted(
+            q.name if q.source is QualifiedNameSource.IMPORT else f"a local {q.name}"
+            for q in names
+            if q not in imported
+        )
+        if others:
+            # The name is bound more than once in its scope (`X = other` beside the import, a
+            # try/except import): which callable this call reaches is a guess, so do not make it.
+            code = cst.Module(body=[]).code_for_node(original_node.func)
+            message = f"{code} may be {callee} or {' or '.join(others)} here: cannot tell which one is called"
+            for rule, _ in candidates:
+                self._record(CallSite(rule, callee, self.path, line, signature), Action.NEEDS_HUMAN, message)
+            return updated_node
+        call = updated_node
+        for rule, rewrites in candidates:
+            site = CallSite(rule, callee, self.path, line, signature)
+            try:
+                new = call
+                for rewrite in rewrites:
+                    new = rewrite(new, site)
+            except NeedsHuman as exc:
+                self._record(site, Action.NEEDS_HUMAN, str(exc))
+                continue
+            if site.imports_to_add or site.imports_to_remove:
+                from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+
+                for module, obj in site.imports_to_add:
+                    AddImportsVisitor.add_needed_import(self._import_context(), module, obj)
+                for module, obj in site.imports_to_remove:
+                    RemoveImportsVisitor.remove_unused_import(self._import_context(), module, obj)
+            if site.edits:
+                self._record(site, Action.EDITED, "; ".join(site.edits + site.notes))
+            elif site.notices:
+                self._record(site, Action.NOTICE, "; ".join(site.notices))
+            elif site.notes:
+                self._record(site, Action.NOT_NEEDED, "; ".join(site.notes))
+            else:
+                self._record(site, Action.ALREADY, "nothing to change")
+            call = new
+        if not call.func.deep_equals(original_node.func):
+            # The callee itself was replaced (move): drop the import that named it, if now unused.
+            from libcst.codemod.visitors import RemoveImportsVisitor
+
+            RemoveImportsVisitor.remove_unused_import_by_node(self._import_context(), original_node.func)
+        return call
+
+    def _record(self, site: CallSite, action: Action, message: str) -> None:
+        self.sites.append(
+            Site(site.rule.id, self.path, site.line, self._end_line, site.callee, action, message, site.guarded)
+        )
+
+
+def _syntax_error(data: bytes, path: str, exc: cst.ParserSyntaxError) -> str:
+    """Python's own account of the error (libcst's native parser can name the wrong line)."""
+    try:
+        compile(data, path, "exec", dont_inherit=True)
+    except SyntaxError as err:
+        return f"syntax error at line {err.lineno}: {err.msg}"
+    except ValueError as err:  # null bytes (Python < 3.12)
+        return f"syntax error: {err}"
+    return f"syntax error at line {exc.raw_line}: {exc.message}"
+
+
+def _notices_last(entry: tuple[Rule, list[Rewrite]]) -> bool:
+    """A notice judges the call as the other rules leave it, so it runs after them."""
+    return observes_only(entry[0])

@@ -1,0 +1,54 @@
+"""The shape of one operation: its YAML keys, how it reads them, what it does to a call."""
+
+from __future__ import annotations
+
+import keyword
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ...rules.loader import NodeReader
+    from ...rules.model import OldSignature, Rule
+    from ..context import Rewrite
+
+# A fully qualified name such as vllm.v1.request.Request.
+QUALNAME_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
+
+# The YAML fields of one rule: key -> (key node, value node).
+Fields = dict[str, tuple[Any, Any]]
+
+
+def is_identifier(name: str) -> bool:
+    """A name an argument can have (not a keyword)."""
+    return name.isidentifier() and not keyword.iskeyword(name)
+
+
+def _touches_nothing(spec: Any) -> tuple[str, ...]:
+    return ()
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One verb of the rule vocabulary, named after what changed in the callee (griffe's breakages)."""
+
+    name: str
+    # The YAML keys it owns: its name first, then keys that only make sense beside it.
+    keys: tuple[str, ...]
+    # Read its keys into a spec; errors through `reader.fail(...)` name file, line and rule.
+    # `parsed` holds the specs of the operations read before it in the same rule.
+    parse: Callable[[NodeReader, Fields, dict[str, Any], OldSignature | None], Any]
+    # The call rewrites for a spec, in the order they run.
+    compile: Callable[[Any, Rule], list[Rewrite]]
+    # A short Markdown phrase for the generated rule docs.
+    describe: Callable[[Any], str]
+    # Every edit it makes consults the installed signature first: a signature may then apply it
+    # on a vLLM earlier than its `since` (a nightly) or withhold it on a later one.
+    guardable: bool
+    # Only looks (a notice): runs after the operations that edit the call.
+    observes: bool = False
+    # The argument names it edits (one argument may be edited by one operation only).
+    touches: Callable[[Any], tuple[str, ...]] = _touches_nothing
+    # For `audit`: a YAML line that fixes a binding mismatch with this reason, or None.
+    suggest: Callable[[str], tuple[str, str] | None] | None = None

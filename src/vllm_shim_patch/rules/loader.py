@@ -1,0 +1,353 @@
+"""Rule files → frozen `Rule`s, every error naming file, line and rule id.
+
+The generic keys (id, call, since, why, signature, examples, unchanged) are read here; each
+operation reads its own keys (`rewrite.ops`), so a new operation needs no change in this file.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+from collections.abc import Iterable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..errors import RuleError
+from ..rewrite.ops import OPERATIONS
+from ..rewrite.ops.base import QUALNAME_RE, is_identifier
+from .model import SCHEMA_VERSION, Example, OldSignature, Rule, RulePack
+
+GENERIC_KEYS = ("id", "call", "since", "why", "signature", "examples", "unchanged")
+RULE_KEYS = (*GENERIC_KEYS, *(key for op in OPERATIONS.values() for key in op.keys))
+TOP_KEYS = ("schema", "package", "rules")
+_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+# Rule files are plain data: any other tag (``!!python/object:...``, ``!custom``) is refused.
+_PLAIN_TAGS = frozenset(
+    f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map", "timestamp")
+)
+
+
+def bundled_rule_files() -> list[Path]:
+    """The rule files shipped inside the wheel (top-level `rules/` in the source tree)."""
+    root = resources.files("vllm_shim_patch.bundled_rules")
+    return sorted(Path(str(p)) for p in root.iterdir() if p.name.endswith((".yaml", ".yml")))
+
+
+def bundled_optional_packs() -> dict[str, Path]:
+    """Opt-in packs shipped in the wheel (`rules/optional/NAME.yaml`), selected by `--rules NAME`."""
+    root = Path(str(resources.files("vllm_shim_patch.bundled_rules"))) / "optional"
+    return {p.stem: p for p in sorted(root.glob("*.yaml"))}
+
+
+def load_pack(extra: Iterable[str | Path] = (), *, bundled: bool = True) -> RulePack:
+    """Load the bundled rules plus files or folders given by the user; fail on the first error."""
+    paths: list[Path] = bundled_rule_files() if bundled else []
+    for item in extra:
+        p = Path(item)
+        if p.is_dir():
+            found = sorted([*p.glob("*.yaml"), *p.glob("*.yml")])
+            if not found:
+                raise RuleError(p, None, None, "folder holds no *.yaml rule file")
+            paths.extend(found)
+        elif p.is_file():
+            paths.append(p)
+        elif str(item) in bundled_optional_packs():
+            paths.append(bundled_optional_packs()[str(item)])
+        else:
+            known = ", ".join(bundled_optional_packs()) or "none"
+            raise RuleError(p, None, None, f"no such rule file or folder (bundled optional packs: {known})")
+    rules: list[Rule] = []
+    seen: dict[str, Rule] = {}
+    for path in paths:
+        for rule in load_file(path):
+            if rule.id in seen:
+                first = seen[rule.id]
+                raise RuleError(
+                    path, rule.line, rule.id, f"duplicate id (first defined at {first.path}:{first.line})"
+                )
+            seen[rule.id] = rule
+            rules.append(rule)
+    return RulePack(tuple(rules), tuple(str(p) for p in paths))
+
+
+def load_file(path: str | Path) -> list[Rule]:
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RuleError(path, None, None, f"cannot read: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise RuleError(path, line, None, "not valid UTF-8") from None
+    return parse_rules(text, path)
+
+
+def parse_rules(text: str, path: str | Path = "<string>") -> list[Rule]:
+    import yaml  # here, not at module level: --help and status must not pay for it
+
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise RuleError(path, line, None, f"YAML syntax error: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise RuleError(path, None, None, f"YAML error: {exc}") from None
+    finally:
+        loader.dispose()
+    return NodeReader(path, yaml).read(root)
+
+
+class NodeReader:
+    """Walks the YAML node tree so every value keeps its line number (operations read through it)."""
+
+    def __init__(self, path: str | Path, yaml: Any):
+        self.path = str(path)
+        self.yaml = yaml
+        self.rule_id: str | None = None
+
+    def fail(self, node: Any, message: str) -> RuleError:
+        line = node.start_mark.line + 1 if node is not None else None
+        return RuleError(self.path, line, self.rule_id, message)
+
+    def mapping(self, node: Any, what: str) -> dict[str, tuple[Any, Any]]:
+        """Key → (key node, value node); duplicate keys are an error, not a silent overwrite."""
+        if not isinstance(node, self.yaml.MappingNode):
+            raise self.fail(node, f"{what} must be a mapping")
+        out: dict[str, tuple[Any, Any]] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, self.yaml.ScalarNode):
+                raise self.fail(key_node, f"{what} has a key that is not a plain name")
+            key = key_node.value
+            if key in out:
+                raise self.fail(key_node, f"{what} has key {key!r} twice")
+            out[key] = (key_node, value_node)
+        return out
+
+    def string(self, node: Any, what: str) -> str:
+        if not isinstance(node, self.yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:str":
+            raise self.fail(node, f"{what} must be a string")
+        return str(node.value)
+
+    def scalar(self, node: Any, what: str) -> str:
+        if not isinstance(node, self.yaml.ScalarNode) or node.value == "":
+            raise self.fail(node, f"{what} must be a non-empty value")
+        return str(node.value)
+
+    def names(self, node: Any, what: str) -> list[tuple[str, Any]]:
+        if not isinstance(node, self.yaml.SequenceNode) or not node.value:
+            raise self.fail(node, f"{what} must be a non-empty list of argument names")
+        out = []
+        for item in node.value:
+            name = self.string(item, f"each entry of {what}")
+            if not is_identifier(name):
+                raise self.fail(item, f"{what}: {name!r} is not a valid argument name")
+            out.append((name, item))
+        return out
+
+    def reject_tags(self, root: Any) -> None:
+        """Refuse any node with a non-plain tag, naming the rule it sits in."""
+        rule_items: set[int] = set()
+        if isinstance(root, self.yaml.MappingNode):
+            for key, value in root.value:
+                if getattr(key, "value", None) == "rules" and isinstance(value, self.yaml.SequenceNode):
+                    rule_items = {id(item) for item in value.value}
+        seen: set[int] = set()
+        stack: list[tuple[Any, str | None]] = [(root, None)]
+        while stack:
+            node, rule_id = stack.pop()
+            if id(node) in seen:
+                continue  # an alias: the node was checked where its anchor is
+            seen.add(id(node))
+            if id(node) in rule_items:
+                rule_id = _peek_id(node, self.yaml)
+            if node.tag not in _PLAIN_TAGS:
+                tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+                raise RuleError(
+                    self.path,
+                    node.start_mark.line + 1,
+                    rule_id,
+                    f"YAML tag {tag!r} is not allowed: rule files hold plain strings, lists and mappings",
+                )
+            if isinstance(node, self.yaml.MappingNode):
+                children = [child for pair in node.value for child in pair]
+            elif isinstance(node, self.yaml.SequenceNode):
+                children = list(node.value)
+            else:
+                children = []
+            stack.extend((child, rule_id) for child in reversed(children))
+
+    def read(self, root: Any) -> list[Rule]:
+        if root is None:
+            raise RuleError(self.path, None, None, "file is empty: expected 'schema', 'rules'")
+        self.reject_tags(root)
+        top = self.mapping(root, "the file")
+        for key, (key_node, _) in top.items():
+            if key not in TOP_KEYS:
+                raise self.fail(key_node, f"unknown key {key!r} at top level (known: {', '.join(TOP_KEYS)})")
+        if "schema" not in top:
+            raise self.fail(root, "missing 'schema: 1'")
+        schema_node = top["schema"][1]
+        if getattr(schema_node, "value", None) != str(SCHEMA_VERSION):
+            raise self.fail(
+                schema_node,
+                f"unsupported schema {getattr(schema_node, 'value', None)!r} (this tool reads schema {SCHEMA_VERSION})",
+            )
+        if "package" in top:
+            self.string(top["package"][1], "'package'")
+        if "rules" not in top:
+            raise self.fail(root, "missing 'rules' list")
+        rules_node = top["rules"][1]
+        if not isinstance(rules_node, self.yaml.SequenceNode) or not rules_node.value:
+            raise self.fail(rules_node, "'rules' must be a non-empty list")
+        return [self.rule(node) for node in rules_node.value]
+
+    def rule(self, node: Any) -> Rule:
+        from packaging.version import InvalidVersion, Version
+
+        self.rule_id = _peek_id(node, self.yaml)  # so that even a key given twice names its rule
+        fields = self.mapping(node, "a rule")
+        if "id" not in fields:
+            raise self.fail(node, "rule has no 'id'")
+        id_node = fields["id"][1]
+        self.rule_id = None
+        rule_id = self.scalar(id_node, "'id'")
+        if not _ID_RE.match(rule_id):
+            raise self.fail(id_node, f"id {rule_id!r} must be lowercase letters, digits and dashes")
+        self.rule_id = rule_id
+        for key, (key_node, value_node) in fields.items():
+            if key not in RULE_KEYS:
+                raise self.fail(key_node, _unknown_key_message(key, value_node, self.yaml))
+        for required in ("call", "since", "why"):
+            if required not in fields:
+                raise self.fail(node, f"missing {required!r}")
+        calls = self.calls(fields["call"][1])
+        since_node = fields["since"][1]
+        since_text = self.scalar(since_node, "'since'")
+        try:
+            since = Version(since_text)
+        except InvalidVersion:
+            raise self.fail(since_node, f"'since' {since_text!r} is not a PEP 440 version") from None
+        why = self.string(fields["why"][1], "'why'").strip()
+        if not any(name in fields for name in OPERATIONS):
+            raise self.fail(node, f"rule has no operation (one of: {', '.join(OPERATIONS)})")
+        for name, op in OPERATIONS.items():
+            for key in op.keys[1:]:
+                if key in fields and name not in fields:
+                    raise self.fail(fields[key][0], f"{key!r} goes with {name!r} only")
+        signature = self.signature(fields["signature"][1]) if "signature" in fields else None
+        parsed: dict[str, Any] = {}
+        for name, op in OPERATIONS.items():
+            if name in fields:
+                parsed[name] = op.parse(self, fields, parsed, signature)
+        touched = [arg for name, spec in parsed.items() for arg in OPERATIONS[name].touches(spec)]
+        dupes = sorted({n for n in touched if touched.count(n) > 1})
+        if dupes:
+            raise self.fail(node, f"argument {dupes[0]!r} appears in more than one of drop/add/rename")
+        if "move" in parsed and parsed["move"] in calls:
+            raise self.fail(fields["move"][1], f"'move' {parsed['move']!r} is the same as 'call'")
+        examples = self.examples(fields["examples"][1]) if "examples" in fields else ()
+        unchanged: tuple[str, ...] = ()
+        if "unchanged" in fields:
+            un_node = fields["unchanged"][1]
+            if not isinstance(un_node, self.yaml.SequenceNode):
+                raise self.fail(un_node, "'unchanged' must be a list of code snippets")
+            unchanged = tuple(self.snippet(n, "each 'unchanged' entry") for n in un_node.value)
+        return Rule(
+            id=rule_id,
+            calls=calls,
+            since=since,
+            why=why,
+            path=self.path,
+            line=node.start_mark.line + 1,
+            signature=signature,
+            ops=tuple(parsed.items()),
+            examples=examples,
+            unchanged=unchanged,
+        )
+
+    def calls(self, node: Any) -> tuple[str, ...]:
+        items = node.value if isinstance(node, self.yaml.SequenceNode) else [node]
+        if not items:
+            raise self.fail(node, "'call' must name at least one callable")
+        out = []
+        for item in items:
+            name = self.scalar(item, "'call'")
+            if not QUALNAME_RE.match(name):
+                raise self.fail(item, f"'call' {name!r} is not a fully qualified name like vllm.module.Name")
+            if name in out:
+                raise self.fail(item, f"'call' lists {name!r} twice")
+            out.append(name)
+        return tuple(out)
+
+    def signature(self, node: Any) -> OldSignature:
+        text = self.string(node, "'signature'").strip()
+        try:
+            fn = ast.parse(f"def _{text}: pass").body[0]
+        except SyntaxError:
+            raise self.fail(node, f"'signature' {text!r} is not a parameter list like (a, b, c=None)") from None
+        assert isinstance(fn, ast.FunctionDef)
+        args = fn.args
+        positional = tuple(a.arg for a in [*args.posonlyargs, *args.args])
+        names = {*positional, *(a.arg for a in args.kwonlyargs)}
+        if positional and positional[0] == "self":
+            raise self.fail(node, "'signature' must leave out self")
+        return OldSignature(text, positional, frozenset(names), args.vararg is not None,
+                            frozenset(a.arg for a in args.posonlyargs))
+
+    def snippet(self, node: Any, what: str) -> str:
+        code = self.string(node, what)
+        try:
+            ast.parse(code)
+        except SyntaxError as exc:
+            raise self.fail(node, f"{what} is not valid Python: {exc.msg} (line {exc.lineno} of the snippet)") from None
+        return code
+
+    def examples(self, node: Any) -> tuple[Example, ...]:
+        if not isinstance(node, self.yaml.SequenceNode) or not node.value:
+            raise self.fail(node, "'examples' must be a non-empty list of before/after pairs")
+        out = []
+        for item in node.value:
+            pair = self.mapping(item, "an example")
+            for key, (key_node, _) in pair.items():
+                if key not in ("before", "after"):
+                    raise self.fail(key_node, f"an example has unknown key {key!r} (known: before, after)")
+            if "before" not in pair or "after" not in pair:
+                raise self.fail(item, "an example needs both 'before' and 'after'")
+            before = self.snippet(pair["before"][1], "'before'")
+            after = self.snippet(pair["after"][1], "'after'")
+            out.append(Example(before, after, item.start_mark.line + 1))
+        return tuple(out)
+
+
+def _peek_id(node: Any, yaml: Any) -> str | None:
+    """The rule's id, read before the rule is validated (None unless it is a well-formed id)."""
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    for key, value in node.value:
+        if getattr(key, "value", None) == "id" and isinstance(value, yaml.ScalarNode):
+            return value.value if _ID_RE.match(value.value) else None
+    return None
+
+
+# Words people reach for that mean one of our operations (a closer hint than spelling alone).
+_SYNONYMS = {"remove": "drop", "delete": "drop", "del": "drop", "insert": "add", "append": "add",
+             "replace": "move", "warn": "notice", "flag": "notice"}
+
+
+def _unknown_key_message(key: str, value_node: Any, yaml: Any) -> str:
+    op_match = ([_SYNONYMS[key]] if key in _SYNONYMS
+                else difflib.get_close_matches(key, OPERATIONS, n=1, cutoff=0.6))
+    key_match = difflib.get_close_matches(key, RULE_KEYS, n=1, cutoff=0.6)
+    looks_like_op = bool(op_match) or isinstance(value_node, (yaml.SequenceNode, yaml.MappingNode))
+    if looks_like_op and not (key_match and key_match[0] not in OPERATIONS):
+        hint = f"; did you mean {op_match[0]!r}?" if op_match else ""
+        return f"unknown operation {key!r} (operations: {', '.join(OPERATIONS)}){hint}"
+    hint = f"; did you mean {key_match[0]!r}?" if key_match else ""
+    return f"unknown key {key!r} in rule{hint}"

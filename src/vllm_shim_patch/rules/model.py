@@ -1,0 +1,65 @@
+"""Rules as frozen data: what the loader reads from YAML and the engine compiles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Example:
+    before: str
+    after: str
+    line: int
+
+
+@dataclass(frozen=True)
+class OldSignature:
+    """The callee's signature as the package was written against it (to name positionals)."""
+
+    text: str
+    positional: tuple[str, ...]  # parameters a positional argument can fill, in order
+    names: frozenset[str]
+    star_args: bool  # a *args in the old signature: positionals past `positional` are unknown
+    positional_only: frozenset[str] = frozenset()  # cannot be passed by keyword
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    calls: tuple[str, ...]
+    since: Any  # packaging.version.Version; typed loosely so this module stays light to import
+    why: str
+    path: str
+    line: int
+    signature: OldSignature | None = None
+    # (operation name, its parsed spec), in the registry's run order (`rewrite.ops.OPERATIONS`).
+    ops: tuple[tuple[str, Any], ...] = ()
+    examples: tuple[Example, ...] = ()
+    unchanged: tuple[str, ...] = ()
+
+    @property
+    def operations(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.ops)
+
+    def op(self, name: str) -> Any:
+        """The spec of operation `name` in this rule, or None."""
+        return next((spec for op, spec in self.ops if op == name), None)
+
+    @property
+    def short_names(self) -> frozenset[str]:
+        return frozenset(c.rsplit(".", 1)[1] for c in self.calls)
+
+
+@dataclass(frozen=True)
+class RulePack:
+    rules: tuple[Rule, ...]
+    sources: tuple[str, ...] = field(default=())
+
+    def by_id(self, rule_id: str) -> Rule:
+        for rule in self.rules:
+            if rule.id == rule_id:
+                return rule
+        raise KeyError(rule_id)

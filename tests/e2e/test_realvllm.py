@@ -1,0 +1,112 @@
+"""End-to-end on a real environment: vllm==0.16.0 really installed (CPU import), live signatures.
+
+The vLLM venv is built once and cached outside the repo by tests/e2e/build_env.py (keyed by the
+committed constraints file). The tests never modify it: each one gets a small venv holding its
+own speculators 0.3.0 (--no-deps), which sees the cached vLLM through a .pth file.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import GENERATOR, Sandbox
+
+from vllm_shim_patch.signatures import LiveSignatures, StaticSignatures
+
+pytestmark = pytest.mark.realvllm
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="session")
+def vllm_venv_python() -> Path:
+    proc = subprocess.run([sys.executable, str(HERE / "build_env.py"), "--print-path"],
+                          capture_output=True, text=True, timeout=3600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def vllm_site(vllm_venv_python: Path) -> Path:
+    out = subprocess.run([str(vllm_venv_python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    return Path(out)
+
+
+@pytest.fixture
+def real(tmp_path: Path, vllm_venv_python: Path, vllm_site: Path, speculators_wheel: Path) -> Sandbox:
+    root = tmp_path / "venv"
+    subprocess.run([str(vllm_venv_python), "-m", "venv", "--without-pip", str(root)], check=True)
+    python = root / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
+                    str(speculators_wheel)], check=True, capture_output=True)
+    # After our own site-packages: this venv's speculators wins, the cached vLLM is found.
+    (site / "zz-vllm-0.16.0.pth").write_text(f"{vllm_site}\n")
+    return Sandbox(root, python, site, tmp_path / "state")
+
+
+def test_target_sees_real_vllm_and_its_own_speculators(real: Sandbox) -> None:
+    r = real.run("status", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert (data["vllm_installed"], data["location"], data["state"]) == ("0.16.0", str(real.site), "not tracked")
+
+
+def test_unpatched_imports_but_does_not_bind(real: Sandbox) -> None:
+    r = real.run("verify", "--all", "--json", timeout=900)
+    assert r.returncode == 1, r.stderr
+    data = json.loads(r.stdout)
+    assert data["signatures"] == "live"
+    generator = next(i for i in data["imports"]
+                     if i["module"] == "speculators.data_generation.vllm_hidden_states_generator")
+    assert generator["status"] == "ok", generator
+    bad = [(b["line"], b["callee"], b["reason"]) for b in data["bindings"] if b["status"] != "ok"]
+    assert bad == [
+        (136, "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups",
+         "unexpected keyword argument 'kv_cache_specs'"),
+        (148, "vllm.v1.core.sched.scheduler.Scheduler", "missing required argument 'block_size'"),
+        (194, "vllm.config.SchedulerConfig", "missing required argument 'is_encoder_decoder'"),
+    ]
+
+
+def test_apply_verifies_live_then_rollback(real: Sandbox) -> None:
+    before = real.snapshot()
+    r = real.run("--vllm-version", "0.16", timeout=900)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == (
+        "patched speculators 0.3.0 for vLLM 0.16: 3 edits in 1 file; vLLM 0.16 (static); verification passed: "
+        "imports 1/1 ok; calls 3/3 bind (live)"
+    )
+    text = (real.site / GENERATOR).read_text()
+    assert "eos_token_id=self.tokenizer.eos_token_id," in text  # 0.16.0 still requires it
+    assert "kv_cache_specs=" not in text
+    assert "block_size=self.vllm_config.cache_config.block_size," in text
+    v = real.run("verify", timeout=900)
+    assert v.returncode == 0, v.stdout + v.stderr
+    assert v.stdout.splitlines()[-4:] == [
+        f"{GENERATOR}:136: vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups: ok",
+        f"{GENERATOR}:147: vllm.v1.core.sched.scheduler.Scheduler: ok",
+        f"{GENERATOR}:194: vllm.config.SchedulerConfig: ok",
+        "verify speculators 0.3.0: passed: imports 1/1 ok; calls 3/3 bind (live)",
+    ]
+    back = real.run("rollback")
+    assert back.returncode == 0, back.stderr
+    assert real.snapshot() == before
+
+
+def test_static_and_live_agree_on_every_callee(real: Sandbox, vllm_site: Path) -> None:
+    from vllm_shim_patch.analysis.calls import scan
+
+    callees = sorted({c.callee for p in (real.site / "speculators").rglob("*.py")
+                      for c in scan(p.read_bytes(), str(p))})
+    assert len(callees) == 19
+    static = StaticSignatures(vllm_site).get_many(callees)
+    live = LiveSignatures(str(real.python), timeout=600).get_many(callees)
+    assert [c for c in callees if static[c] is None or live[c] is None] == []
+    assert {c: static[c].params for c in callees} == {c: live[c].params for c in callees}

@@ -1,0 +1,1058 @@
+"""The libcst engine: string in, string out, for every matching form, operation and layout."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from packaging.version import Version
+
+from vllm_shim_patch.rewrite.engine import Engine, FileResult
+from vllm_shim_patch.report.diff import file_diff
+from vllm_shim_patch.rules import Rule, load_pack, parse_rules
+
+
+def _rules(body: str, path: str | Path = "rules.yaml") -> list[Rule]:
+    """Rules from the YAML of a `rules:` list (written at column 0)."""
+    return parse_rules("schema: 1\nrules:\n" + textwrap.indent(textwrap.dedent(body), "  "), path)
+
+
+def _run(body: str, src: str, **engine: object) -> FileResult:
+    return Engine(_rules(body), **engine).transform(src.encode(), "pkg/mod.py")  # type: ignore[arg-type]
+
+
+def _sites(result: FileResult) -> list[tuple[str, int, str, str]]:
+    return [(s.rule_id, s.line, s.action, s.message) for s in result.sites]
+
+
+# -- rules used by the tables ------------------------------------------------------------------
+
+DROP = """\
+- id: drop-eos
+  call: [m.sub.X, m.X]  # the second name: m re-exports X
+  since: "0.17"
+  drop: [eos]
+  why: gone
+"""
+
+DROP_SIG = """\
+- id: drop-eos
+  call: m.X
+  since: "0.17"
+  signature: (a, b, eos, c, d=None)
+  drop: [eos]
+  why: gone
+"""
+
+ADD = """\
+- id: add-bs
+  call: m.X
+  since: "0.12"
+  signature: (cfg, kv, som=None)
+  add: {bs: "{cfg}.cache.bs"}
+  why: now required
+"""
+
+ADD_CONST = """\
+- id: add-bs
+  call: m.X
+  since: "0.12"
+  add: {bs: "16"}
+  why: now required
+"""
+
+RENAME = """\
+- id: rename-old
+  call: m.X
+  since: "0.12"
+  rename: {old: new}
+  why: renamed
+"""
+
+MOVE = """\
+- id: move-x
+  call: m.sub.X
+  since: "0.12"
+  move: n.other.Y
+  why: moved
+"""
+
+NOTICE = """\
+- id: notice-x
+  call: m.X
+  since: "0.12"
+  notice: check the units of timeout
+  why: semantics changed
+"""
+
+
+# -- matching ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        pytest.param(
+            "from m.sub import X\nX(a, eos=1)\n",
+            "from m.sub import X\nX(a)\n",
+            id="from-import",
+        ),
+        pytest.param(
+            "from m.sub import X as Y\nY(a, eos=1)\n",
+            "from m.sub import X as Y\nY(a)\n",
+            id="from-import-as",
+        ),
+        pytest.param(
+            "import m\nm.sub.X(a, eos=1)\n",
+            "import m\nm.sub.X(a)\n",
+            id="import-package",
+        ),
+        pytest.param(
+            "import m.sub\nm.sub.X(a, eos=1)\n",
+            "import m.sub\nm.sub.X(a)\n",
+            id="import-dotted",
+        ),
+        pytest.param(
+            "import m.sub as s\ns.X(a, eos=1)\n",
+            "import m.sub as s\ns.X(a)\n",
+            id="import-dotted-as",
+        ),
+        pytest.param(
+            "from m import sub\nsub.X(a, eos=1)\n",
+            "from m import sub\nsub.X(a)\n",
+            id="from-package-import-module",
+        ),
+        pytest.param(
+            "from m import X\nX(a, eos=1)\n",
+            "from m import X\nX(a)\n",
+            id="re-export-from-import",
+        ),
+        pytest.param(
+            "import m\nm.X(a, eos=1)\n",
+            "import m\nm.X(a)\n",
+            id="re-export-attribute",
+        ),
+        pytest.param(
+            "def f():\n    from m.sub import X\n    return X(a, eos=1)\n",
+            "def f():\n    from m.sub import X\n    return X(a)\n",
+            id="function-level-import",
+        ),
+        pytest.param(
+            "from m.sub import X\nX(eos=X(eos=1))\n",
+            # The inner call loses its eos; the outer one would lose the inner call with it.
+            "from m.sub import X\nX(eos=X())\n",
+            id="nested-calls",
+        ),
+        pytest.param(
+            "from other import X\nX(a, eos=1)\n",
+            "from other import X\nX(a, eos=1)\n",
+            id="same-name-other-module",
+        ),
+        pytest.param(
+            "from m.other import X\nX(a, eos=1)\n",
+            "from m.other import X\nX(a, eos=1)\n",
+            id="same-name-sibling-module",
+        ),
+        pytest.param(
+            "X(a, eos=1)\n",
+            "X(a, eos=1)\n",
+            id="not-imported",
+        ),
+        pytest.param(
+            "from m.sub import X\nself.X(a, eos=1)\n",
+            "from m.sub import X\nself.X(a, eos=1)\n",
+            id="attribute-of-another-object",
+        ),
+        pytest.param(
+            "from m.sub import X\ndef f(g):\n    X = g\n    return X(a, eos=1)\n",
+            "from m.sub import X\ndef f(g):\n    X = g\n    return X(a, eos=1)\n",
+            id="local-variable-shadows",
+        ),
+        pytest.param(
+            "from m.sub import X\ndef f(X):\n    return X(a, eos=1)\n",
+            "from m.sub import X\ndef f(X):\n    return X(a, eos=1)\n",
+            id="parameter-shadows",
+        ),
+        pytest.param(
+            "m = make()\nm.sub.X(a, eos=1)\n",
+            "m = make()\nm.sub.X(a, eos=1)\n",
+            id="local-object-named-like-the-module",
+        ),
+    ],
+)
+def test_matching(before: str, after: str) -> None:
+    result = _run(DROP, before)
+    assert result.after.decode() == after
+    assert result.status == ("unchanged" if before == after else "changed")
+
+
+@pytest.mark.parametrize(
+    ("src", "message"),
+    [
+        pytest.param(
+            "from m.sub import X\nX = make()\nX(a, eos=1)\n",
+            "X may be m.sub.X or a local X here: cannot tell which one is called",
+            id="module-level-rebinding",
+        ),
+        pytest.param(
+            "try:\n    from m.sub import X\nexcept ImportError:\n    from old import X\nX(a, eos=1)\n",
+            "X may be m.sub.X or old.X here: cannot tell which one is called",
+            id="import-fallback",
+        ),
+    ],
+)
+def test_ambiguous_name_is_left_for_a_human(src: str, message: str) -> None:
+    result = _run(DROP, src)
+    assert (result.status, result.after.decode()) == ("unchanged", src)
+    assert [(s.action, s.message) for s in result.sites] == [("needs-human", message)]
+
+
+def test_ambiguous_name_not_reported_for_a_rule_the_target_does_not_need() -> None:
+    src = "from m.sub import X\nX = make()\nX(a, eos=1)\n"
+    result = _run(DROP, src, version=Version("0.16"))
+    assert (result.status, result.sites) == ("unchanged", ())
+
+
+# -- operations --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rule", "before", "after"),
+    [
+        pytest.param(
+            DROP,
+            "from m import X\nX(a, eos=1, b=2)\n",
+            "from m import X\nX(a, b=2)\n",
+            id="drop-keyword",
+        ),
+        pytest.param(
+            DROP_SIG,
+            "from m import X\nX(1, 2, 3, 4, 5)\n",
+            "from m import X\nX(1, 2, c=4, d=5)\n",
+            id="drop-positional-shifts-later-to-keywords",
+        ),
+        pytest.param(
+            DROP_SIG,
+            "from m import X\nX(1, 2, 3, d=5)\n",
+            "from m import X\nX(1, 2, d=5)\n",
+            id="drop-positional-last",
+        ),
+        pytest.param(
+            DROP_SIG,
+            "from m import X\nX(1, 2, c=4)\n",
+            "from m import X\nX(1, 2, c=4)\n",
+            id="drop-not-passed",
+        ),
+        pytest.param(
+            ADD,
+            "from m import X\nX(cfg=c, kv=k)\n",
+            "from m import X\nX(cfg=c, kv=k, bs=c.cache.bs)\n",
+            id="add-single-line",
+        ),
+        pytest.param(
+            ADD,
+            "from m import X\nX(\n    cfg=c,\n    kv=k,\n)\n",
+            "from m import X\nX(\n    cfg=c,\n    kv=k,\n    bs=c.cache.bs,\n)\n",
+            id="add-one-per-line-trailing-comma",
+        ),
+        pytest.param(
+            ADD,
+            "from m import X\nX(\n    cfg=c,\n    kv=k\n)\n",
+            "from m import X\nX(\n    cfg=c,\n    kv=k,\n    bs=c.cache.bs\n)\n",
+            id="add-one-per-line-no-trailing-comma",
+        ),
+        pytest.param(
+            ADD,
+            "from m import X\nX(\n    c,\n)\n",
+            "from m import X\nX(\n    c,\n    bs=c.cache.bs,\n)\n",
+            id="add-after-one-argument-per-line",
+        ),
+        pytest.param(
+            ADD_CONST,
+            "from m import X\nX()\n",
+            "from m import X\nX(bs=16)\n",
+            id="add-empty-call",
+        ),
+        pytest.param(
+            ADD,
+            "from m import X\nX(c, k)\n",
+            "from m import X\nX(c, k, bs=c.cache.bs)\n",
+            id="add-placeholder-from-positional",
+        ),
+        pytest.param(
+            ADD,
+            "from m import X\nX(cfg=self.cfg, kv=k)\n",
+            "from m import X\nX(cfg=self.cfg, kv=k, bs=self.cfg.cache.bs)\n",
+            id="add-placeholder-dotted-name",
+        ),
+        pytest.param(
+            ADD,
+            "from m import X\nX(c, k, bs=8)\n",
+            "from m import X\nX(c, k, bs=8)\n",
+            id="add-already-passed",
+        ),
+        pytest.param(
+            RENAME,
+            "from m import X\nX(a, old=1)\n",
+            "from m import X\nX(a, new=1)\n",
+            id="rename-keyword",
+        ),
+        pytest.param(
+            RENAME,
+            "from m import X\nX(a, new=1)\n",
+            "from m import X\nX(a, new=1)\n",
+            id="rename-already",
+        ),
+        pytest.param(
+            MOVE,
+            "from m.sub import X\nX(1)\n",
+            "from n.other import Y\n\nY(1)\n",
+            id="move-from-import",
+        ),
+        pytest.param(
+            MOVE,
+            "from m.sub import X as Z\nZ(1)\n",
+            "from n.other import Y\n\nY(1)\n",
+            id="move-from-import-as",
+        ),
+        pytest.param(
+            MOVE,
+            "from m.sub import X, Z\nX(1)\nZ()\n",
+            "from m.sub import Z\nfrom n.other import Y\n\nY(1)\nZ()\n",
+            id="move-from-import-other-names-kept",
+        ),
+        pytest.param(
+            MOVE,
+            "from m.sub import X\nX(1)\nisinstance(o, X)\n",
+            "from m.sub import X\nfrom n.other import Y\n\nY(1)\nisinstance(o, X)\n",
+            id="move-old-import-still-used",
+        ),
+        pytest.param(
+            MOVE,
+            "from m.sub import X\nfrom n.other import Y\nX(1)\nY(2)\n",
+            "from n.other import Y\nY(1)\nY(2)\n",
+            id="move-new-import-exists",
+        ),
+        pytest.param(
+            MOVE,
+            "import m.sub\nm.sub.X(1)\n",
+            "from n.other import Y\n\nY(1)\n",
+            id="move-module-attribute",
+        ),
+        pytest.param(
+            MOVE,
+            "import m.sub\nm.sub.X(1)\nm.sub.Z()\n",
+            "import m.sub\nfrom n.other import Y\n\nY(1)\nm.sub.Z()\n",
+            id="move-module-attribute-module-still-used",
+        ),
+        pytest.param(
+            MOVE,
+            "from m import sub\nsub.X(1)\n",
+            "from n.other import Y\n\nY(1)\n",
+            id="move-from-package-import-module",
+        ),
+    ],
+)
+def test_operation(rule: str, before: str, after: str) -> None:
+    result = _run(rule, before)
+    assert result.after.decode() == after
+    assert result.status == ("unchanged" if before == after else "changed")
+
+
+@pytest.mark.parametrize(
+    ("rule", "src", "message"),
+    [
+        pytest.param(
+            DROP,
+            "from m import X\nX(1, 2, 3)\n",
+            "cannot tell whether eos is passed: positional arguments at the call and no old"
+            " 'signature' in the rule to name them",
+            id="drop-positional-without-signature",
+        ),
+        pytest.param(
+            DROP_SIG,
+            "from m import X\nX(1, 2, 3, 4, 5, 6)\n",
+            "dropping positional eos shifts an argument: more positional arguments than the old"
+            " signature (a, b, eos, c, d=None) names",
+            id="drop-more-positionals-than-signature",
+        ),
+        pytest.param(
+            DROP,
+            "from m import X\nX(*args, eos=1)\n",
+            "*args/**kwargs at the call: cannot tell which arguments it passes",
+            id="drop-star-args",
+        ),
+        pytest.param(
+            DROP,
+            "from m import X\nX(eos=1, **kwargs)\n",
+            "*args/**kwargs at the call: cannot tell which arguments it passes",
+            id="drop-star-kwargs",
+        ),
+        pytest.param(
+            ADD,
+            "from m import X\nX(cfg=make(), kv=k)\n",
+            "{cfg} is bound to an expression that may have side effects",
+            id="add-placeholder-bound-to-call",
+        ),
+        pytest.param(
+            ADD,
+            "from m import X\nX(cfg=a.b().c, kv=k)\n",
+            "{cfg} is bound to an expression that may have side effects",
+            id="add-placeholder-bound-to-attribute-of-call",
+        ),
+        pytest.param(
+            ADD,
+            "from m import X\nX(kv=k)\n",
+            "argument cfg is not passed at this call, so {cfg} has no value",
+            id="add-placeholder-argument-missing",
+        ),
+        pytest.param(
+            ADD_CONST,
+            "from m import X\nX(c)\n",
+            "cannot tell whether bs is passed already: positional arguments at the call and no old"
+            " 'signature' in the rule to name them",
+            id="add-positional-without-signature",
+        ),
+        pytest.param(
+            ADD,
+            "from m import X\nX(**kw)\n",
+            "*args/**kwargs at the call: cannot tell which arguments it passes",
+            id="add-star-kwargs",
+        ),
+        pytest.param(
+            RENAME,
+            "from m import X\nX(*a, old=1)\n",
+            "*args/**kwargs at the call: cannot tell which arguments it passes",
+            id="rename-star-args",
+        ),
+    ],
+)
+def test_needs_human(rule: str, src: str, message: str) -> None:
+    result = _run(rule, src)
+    assert (result.status, result.after.decode()) == ("unchanged", src)
+    assert [(s.line, s.action, s.message) for s in result.sites] == [(2, "needs-human", message)]
+
+
+def test_notice_reports_and_changes_nothing() -> None:
+    src = "from m import X\nX(1, timeout=5)\n"
+    result = _run(NOTICE, src)
+    assert (result.status, result.after.decode()) == ("unchanged", src)
+    assert _sites(result) == [("notice-x", 2, "notice", "check the units of timeout")]
+
+
+def test_edit_sites_name_rule_line_and_edit() -> None:
+    result = _run(DROP, "from m import X\n\nX(\n    a,\n    eos=1,\n)\n")
+    assert [
+        (s.rule_id, s.line, s.end_line, s.callee, s.action, s.message, s.guarded)
+        for s in result.sites
+    ] == [("drop-eos", 3, 6, "m.X", "edited", "drop eos", False)]
+
+
+# -- codemods ----------------------------------------------------------------------------------
+
+CODEMOD = """\
+import libcst as cst
+
+from vllm_shim_patch.rewrite.context import NeedsHuman
+
+
+def rewrite(call, site):
+    keywords = [a.keyword.value for a in call.args if a.keyword is not None]
+    if "boom" in keywords:
+        raise ValueError("cannot handle boom")
+    if "ask" in keywords:
+        raise NeedsHuman("ask a human")
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "create":
+        return call
+    site.edits.append("call X.create")
+    return call.with_changes(func=cst.Attribute(call.func, cst.Name("create")))
+"""
+
+CODEMOD_RULE = """\
+schema: 1
+rules:
+  - id: use-create
+    call: m.X
+    since: "0.12"
+    codemod: use_create
+    why: X() is private now
+"""
+
+
+@pytest.fixture
+def codemod_rules(tmp_path: Path) -> list[Rule]:
+    (tmp_path / "codemods").mkdir()
+    (tmp_path / "codemods" / "use_create.py").write_text(CODEMOD)
+    rule_file = tmp_path / "rules.yaml"
+    rule_file.write_text(CODEMOD_RULE)
+    return list(load_pack([rule_file], bundled=False).rules)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "sites"),
+    [
+        pytest.param(
+            "from m import X\nX(a)\n",
+            "from m import X\nX.create(a)\n",
+            [("use-create", 2, "edited", "call X.create")],
+            id="rewrites",
+        ),
+        pytest.param(
+            "from m import X\nX.create(a)\n",
+            "from m import X\nX.create(a)\n",
+            [],
+            id="already",
+        ),
+        pytest.param(
+            "from m import X\nX(ask=1)\n",
+            "from m import X\nX(ask=1)\n",
+            [("use-create", 2, "needs-human", "ask a human")],
+            id="needs-human",
+        ),
+    ],
+)
+def test_codemod(
+    codemod_rules: list[Rule], before: str, after: str, sites: list[tuple[str, int, str, str]]
+) -> None:
+    result = Engine(codemod_rules).transform(before.encode(), "mod.py")
+    assert result.after.decode() == after
+    assert _sites(result) == sites
+
+
+def test_codemod_that_raises_fails_that_file_only(
+    codemod_rules: list[Rule], tmp_path: Path
+) -> None:
+    (tmp_path / "a.py").write_text("from m import X\nX(boom=1)\n")
+    (tmp_path / "b.py").write_text("from m import X\nX(a)\n")
+    a, b = Engine(codemod_rules).run(tmp_path, ["a.py", "b.py"])
+    assert (a.status, a.reason, a.after) == ("failed", "ValueError: cannot handle boom", a.before)
+    assert (b.status, b.after) == ("changed", b"from m import X\nX.create(a)\n")
+
+
+# -- layout ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        pytest.param(
+            "X(\n    a,  # first\n    # about eos\n    eos=1,  # the eos\n    # about b\n    b=2,  # bee\n)\n",
+            "X(\n    a,  # first\n    # about eos\n    # about b\n    b=2,  # bee\n)\n",
+            id="comments-between-arguments",
+        ),
+        pytest.param(
+            "X(\n    a,  # first\n    eos=1,  # the eos\n)\n",
+            "X(\n    a,  # first\n)\n",
+            id="drop-last-trailing-comma-keeps-comment-of-previous-line",
+        ),
+        pytest.param(
+            "X(\n    a,  # first\n    eos=1  # the eos\n)\n",
+            "X(\n    a  # first\n)\n",
+            id="drop-last-no-trailing-comma",
+        ),
+        pytest.param(
+            "X(\n    a,\n    eos=1,\n    # closing\n)\n",
+            "X(\n    a,\n    # closing\n)\n",
+            id="drop-last-keeps-closing-comment",
+        ),
+        pytest.param(
+            "X(\n    eos=1,\n    b=2,\n)\n",
+            "X(\n    b=2,\n)\n",
+            id="drop-first-of-multi-line",
+        ),
+        pytest.param(
+            "X(a, eos=1,)\n",
+            "X(a,)\n",
+            id="drop-last-single-line-trailing-comma",
+        ),
+        pytest.param(
+            "X(\n    a, eos=1,  # a and eos\n    b=2,\n)\n",
+            "X(\n    a,  # a and eos\n    b=2,\n)\n",
+            id="drop-from-a-shared-line-keeps-its-comment",
+        ),
+        pytest.param("X(eos=1)\n", "X()\n", id="drop-only-argument"),
+        pytest.param("X(\n    eos=1,\n)\n", "X()\n", id="drop-only-argument-multi-line"),
+        pytest.param(
+            "X(\n    # keep me\n    eos=1,\n)\n",
+            "X(\n    # keep me\n)\n",
+            id="drop-only-argument-keeps-own-line-comment",
+        ),
+        pytest.param("X( a , eos = 1 )\n", "X( a )\n", id="odd-spacing"),
+        pytest.param(
+            "x = {'k': \"v\"}  # note\nX(u'a',eos=b'\\x00',  b = r\"\\d\" )\ny=1;z = 2\n",
+            "x = {'k': \"v\"}  # note\nX(u'a',b = r\"\\d\" )\ny=1;z = 2\n",
+            id="quoting-and-other-bytes-untouched",
+        ),
+    ],
+)
+def test_drop_layout(before: str, after: str) -> None:
+    result = _run(DROP, "from m import X\n" + before)
+    assert result.after.decode() == "from m import X\n" + after
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        pytest.param(
+            "X(\n    cfg=c,  # the config\n    # own line\n    kv=k,\n)\n",
+            "X(\n    cfg=c,  # the config\n    # own line\n    kv=k,\n    bs=c.cache.bs,\n)\n",
+            id="separator-comments-not-copied",
+        ),
+        pytest.param(
+            "X(\n    cfg=c,\n    kv=k,  # kv\n)\n",
+            "X(\n    cfg=c,\n    kv=k,  # kv\n    bs=c.cache.bs,\n)\n",
+            id="last-line-comment-stays-trailing-comma",
+        ),
+        pytest.param(
+            "X(\n    cfg=c,\n    kv=k  # kv\n)\n",
+            "X(\n    cfg=c,\n    kv=k,  # kv\n    bs=c.cache.bs\n)\n",
+            id="last-line-comment-stays-no-trailing-comma",
+        ),
+        pytest.param(
+            "X(\n    cfg=c,\n    kv=k,\n    # closing\n)\n",
+            "X(\n    cfg=c,\n    kv=k,\n    bs=c.cache.bs,\n    # closing\n)\n",
+            id="closing-comment-stays-last",
+        ),
+        pytest.param(
+            "X(  # open\n    cfg=c,\n)\n",
+            "X(  # open\n    cfg=c,\n    bs=c.cache.bs,\n)\n",
+            id="comment-after-open-paren-not-copied",
+        ),
+    ],
+)
+def test_add_layout(before: str, after: str) -> None:
+    result = _run(ADD, "from m import X\n" + before)
+    assert result.after.decode() == "from m import X\n" + after
+
+
+def test_crlf_line_endings_preserved() -> None:
+    src = b"from m import X\r\nX(\r\n    a,\r\n    eos=1,\r\n)\r\nY = 1\r\n"
+    result = Engine(_rules(DROP)).transform(src, "mod.py")
+    assert result.after == b"from m import X\r\nX(\r\n    a,\r\n)\r\nY = 1\r\n"
+
+
+def test_crlf_add_uses_crlf() -> None:
+    src = b"from m import X\r\nX(\r\n    cfg=c,\r\n    kv=k,\r\n)\r\n"
+    result = Engine(_rules(ADD)).transform(src, "mod.py")
+    assert (
+        result.after
+        == b"from m import X\r\nX(\r\n    cfg=c,\r\n    kv=k,\r\n    bs=c.cache.bs,\r\n)\r\n"
+    )
+
+
+def test_latin1_file_with_cookie_preserved_outside_the_edit() -> None:
+    src = "# -*- coding: latin-1 -*-\nfrom m import X\ns = 'café'\nX(s, eos='é')  # naïve\n".encode(
+        "latin-1"
+    )
+    result = Engine(_rules(DROP)).transform(src, "mod.py")
+    assert (
+        result.after
+        == "# -*- coding: latin-1 -*-\nfrom m import X\ns = 'café'\nX(s)  # naïve\n".encode(
+            "latin-1"
+        )
+    )
+
+
+def test_no_trailing_newline_kept() -> None:
+    result = _run(DROP, "from m import X\nX(a, eos=1)")
+    assert result.after == b"from m import X\nX(a)"
+
+
+# -- several rules, one pass, idempotency ------------------------------------------------------
+
+THREE_ON_ONE_CALL = """\
+- id: drop-eos
+  call: m.X
+  since: "0.12"
+  drop: [eos]
+  why: gone
+- id: add-bs
+  call: m.X
+  since: "0.12"
+  add: {bs: "{cfg}.cache.bs"}
+  why: now required
+- id: rename-old
+  call: m.X
+  since: "0.12"
+  rename: {old: new}
+  why: renamed
+"""
+
+PACK = (
+    DROP_SIG.replace("m.X", "m.A") + ADD.replace("m.X", "m.B") + RENAME.replace("m.X", "m.C") + MOVE
+)
+
+
+def test_several_rules_on_one_call() -> None:
+    result = _run(THREE_ON_ONE_CALL, "from m import X\nX(\n    cfg=c,\n    eos=1,\n    old=2,\n)\n")
+    assert (
+        result.after.decode()
+        == "from m import X\nX(\n    cfg=c,\n    new=2,\n    bs=c.cache.bs,\n)\n"
+    )
+    assert _sites(result) == [
+        ("drop-eos", 2, "edited", "drop eos"),
+        ("add-bs", 2, "edited", "add bs"),
+        ("rename-old", 2, "edited", "rename old to new"),
+    ]
+
+
+def test_several_rules_on_one_file() -> None:
+    before = textwrap.dedent(
+        """\
+        from m import A, B, C
+        from m.sub import X
+
+
+        def build(cfg):
+            a = A(1, 2, 3, 4)
+            b = B(cfg, kv)
+            return C(a, b, old=X(a))
+        """
+    )
+    after = textwrap.dedent(
+        """\
+        from m import A, B, C
+        from n.other import Y
+
+
+        def build(cfg):
+            a = A(1, 2, c=4)
+            b = B(cfg, kv, bs=cfg.cache.bs)
+            return C(a, b, new=Y(a))
+        """
+    )
+    result = _run(PACK, before)
+    assert result.after.decode() == after
+    assert _sites(result) == [
+        ("drop-eos", 6, "edited", "drop eos"),
+        ("add-bs", 7, "edited", "add bs"),
+        ("move-x", 8, "edited", "move to n.other.Y"),
+        ("rename-old", 8, "edited", "rename old to new"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("rule", "src"),
+    [
+        pytest.param(DROP, "from m import X\nX(\n    a,  # a\n    eos=1,  # e\n)\n", id="drop"),
+        pytest.param(DROP_SIG, "from m import X\nX(1, 2, 3, 4, 5)\n", id="drop-positional"),
+        pytest.param(ADD, "from m import X\nX(c, k)\n", id="add"),
+        pytest.param(RENAME, "from m import X\nX(old=1)\n", id="rename"),
+        pytest.param(MOVE, "from m.sub import X\nX(1)\n", id="move"),
+        pytest.param(
+            THREE_ON_ONE_CALL, "from m import X\nX(cfg=c, eos=1, old=2)\n", id="three-rules"
+        ),
+    ],
+)
+def test_second_run_is_a_no_op(rule: str, src: str) -> None:
+    first = _run(rule, src)
+    assert first.status == "changed"
+    second = _run(rule, first.after.decode())
+    assert (second.status, second.after) == ("unchanged", first.after)
+
+
+# -- prefilter and per-file results ------------------------------------------------------------
+
+
+def test_prefilter_skips_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(*args: object, **kwargs: object) -> None:
+        raise AssertionError("parsed")
+
+    monkeypatch.setattr(cst, "parse_module", boom)
+    result = Engine(_rules(DROP)).transform(b"def (:\n  nothing to see\n", "mod.py")
+    assert (result.status, result.after, result.reason) == (
+        "unchanged",
+        b"def (:\n  nothing to see\n",
+        "",
+    )
+
+
+def test_syntax_error_in_a_file_that_names_the_callable_is_skipped() -> None:
+    src = b"from m import X\ndef (:\n    X(eos=1)\n"
+    result = Engine(_rules(DROP)).transform(src, "mod.py")
+    assert (result.status, result.reason, result.after) == (
+        "skipped",
+        "syntax error at line 2: invalid syntax",
+        src,
+    )
+
+
+def test_unreadable_file_is_skipped(tmp_path: Path) -> None:
+    (result,) = Engine(_rules(DROP)).run(tmp_path, ["missing.py"])
+    assert (result.status, result.reason) == ("skipped", "cannot read: No such file or directory")
+
+
+# -- version selection and signature guards ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("version", "after"),
+    [
+        pytest.param(None, "from m import X\nX(a)\n", id="no-version-every-rule"),
+        pytest.param(Version("0.16"), "from m import X\nX(a, eos=1)\n", id="0.16-before-since"),
+        pytest.param(
+            Version("0.16.1.dev45+g1a2b3c4.cu129"),
+            "from m import X\nX(a, eos=1)\n",
+            id="0.16-nightly",
+        ),
+        pytest.param(Version("0.17"), "from m import X\nX(a)\n", id="0.17-at-since"),
+        pytest.param(Version("0.18.1"), "from m import X\nX(a)\n", id="0.18-after-since"),
+    ],
+)
+def test_since_selects_rules_when_unguarded(version: Version | None, after: str) -> None:
+    result = _run(DROP, "from m import X\nX(a, eos=1)\n", version=version)
+    assert result.after.decode() == after
+    assert all(not s.guarded for s in result.sites)
+
+
+class FakeSignature:
+    """The smallest stand-in for a vLLM signature: what `accepts(name)` says."""
+
+    def __init__(self, *names: str) -> None:
+        self.names = set(names)
+
+    def accepts(self, name: str) -> bool:
+        return name in self.names
+
+
+@pytest.mark.parametrize(
+    ("rule", "version", "takes", "src", "after", "site"),
+    [
+        pytest.param(
+            DROP,
+            "0.17",
+            ("a", "eos"),
+            "from m import X\nX(a, eos=1)\n",
+            "from m import X\nX(a, eos=1)\n",
+            ("not-needed", "not needed for this vLLM: X still takes eos"),
+            id="drop-skipped-while-accepted",
+        ),
+        pytest.param(
+            DROP,
+            "0.16",
+            ("a",),
+            "from m import X\nX(a, eos=1)\n",
+            "from m import X\nX(a)\n",
+            ("edited", "drop eos"),
+            id="drop-applied-when-gone-before-since",
+        ),
+        pytest.param(
+            ADD,
+            "0.11",
+            ("cfg", "kv", "bs"),
+            "from m import X\nX(c, k)\n",
+            "from m import X\nX(c, k, bs=c.cache.bs)\n",
+            ("edited", "add bs"),
+            id="add-applied-when-accepted-before-since",
+        ),
+        pytest.param(
+            ADD,
+            "0.17",
+            ("cfg", "kv"),
+            "from m import X\nX(c, k)\n",
+            "from m import X\nX(c, k)\n",
+            ("not-needed", "not needed for this vLLM: X does not take bs"),
+            id="add-skipped-when-not-accepted",
+        ),
+        pytest.param(
+            RENAME,
+            "0.17",
+            ("old", "new"),
+            "from m import X\nX(old=1)\n",
+            "from m import X\nX(old=1)\n",
+            ("not-needed", "not needed for this vLLM: X still takes old"),
+            id="rename-skipped-while-old-accepted",
+        ),
+        pytest.param(
+            RENAME,
+            "0.17",
+            ("other",),
+            "from m import X\nX(old=1)\n",
+            "from m import X\nX(old=1)\n",
+            ("not-needed", "not needed for this vLLM: X does not take new"),
+            id="rename-skipped-when-new-not-accepted",
+        ),
+    ],
+)
+def test_signature_guard_decides(
+    rule: str, version: str, takes: tuple[str, ...], src: str, after: str, site: tuple[str, str]
+) -> None:
+    result = _run(rule, src, version=Version(version), signatures={"m.X": FakeSignature(*takes)})
+    assert result.after.decode() == after
+    assert [(s.action, s.message, s.guarded) for s in result.sites] == [(*site, True)]
+
+
+def test_guard_only_for_the_callee_it_names() -> None:
+    # A signature for another callable does not guard this one: `since` decides, unguarded.
+    result = _run(
+        DROP,
+        "from m import X\nX(a, eos=1)\n",
+        version=Version("0.16"),
+        signatures={"m.Z": FakeSignature()},
+    )
+    assert (result.status, result.sites) == ("unchanged", ())
+
+
+# -- the real speculators 0.3.0 ----------------------------------------------------------------
+
+GENERATOR = "speculators/data_generation/vllm_hidden_states_generator.py"
+
+DIFF_KV_AND_SCHEDULER = """\
+--- a/speculators/data_generation/vllm_hidden_states_generator.py
++++ b/speculators/data_generation/vllm_hidden_states_generator.py
+@@ -136,7 +136,6 @@ kv-cache-config-drop-specs
+         kv_cache_config = get_kv_cache_config_from_groups(
+             vllm_config=self.vllm_config,
+             kv_cache_groups=kv_cache_groups,
+-            kv_cache_specs=kv_cache_spec,
+             available_memory=cache_memory,
+         )
+ 
+@@ -149,6 +148,7 @@ scheduler-add-block-size
+             vllm_config=self.vllm_config,
+             kv_cache_config=kv_cache_config,
+             structured_output_manager=structured_output_manager,
++            block_size=self.vllm_config.cache_config.block_size,
+         )
+ 
+         log.info("Initializing KV cache on all workers...")
+"""
+
+DIFF_REQUEST = """\
+@@ -238,7 +238,6 @@ request-drop-eos-token-id
+                     max_tokens=MAX_DECODE_TOKENS, temperature=SAMPLING_TEMPERATURE
+                 ),
+                 pooling_params=None,
+-                eos_token_id=self.tokenizer.eos_token_id,
+                 arrival_time=INITIAL_ARRIVAL_TIME,
+             )
+             self.scheduler.add_request(req)
+"""
+
+
+@pytest.fixture(scope="module")
+def generator_source() -> bytes:
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    try:
+        import realdata
+    finally:
+        sys.path.pop(0)
+    with zipfile.ZipFile(realdata.speculators_wheel()) as zf:
+        return zf.read(GENERATOR)
+
+
+@pytest.mark.parametrize(
+    ("version", "diff", "rule_ids"),
+    [
+        pytest.param(
+            "0.17",
+            DIFF_KV_AND_SCHEDULER + DIFF_REQUEST,
+            ["kv-cache-config-drop-specs", "scheduler-add-block-size", "request-drop-eos-token-id"],
+            id="0.17",
+        ),
+        pytest.param(
+            "0.16",
+            DIFF_KV_AND_SCHEDULER,
+            ["kv-cache-config-drop-specs", "scheduler-add-block-size"],
+            id="0.16",
+        ),
+    ],
+)
+def test_real_speculators_generator(
+    generator_source: bytes, tmp_path: Path, version: str, diff: str, rule_ids: list[str]
+) -> None:
+    result = Engine(load_pack().rules, version=Version(version)).transform(
+        generator_source, GENERATOR
+    )
+    assert result.status == "changed"
+    assert [(s.rule_id, s.action) for s in result.sites if s.action == "edited"] == [
+        (r, "edited") for r in rule_ids
+    ]
+    # The fourth mismatch (SchedulerConfig needs is_encoder_decoder from 0.12) is flagged, not edited.
+    assert [(s.rule_id, s.action, s.line) for s in result.sites if s.action != "edited"] == [
+        ("scheduler-config-needs-is-encoder-decoder", "notice", 194)
+    ]
+    assert file_diff(result) == diff
+    compile(result.after, GENERATOR, "exec", dont_inherit=True)
+
+    if shutil.which("patch") is None:
+        pytest.skip("the `patch` binary is missing (Debian package: patch)")
+    target = tmp_path / GENERATOR
+    target.parent.mkdir(parents=True)
+    target.write_bytes(generator_source)
+    subprocess.run(["patch", "-p1", "--quiet"], input=diff.encode(), cwd=tmp_path, check=True)
+    assert target.read_bytes() == result.after
+
+
+def test_real_speculators_generator_is_idempotent(generator_source: bytes) -> None:
+    engine = Engine(load_pack().rules, version=Version("0.17"))
+    once = engine.transform(generator_source, GENERATOR)
+    twice = engine.transform(once.after, GENERATOR)
+    assert (twice.status, twice.after) == ("unchanged", once.after)
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        pytest.param(
+            "from m.sub import X\nX(a, eos=compute())\n",
+            "dropping eos would also drop the expression it passes, which may have side effects",
+            id="drop-call-value",
+        ),
+        pytest.param(
+            "from m.sub import X\nX(a, eos=items[0])\n",
+            "dropping eos would also drop the expression it passes, which may have side effects",
+            id="drop-subscript-value",
+        ),
+    ],
+)
+def test_drop_never_discards_code_that_runs(source: str, message: str) -> None:
+    result = _run(DROP, source)
+    assert result.after.decode() == source
+    assert [(s.action, s.message) for s in result.sites] == [("needs-human", message)]
+
+
+def test_placeholder_with_a_literal_value_is_parenthesised() -> None:
+    rules = parse_rules(
+        """\
+schema: 1
+rules:
+  - id: add-z
+    call: m.g
+    since: "0.1"
+    signature: (a, b)
+    add: {z: "{a}.real"}
+    why: test
+""",
+        "t.yaml",
+    )
+    result = Engine(rules).transform(b"from m import g\ng(1, b=1)\n", "x.py")
+    assert result.after == b"from m import g\ng(1, b=1, z=(1).real)\n"
+
+
+def test_drop_before_a_positional_only_parameter_is_left_for_a_human() -> None:
+    rules = parse_rules(
+        """\
+schema: 1
+rules:
+  - id: drop-b
+    call: m.g
+    since: "0.1"
+    signature: (a, b, c, /)
+    drop: [b]
+    why: test
+""",
+        "t.yaml",
+    )
+    source = b"from m import g\ng(1, 2, 3)\n"
+    result = Engine(rules).transform(source, "x.py")
+    assert result.after == source
+    assert [(s.action, s.message) for s in result.sites] == [
+        ("needs-human", "dropping positional b shifts c, which is positional-only")
+    ]

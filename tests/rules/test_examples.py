@@ -1,0 +1,125 @@
+"""The before/after examples embedded in the bundled rules, run as tests (the `rules test` harness)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from vllm_shim_patch.cli import main
+from vllm_shim_patch.rules import Rule, load_pack
+from vllm_shim_patch.rules.testing import Case, cases, run_case
+
+PACK = load_pack()
+CASES = cases(PACK.rules)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_example(case: Case) -> None:
+    result = run_case(case)
+    assert result.problem == "", result.diff()
+    assert result.actual == case.expected
+
+
+def test_cases_ran() -> None:
+    # A parametrized test over an empty list is skipped, not failed: say so here.
+    assert CASES, "no rule example was collected"
+    assert len({c.id for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("rule", PACK.rules, ids=[r.id for r in PACK.rules])
+def test_every_bundled_rule_has_examples_and_an_unchanged_case(rule: Rule) -> None:
+    assert rule.examples, "no before/after example"
+    assert rule.unchanged, "no unchanged case (another module's callable, an already migrated call)"
+
+
+def test_case_ids() -> None:
+    rule = PACK.by_id("request-drop-eos-token-id")
+    assert [c.id for c in cases([rule])] == [
+        "request-drop-eos-token-id-example-1",
+        "request-drop-eos-token-id-noop-1",
+        "request-drop-eos-token-id-example-2",
+        "request-drop-eos-token-id-noop-2",
+        "request-drop-eos-token-id-unchanged-1",
+        "request-drop-eos-token-id-unchanged-2",
+    ]
+
+
+def test_rules_test_cli_bundled() -> None:
+    result = CliRunner().invoke(main, ["rules", "test"])
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        0,
+        f"{len(CASES)} examples ok, 0 failing\n",
+        "",
+    )
+
+
+WRONG = """\
+schema: 1
+rules:
+  - id: wrong-example
+    call: m.X
+    since: "0.12"
+    drop: [eos]
+    why: w
+    examples:
+      - before: |
+          from m import X
+          X(a, eos=1)
+        after: |
+          from m import X
+          X(a, eos=2)
+    unchanged:
+      - |
+        from other import X
+        X(a, eos=1)
+"""
+
+
+def test_rules_test_cli_wrong_example(tmp_path: Path) -> None:
+    rule_file = tmp_path / "wrong.yaml"
+    rule_file.write_text(WRONG)
+    result = CliRunner().invoke(main, ["rules", "test", str(rule_file)])
+    diff = "--- expected\n+++ actual\n@@ -1,2 +1,2 @@\n from m import X\n-X(a, eos=2)\n+X(a)\n"
+    assert (result.exit_code, result.stderr) == (1, "")
+    assert result.stdout == (
+        f"FAIL wrong-example-example-1 ({rule_file}): output differs from the expected code\n{diff}"
+        f"FAIL wrong-example-noop-1 ({rule_file}): output differs from the expected code\n{diff}"
+        "1 example ok, 2 failing\n"
+    )
+
+
+def test_rules_test_cli_no_examples(tmp_path: Path) -> None:
+    rule_file = tmp_path / "bare.yaml"
+    rule_file.write_text(
+        "schema: 1\nrules:\n  - id: bare\n    call: m.X\n    since: '0.1'\n    drop: [a]\n    why: w\n"
+    )
+    result = CliRunner().invoke(main, ["rules", "test", str(rule_file)])
+    assert (result.exit_code, result.stdout) == (
+        1,
+        "no examples to run\n0 examples ok, 0 failing\n",
+    )
+
+
+def test_needs_human_is_explained_in_the_problem(tmp_path: Path) -> None:
+    rule_file = tmp_path / "splat.yaml"
+    rule_file.write_text(
+        WRONG.replace("X(a, eos=1)\n        after", "X(*a, eos=1)\n        after").replace(
+            "eos=2", "eos=1"
+        )
+    )
+    (case, *_) = cases(load_pack([rule_file], bundled=False).rules)
+    result = run_case(case)
+    assert result.problem == (
+        "output differs from the expected code; "
+        "line 2: needs-human: *args/**kwargs at the call: cannot tell which arguments it passes"
+    )
+
+
+def test_readme_rule_table_is_current() -> None:
+    from vllm_shim_patch.rules.docs import table
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("<!-- rules:start -->\n", 1)[1].split("<!-- rules:end -->", 1)[0]
+    assert block == table(load_pack(["scheduler-config"]).rules), "run: patch-speculators rules docs --rules scheduler-config"

@@ -1,0 +1,334 @@
+"""Rule loading and validation: one malformed file per mistake, each with its exact message."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from packaging.version import Version
+
+from vllm_shim_patch.cli import main
+from vllm_shim_patch.errors import RuleError
+from vllm_shim_patch.rules import Example, OldSignature, Rule, load_pack, parse_rules
+
+MALFORMED = Path(__file__).parent / "malformed"
+_PAIR = MALFORMED / "duplicate-id-across-files"
+
+# name in tests/malformed → (line, rule id, message); `{dir}` is tests/malformed as given.
+CORPUS: dict[str, tuple[int | None, str | None, str]] = {
+    "yaml-syntax-error.yaml": (
+        5,
+        None,
+        "YAML syntax error: expected <block end>, but found '<block mapping start>'",
+    ),
+    "unknown-top-level-key.yaml": (
+        3,
+        None,
+        "unknown key 'rulez' at top level (known: schema, package, rules)",
+    ),
+    "unknown-rule-key.yaml": (8, "typo-key", "unknown key 'sinse' in rule; did you mean 'since'?"),
+    "unknown-operation.yaml": (
+        7,
+        "bad-op",
+        "unknown operation 'delete' (operations: drop, add, rename, move, notice, codemod); did you mean 'drop'?",
+    ),
+    "missing-id.yaml": (3, None, "rule has no 'id'"),
+    "duplicate-id-in-file.yaml": (
+        8,
+        "twice",
+        "duplicate id (first defined at {dir}/duplicate-id-in-file.yaml:3)",
+    ),
+    "duplicate-id-across-files": (
+        8,
+        "shared",
+        "duplicate id (first defined at {dir}/duplicate-id-across-files/a.yaml:3)",
+    ),
+    "bad-id.yaml": (3, None, "id 'Drop_EOS' must be lowercase letters, digits and dashes"),
+    "missing-call.yaml": (3, "no-call", "missing 'call'"),
+    "missing-since.yaml": (3, "no-since", "missing 'since'"),
+    "missing-why.yaml": (3, "no-why", "missing 'why'"),
+    "bad-call-name.yaml": (
+        4,
+        "short-call",
+        "'call' 'Request' is not a fully qualified name like vllm.module.Name",
+    ),
+    "call-listed-twice.yaml": (6, "twice-called", "'call' lists 'vllm.v1.request.Request' twice"),
+    "bad-version.yaml": (5, "bad-since", "'since' '0.17-nightly' is not a PEP 440 version"),
+    "add-not-an-expression.yaml": (
+        8,
+        "add-statement",
+        "'add' 'block_size': 'x = 16' is not a single Python expression",
+    ),
+    "placeholder-not-in-signature.yaml": (
+        9,
+        "unknown-placeholder",
+        (
+            "'add' 'block_size': placeholder {config} is not a parameter of the old 'signature'"
+            " (vllm_config, kv_cache_config)"
+        ),
+    ),
+    "placeholder-names-added-argument.yaml": (
+        9,
+        "self-placeholder",
+        "'add' 'page_size': placeholder {block_size} names an argument this rule adds",
+    ),
+    "placeholder-names-dropped-argument.yaml": (
+        9,
+        "add-from-dropped",
+        "'add' 'kv_cache_groups': placeholder {kv_cache_specs} names an argument this rule drops",
+    ),
+    "drop-not-in-signature.yaml": (
+        8,
+        "drop-unknown",
+        "'drop' names 'eos_token', which the old 'signature' does not have",
+    ),
+    "bad-signature.yaml": (
+        7,
+        "broken-signature",
+        "'signature' 'request_id, eos_token_id' is not a parameter list like (a, b, c=None)",
+    ),
+    "example-missing-after.yaml": (9, "half-example", "an example needs both 'before' and 'after'"),
+    "example-invalid-python.yaml": (
+        9,
+        "broken-example",
+        "'before' is not valid Python: '(' was never closed (line 2 of the snippet)",
+    ),
+    "unknown-codemod.yaml": (
+        7,
+        "missing-codemod",
+        (
+            "codemod 'no_such_codemod' not found (looked in codemods/ beside the rule file and the"
+            " bundled codemods)"
+        ),
+    ),
+    "no-operation.yaml": (
+        3,
+        "does-nothing",
+        "rule has no operation (one of: drop, add, rename, move, notice, codemod)",
+    ),
+    "empty-file.yaml": (None, None, "file is empty: expected 'schema', 'rules'"),
+    "not-utf8.yaml": (6, None, "not valid UTF-8"),
+    "duplicate-mapping-key.yaml": (8, "two-drops", "a rule has key 'drop' twice"),
+    "rename-to-itself.yaml": (8, "same-name", "'rename' 'eos_token_id' to itself"),
+    "schema-2.yaml": (1, None, "unsupported schema '2' (this tool reads schema 1)"),
+    "python-tag.yaml": (
+        6,
+        "unsafe",
+        (
+            "YAML tag '!!python/object/apply:os.system' is not allowed: rule files hold plain"
+            " strings, lists and mappings"
+        ),
+    ),
+}
+
+
+def _offending_file(name: str) -> str:
+    """The file the error is about: for the two-file case, the second one loaded."""
+    return f"{MALFORMED}/{name}/b.yaml" if name == _PAIR.name else f"{MALFORMED}/{name}"
+
+
+def _expected(name: str) -> str:
+    line, rule_id, text = CORPUS[name]
+    where = _offending_file(name) + ("" if line is None else f":{line}")
+    rule = f" rule {rule_id!r}:" if rule_id else ""
+    return f"{where}:{rule} " + text.replace("{dir}", str(MALFORMED))
+
+
+def test_corpus_covers_every_file() -> None:
+    assert sorted(CORPUS) == sorted(p.name for p in MALFORMED.iterdir())
+    assert len(CORPUS) >= 15
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_malformed(name: str) -> None:
+    with pytest.raises(RuleError) as info:
+        load_pack([MALFORMED / name], bundled=False)
+    assert str(info.value) == _expected(name)
+    line, rule_id, _ = CORPUS[name]
+    assert (info.value.path, info.value.line, info.value.rule_id) == (
+        _offending_file(name),
+        line,
+        rule_id,
+    )
+
+
+def test_malformed_messages_are_pairwise_distinct() -> None:
+    # The text alone, without the file name and line that already tell the files apart.
+    texts = {name: CORPUS[name][2].replace("{dir}", str(MALFORMED)) for name in CORPUS}
+    for (a, ta), (b, tb) in itertools.combinations(texts.items(), 2):
+        assert ta != tb, (a, b)
+
+
+def test_each_file_of_the_pair_loads_alone() -> None:
+    for path in sorted(_PAIR.glob("*.yaml")):
+        assert load_pack([path], bundled=False).rules
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_rules_check_cli(name: str) -> None:
+    result = CliRunner().invoke(main, ["rules", "check", str(MALFORMED / name)])
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        2,
+        "",
+        f"patch-speculators: error: {_expected(name)}\n",
+    )
+
+
+def test_rules_check_cli_ok(tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text(GOOD)
+    result = CliRunner().invoke(main, ["rules", "check", str(good)])
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "2 rules OK in 1 file\n", "")
+
+
+def test_load_pack_missing_path(tmp_path: Path) -> None:
+    with pytest.raises(RuleError) as info:
+        load_pack([tmp_path / "nope.yaml"], bundled=False)
+    assert str(info.value) == f"{tmp_path}/nope.yaml: no such rule file or folder (bundled optional packs: scheduler-config)"
+
+
+def test_load_pack_empty_folder(tmp_path: Path) -> None:
+    with pytest.raises(RuleError) as info:
+        load_pack([tmp_path], bundled=False)
+    assert str(info.value) == f"{tmp_path}: folder holds no *.yaml rule file"
+
+
+# -- yaml loading is safe ----------------------------------------------------------------------
+
+
+def test_python_object_tag_rejected_and_never_constructed(tmp_path: Path) -> None:
+    marker = tmp_path / "constructed"
+    text = (
+        "schema: 1\n"
+        "rules:\n"
+        "  - id: sneaky\n"
+        "    call: vllm.x.Y\n"
+        '    since: "0.17"\n'
+        "    why: w\n"
+        "    drop: [a]\n"
+        f"    notice: !!python/object/apply:builtins.exec [\"open({str(marker)!r}, 'w').close()\"]\n"
+    )
+    with pytest.raises(RuleError) as info:
+        parse_rules(text, "sneaky.yaml")
+    assert str(info.value) == (
+        "sneaky.yaml:8: rule 'sneaky': YAML tag '!!python/object/apply:builtins.exec' is not allowed:"
+        " rule files hold plain strings, lists and mappings"
+    )
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(
+            "--- !!python/object:os.PathLike {}\n",
+            "root.yaml:1: YAML tag '!!python/object:os.PathLike' is not allowed: rule files hold plain"
+            " strings, lists and mappings",
+            id="root-tag",
+        ),
+        pytest.param(
+            "schema: 1\nrules: !custom []\n",
+            "root.yaml:2: YAML tag '!custom' is not allowed: rule files hold plain strings, lists and"
+            " mappings",
+            id="local-tag",
+        ),
+        pytest.param(
+            "schema: 1\nrules:\n  - !!python/name:os.system\n",
+            "root.yaml:3: YAML tag '!!python/name:os.system' is not allowed: rule files hold plain"
+            " strings, lists and mappings",
+            id="tag-on-a-rule",
+        ),
+    ],
+)
+def test_other_tags_rejected(text: str, message: str) -> None:
+    with pytest.raises(RuleError) as info:
+        parse_rules(text, "root.yaml")
+    assert str(info.value) == message
+
+
+# -- what a good file loads to -----------------------------------------------------------------
+
+GOOD = """\
+schema: 1
+package: speculators
+rules:
+  - id: drop-eos
+    call: [vllm.v1.request.Request, vllm.Request]
+    since: 0.17  # unquoted: read as written, not as a float
+    signature: (request_id, eos_token_id, arrival_time=None)
+    drop: [eos_token_id]
+    why: >-
+      gone in
+      0.17
+    examples:
+      - before: |
+          from vllm.v1.request import Request
+          Request("r", 2)
+        after: |
+          from vllm.v1.request import Request
+          Request("r")
+    unchanged:
+      - |
+        from requests import Request
+        Request("r", 2)
+  - id: add-bs
+    call: vllm.v1.core.sched.scheduler.Scheduler
+    since: "0.10"
+    add:
+      block_size: " {vllm_config}.cache_config.block_size "
+    rename: {log_stats: stats}
+    why: w
+"""
+
+
+def test_good_file_loads_to_frozen_rules() -> None:
+    drop, add = parse_rules(GOOD, "good.yaml")
+    assert drop == Rule(
+        id="drop-eos",
+        calls=("vllm.v1.request.Request", "vllm.Request"),
+        since=Version("0.17"),
+        why="gone in 0.17",
+        path="good.yaml",
+        line=4,
+        signature=OldSignature(
+            "(request_id, eos_token_id, arrival_time=None)",
+            ("request_id", "eos_token_id", "arrival_time"),
+            frozenset({"request_id", "eos_token_id", "arrival_time"}),
+            False,
+        ),
+        ops=(("drop", ("eos_token_id",)),),
+        examples=(
+            Example(
+                'from vllm.v1.request import Request\nRequest("r", 2)\n',
+                'from vllm.v1.request import Request\nRequest("r")\n',
+                13,
+            ),
+        ),
+        unchanged=('from requests import Request\nRequest("r", 2)\n',),
+    )
+    assert (drop.operations, drop.short_names) == (("drop",), frozenset({"Request"}))
+    assert (add.since, add.op("add"), add.op("rename"), add.operations) == (
+        Version("0.10"),
+        (("block_size", "{vllm_config}.cache_config.block_size"),),
+        (("log_stats", "stats"),),
+        ("add", "rename"),
+    )
+
+
+def test_bundled_pack_loads() -> None:
+    pack = load_pack()
+    assert [r.id for r in pack.rules] == [
+        "kv-cache-config-drop-specs",
+        "scheduler-add-block-size",
+        "request-drop-eos-token-id",
+        "scheduler-config-needs-is-encoder-decoder",
+    ]
+    assert [str(r.since) for r in pack.rules] == ["0.12.0", "0.11.1", "0.17.0", "0.12.0"]
+
+
+def test_optional_pack_is_selected_by_name() -> None:
+    pack = load_pack(["scheduler-config"])
+    assert [r.id for r in pack.rules][-1] == "scheduler-config-add-is-encoder-decoder"
+    assert pack.rules[-1].op("add") == (("is_encoder_decoder", "False"),)
