@@ -71,12 +71,18 @@ class _Field:
     init: bool
 
 
-class Constructors(Names):
-    """Reads the `__init__` a dataclass-like decorator or `msgspec.Struct` generates."""
+class Constructors:
+    """Reads the `__init__` a dataclass-like decorator or `msgspec.Struct` generates.
+
+    Holds the `Names` it resolves decorators, annotations and bases with (and shares its caches).
+    """
+
+    def __init__(self, names: Names):
+        self.names = names
 
     def _decorator_target(self, cls: Class, dec: ast.expr) -> Obj:
         try:
-            return self.expr(cls.module, dec.func if isinstance(dec, ast.Call) else dec)
+            return self.names.expr(cls.module, dec.func if isinstance(dec, ast.Call) else dec)
         except Unknown as exc:
             raise Unknown(f"class decorator @{ast.unparse(dec)} on {cls.label}: {exc}") from None
 
@@ -145,7 +151,7 @@ class Constructors(Names):
     def _config_extra(self, mod: Module, config: ast.expr, default: str | None) -> str | None:
         """The `extra` setting a pydantic config literal gives (ConfigDict(...) or {...})."""
         items: dict[str, ast.expr]
-        if isinstance(config, ast.Call) and self.qual(mod, config.func) in _CONFIG_DICT:
+        if isinstance(config, ast.Call) and self.names.qual(mod, config.func) in _CONFIG_DICT:
             items = _call_kwargs(config, ast.unparse(config))
         elif isinstance(config, ast.Dict) and all(isinstance(k, ast.Constant) for k in config.keys):
             keys = [k.value for k in config.keys]  # type: ignore[union-attr]
@@ -163,7 +169,7 @@ class Constructors(Names):
         """For a PEP 681 decorator: (kw_only_default, field specifiers, backend, pydantic extra)."""
         for dec in func.node.decorator_list:
             if (
-                self.qual(func.module, dec.func if isinstance(dec, ast.Call) else dec)
+                self.names.qual(func.module, dec.func if isinstance(dec, ast.Call) else dec)
                 in _DATACLASS_TRANSFORM
             ):
                 break
@@ -177,14 +183,14 @@ class Constructors(Names):
             if not isinstance(spec_expr, (ast.Tuple, ast.List)):
                 raise Unknown("field_specifiers is not a literal tuple")
             for elt in spec_expr.elts:
-                fields.add(self._key(self.expr(func.module, elt)))
+                fields.add(self._key(self.names.expr(func.module, elt)))
         # What the decorator body really calls decides the runtime behaviour (vLLM's @config
         # wraps pydantic.dataclasses.dataclass with extra="forbid").
         backends, extras = set(), set()
         for node in ast.walk(func.node):
             if isinstance(node, ast.Call) and dotted(node.func) is not None:
                 try:
-                    qual = self.qual(func.module, node.func)
+                    qual = self.names.qual(func.module, node.func)
                 except Unknown:
                     continue
                 if qual == _PYDANTIC_DATACLASS:
@@ -211,7 +217,7 @@ class Constructors(Names):
         if cls.scope.nested_annotations:
             raise Unknown(f"{cls.label} annotates names inside if/try/with blocks")
         fields: dict[str, _Field] = {}
-        for base in reversed(self.mro(cls)[1:]):
+        for base in reversed(self.names.mro(cls)[1:]):
             if isinstance(base, Class):
                 base_spec = self.dataclass_spec(base)
                 if base_spec is not None:
@@ -240,14 +246,14 @@ class Constructors(Names):
         if not isinstance(ann, ast.Subscript) or not isinstance(ann.slice, ast.Tuple):
             return False
         try:
-            if self.qual(mod, ann.value) not in _ANNOTATED:
+            if self.names.qual(mod, ann.value) not in _ANNOTATED:
                 return False
         except Unknown:
             return False
         for meta in ann.slice.elts[1:]:
             if isinstance(meta, ast.Call) and dotted(meta.func) is not None:
                 try:
-                    if self.qual(mod, meta.func) in _PYDANTIC_FIELD:
+                    if self.names.qual(mod, meta.func) in _PYDANTIC_FIELD:
                         return True
                 except Unknown:
                     return True  # cannot rule it out
@@ -274,7 +280,7 @@ class Constructors(Names):
         if name is None:
             return "field"
         try:
-            qual = self.qual(mod, head)
+            qual = self.names.qual(mod, head)
         except Unknown:
             if name.rpartition(".")[2] in ("ClassVar", "KW_ONLY"):
                 raise Unknown(
@@ -295,7 +301,7 @@ class Constructors(Names):
         if not isinstance(value, ast.Call) or dotted(value.func) is None:
             return _Field(True, kw_only, True)
         try:
-            key = self._key(self.expr(mod, value.func))
+            key = self._key(self.names.expr(mod, value.func))
         except Unknown:
             key = None
         if key not in specifiers:
@@ -329,7 +335,7 @@ class Constructors(Names):
                     raise Unknown(f"{entry.label} defines {special} next to msgspec.Struct")
             if self.dataclass_spec(entry) is not None:
                 raise Unknown(f"{entry.label} is a dataclass and a msgspec.Struct")
-            is_struct = STRUCT in self.mro(entry)
+            is_struct = STRUCT in self.names.mro(entry)
             kwargs = {kw.arg: kw.value for kw in entry.node.keywords if kw.arg}
             kw_only = bool(literal(kwargs["kw_only"], "kw_only")) if "kw_only" in kwargs else False
             if entry.scope.nested_annotations:

@@ -6,10 +6,11 @@ what names mean and what generators write are the layers below (`names`, `ctors`
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 from vllm_shim_patch.signatures.model import KW_ONLY, POS_ONLY, POS_OR_KW, VAR_KW, VAR_POS
 from vllm_shim_patch.signatures.static.ctors import Constructors
-from vllm_shim_patch.signatures.static.names import STRUCT
+from vllm_shim_patch.signatures.static.names import STRUCT, Names
 from vllm_shim_patch.signatures.static.scope import (
     Class,
     Func,
@@ -47,11 +48,24 @@ _PLAIN_FUNC_DECORATORS = frozenset(
 )
 
 
-class Resolver(Constructors):
-    """Resolves qualified names under `root` to raw parameter lists, parsing modules on demand."""
+class Resolver:
+    """Resolves qualified names under `root` to raw parameter lists, parsing modules on demand.
+
+    One `Names` (and so one module cache) serves the resolver and its `Constructors`.
+    """
+
+    def __init__(self, root: Path, packages: tuple[str, ...] = ("vllm",)):
+        self.names = Names(root, packages)
+        self.ctors = Constructors(self.names)
+
+    def has_package(self, name: str) -> bool:
+        return self.names.has_package(name)
+
+    def parsed_modules(self) -> list[str]:
+        return self.names.parsed_modules()
 
     def signature(self, qualname: str) -> tuple[list[RawParam], str]:
-        obj = self.lookup(qualname)
+        obj = self.names.lookup(qualname)
         if isinstance(obj, Func):
             params = self._func_params(obj, bound=False, method=isinstance(obj, Method))
             return params, f"{obj.module.path}:{obj.node.lineno}"
@@ -66,7 +80,7 @@ class Resolver(Constructors):
         how = "function"
         for dec in func.node.decorator_list:
             try:
-                qual = self.qual(func.module, dec.func if isinstance(dec, ast.Call) else dec)
+                qual = self.names.qual(func.module, dec.func if isinstance(dec, ast.Call) else dec)
             except Unknown as exc:
                 raise Unknown(f"decorator @{ast.unparse(dec)} on {func.node.name}: {exc}") from None
             if qual not in _PLAIN_FUNC_DECORATORS:
@@ -88,22 +102,22 @@ class Resolver(Constructors):
     # -- classes -----------------------------------------------------------------------------
 
     def _class_signature(self, cls: Class) -> tuple[list[RawParam], str]:
-        mro = self.mro(cls)
+        mro = self.names.mro(cls)
         if STRUCT in mro:
-            return self.struct_params(cls, mro), cls.origin
+            return self.ctors.struct_params(cls, mro), cls.origin
         init: tuple[list[RawParam], str] | None = None
         new: tuple[list[RawParam], str] | None = None
         for entry in mro:
             if isinstance(entry, str):
                 continue
-            spec = self.dataclass_spec(entry)
+            spec = self.ctors.dataclass_spec(entry)
             own_init = entry.scope.bindings.get("__init__")
             if init is None and spec is not None and spec.backend == "pydantic" and own_init:
                 # pydantic replaces any __init__ of the class with its validating one.
                 raise Unknown(f"pydantic dataclass {entry.label} defines __init__")
             if init is None:
                 if spec is not None and (spec.init or spec.backend == "pydantic") and not own_init:
-                    init = self.dataclass_params(entry, spec), entry.origin
+                    init = self.ctors.dataclass_params(entry, spec), entry.origin
                 elif own_init or "__init__" in entry.scope.overloads:
                     init = self._special(entry, "__init__")
             if new is None and (
@@ -119,7 +133,7 @@ class Resolver(Constructors):
         return init or new or ([], cls.origin)
 
     def _special(self, cls: Class, name: str) -> tuple[list[RawParam], str]:
-        obj = self.class_attr(cls, name)
+        obj = self.names.class_attr(cls, name)
         if not isinstance(obj, Func):
             raise Unknown(f"{cls.label}.{name} is not a def")
         return self._func_params(obj, bound=True), f"{obj.module.path}:{obj.node.lineno}"
