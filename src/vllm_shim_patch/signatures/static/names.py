@@ -298,9 +298,7 @@ class Names:
             raise Unknown(f"base {ast.unparse(expr)} of {cls.label}: {exc}") from None
         if isinstance(obj, Class):
             return obj
-        if isinstance(obj, Ext) and (
-            obj.qualname in _TRANSPARENT_BASES or obj.qualname == STRUCT
-        ):
+        if isinstance(obj, Ext) and (obj.qualname in _TRANSPARENT_BASES or obj.qualname == STRUCT):
             return obj.qualname
         what = obj.qualname if isinstance(obj, Ext) else type(obj).__name__.lower()
         raise Unknown(
