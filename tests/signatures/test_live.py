@@ -17,6 +17,11 @@ from vllm_shim_patch.signatures import LiveSignatures, Signature, StaticSignatur
 from vllm_shim_patch.signatures import live as livemod
 
 
+@pytest.fixture(scope="module")
+def static() -> StaticSignatures:
+    return StaticSignatures(TREE)
+
+
 def _importable(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 

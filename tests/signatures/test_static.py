@@ -12,6 +12,11 @@ from vllm_shim_patch.errors import SignatureError
 from vllm_shim_patch.signatures import Param, Signature, StaticSignatures
 
 
+@pytest.fixture(scope="module")
+def static() -> StaticSignatures:
+    return StaticSignatures(TREE)
+
+
 @pytest.mark.parametrize(("qualname", "expected"), RESOLVED, ids=[q for q, _ in RESOLVED])
 def test_static_resolves(static: StaticSignatures, qualname: str, expected: str) -> None:
     sig = static.get(qualname)
