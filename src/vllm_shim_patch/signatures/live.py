@@ -1,8 +1,8 @@
 """Signatures as the target interpreter sees them, asked in a subprocess.
 
-The tool may run in another environment than vLLM (and must not import vLLM itself), so the probe
-in `_remote/signature_probe.py` runs in the target's interpreter and answers in JSON; one
-subprocess per batch, since importing vLLM takes seconds.
+The tool runs in its own environment, not vLLM's, so the probe in `_remote/signature_probe.py`
+runs in the target's interpreter and answers in JSON; one subprocess per batch, since importing
+vLLM takes seconds.
 """
 
 from __future__ import annotations
