@@ -96,7 +96,7 @@ class Context:
     @cached_property
     def guard(self) -> tuple[dict[str, Any] | None, SignatureKind | None]:
         """The installed vLLM's signatures of every rule callee (None: unguarded), and their kind."""
-        from ..guard import guard_source
+        from ..signatures.select import guard_source
 
         if self.settings.no_guard:
             return None, None
@@ -108,7 +108,7 @@ class Context:
 
     def bindings(self, callees: set[str]) -> tuple[dict[str, Any], SignatureKind | None, str]:
         """Signatures to bind calls against (live unless --static or --vllm-source)."""
-        from ..guard import binding_signatures
+        from ..signatures.select import binding_signatures
 
         return binding_signatures(self.target, callees, vllm_source=self.settings.vllm_source,
                                   static=self.settings.static)

@@ -1,46 +1,26 @@
-"""Read callable signatures from vLLM's source with `ast`; nothing is imported.
-
-The resolver follows Python's own rules as far as they can be read off the source (imports,
-re-exports, the MRO, dataclass-like code generation) and raises `Unknown` with a reason at the
-first point where the runtime could differ from what the source says. Callers turn `Unknown`
-into "no signature": a wrong guess here would make a guard drop an argument vLLM still needs.
-
-This module is the entry point; the rules live in layers below it: `_static_scope` (what a body
-binds), `_static_names` (imports, re-exports, attributes, the MRO) and `_static_ctors` (generated
-constructors). `Resolver` adds functions and the choice between `__init__`, `__new__` and a
-generated constructor.
-"""
+"""From a qualified name to the parameters a call binds to: functions as written (unless a
+decorator may change them), and for a class the constructor Python would really run, chosen
+between `__init__`, `__new__` and a generated one. This is the one place that makes that choice;
+what names mean and what generators write are the layers below (`names`, `ctors`)."""
 
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
-from vllm_shim_patch._static_ctors import _Ctors
-from vllm_shim_patch._static_names import _STRUCT
-from vllm_shim_patch._static_scope import (
-    KW_ONLY,
-    POS_ONLY,
-    POS_OR_KW,
-    VAR_KW,
-    VAR_POS,
+from vllm_shim_patch.signatures.model import KW_ONLY, POS_ONLY, POS_OR_KW, VAR_KW, VAR_POS
+from vllm_shim_patch.signatures.static.ctors import Constructors
+from vllm_shim_patch.signatures.static.names import STRUCT, Names
+from vllm_shim_patch.signatures.static.scope import (
+    Class,
+    Func,
+    Method,
+    Module,
     RawParam,
     Unknown,
-    _Class,
-    _Func,
-    _Method,
-    _Module,
 )
 
-__all__ = [
-    "KW_ONLY",
-    "POS_ONLY",
-    "POS_OR_KW",
-    "VAR_KW",
-    "VAR_POS",
-    "RawParam",
-    "Resolver",
-    "Unknown",
-]
+__all__ = ["Resolver"]
 
 # Decorators on a def that leave the call signature as written.
 _PLAIN_FUNC_DECORATORS = frozenset(
@@ -68,26 +48,39 @@ _PLAIN_FUNC_DECORATORS = frozenset(
 )
 
 
-class Resolver(_Ctors):
-    """Resolves qualified names under `root` to raw parameter lists, parsing modules on demand."""
+class Resolver:
+    """Resolves qualified names under `root` to raw parameter lists, parsing modules on demand.
+
+    One `Names` (and so one module cache) serves the resolver and its `Constructors`.
+    """
+
+    def __init__(self, root: Path, packages: tuple[str, ...] = ("vllm",)):
+        self.names = Names(root, packages)
+        self.ctors = Constructors(self.names)
+
+    def has_package(self, name: str) -> bool:
+        return self.names.has_package(name)
+
+    def parsed_modules(self) -> list[str]:
+        return self.names.parsed_modules()
 
     def signature(self, qualname: str) -> tuple[list[RawParam], str]:
-        obj = self.lookup(qualname)
-        if isinstance(obj, _Func):
-            params = self._func_params(obj, bound=False, method=isinstance(obj, _Method))
+        obj = self.names.lookup(qualname)
+        if isinstance(obj, Func):
+            params = self._func_params(obj, bound=False, method=isinstance(obj, Method))
             return params, f"{obj.module.path}:{obj.node.lineno}"
-        if isinstance(obj, _Class):
+        if isinstance(obj, Class):
             return self._class_signature(obj)
-        if isinstance(obj, _Module):
+        if isinstance(obj, Module):
             raise Unknown(f"{qualname} is a module")
         raise Unknown(f"{qualname} resolves to {obj.qualname}, outside the parsed source")
 
-    def _func_params(self, func: _Func, bound: bool, method: bool = False) -> list[RawParam]:
+    def _func_params(self, func: Func, bound: bool, method: bool = False) -> list[RawParam]:
         """Parameters as called; `bound` drops self/cls, `method` says it was found on a class."""
         how = "function"
         for dec in func.node.decorator_list:
             try:
-                qual = self._qual(func.module, dec.func if isinstance(dec, ast.Call) else dec)
+                qual = self.names.qual(func.module, dec.func if isinstance(dec, ast.Call) else dec)
             except Unknown as exc:
                 raise Unknown(f"decorator @{ast.unparse(dec)} on {func.node.name}: {exc}") from None
             if qual not in _PLAIN_FUNC_DECORATORS:
@@ -108,23 +101,23 @@ class Resolver(_Ctors):
 
     # -- classes -----------------------------------------------------------------------------
 
-    def _class_signature(self, cls: _Class) -> tuple[list[RawParam], str]:
-        mro = self.mro(cls)
-        if _STRUCT in mro:
-            return self._struct_params(cls, mro), cls.origin
+    def _class_signature(self, cls: Class) -> tuple[list[RawParam], str]:
+        mro = self.names.mro(cls)
+        if STRUCT in mro:
+            return self.ctors.struct_params(cls, mro), cls.origin
         init: tuple[list[RawParam], str] | None = None
         new: tuple[list[RawParam], str] | None = None
         for entry in mro:
             if isinstance(entry, str):
                 continue
-            spec = self._dataclass_spec(entry)
+            spec = self.ctors.dataclass_spec(entry)
             own_init = entry.scope.bindings.get("__init__")
             if init is None and spec is not None and spec.backend == "pydantic" and own_init:
                 # pydantic replaces any __init__ of the class with its validating one.
                 raise Unknown(f"pydantic dataclass {entry.label} defines __init__")
             if init is None:
                 if spec is not None and (spec.init or spec.backend == "pydantic") and not own_init:
-                    init = self._dataclass_params(entry, spec), entry.origin
+                    init = self.ctors.dataclass_params(entry, spec), entry.origin
                 elif own_init or "__init__" in entry.scope.overloads:
                     init = self._special(entry, "__init__")
             if new is None and (
@@ -139,9 +132,9 @@ class Resolver(_Ctors):
             raise Unknown(f"both __new__ and __init__ of {cls.label} take parameters")
         return init or new or ([], cls.origin)
 
-    def _special(self, cls: _Class, name: str) -> tuple[list[RawParam], str]:
-        obj = self._class_attr(cls, name)
-        if not isinstance(obj, _Func):
+    def _special(self, cls: Class, name: str) -> tuple[list[RawParam], str]:
+        obj = self.names.class_attr(cls, name)
+        if not isinstance(obj, Func):
             raise Unknown(f"{cls.label}.{name} is not a def")
         return self._func_params(obj, bound=True), f"{obj.module.path}:{obj.node.lineno}"
 

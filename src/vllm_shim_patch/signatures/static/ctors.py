@@ -1,27 +1,29 @@
 """Generated constructors: the `__init__` that dataclasses, pydantic dataclasses, PEP 681
-`dataclass_transform` decorators and `msgspec.Struct` write from a class's fields."""
+`dataclass_transform` decorators and `msgspec.Struct` write from a class's fields. Most vLLM
+configs and `SamplingParams` have no `__init__` in their source, so their signature has to be
+rebuilt from the fields by the rules each generator follows."""
 
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
 
-from vllm_shim_patch._static_names import _STRUCT, _Names
-from vllm_shim_patch._static_scope import (
-    KW_ONLY,
-    POS_OR_KW,
-    VAR_KW,
+from vllm_shim_patch.signatures.model import KW_ONLY, POS_OR_KW, VAR_KW
+from vllm_shim_patch.signatures.static.names import STRUCT, Names
+from vllm_shim_patch.signatures.static.scope import (
+    Class,
+    Ext,
+    Func,
+    Module,
+    Mro,
+    Obj,
     RawParam,
     Unknown,
-    _Class,
-    _dotted,
-    _Ext,
-    _Func,
-    _literal,
-    _Module,
-    _Mro,
-    _Obj,
+    dotted,
+    literal,
 )
+
+__all__ = ["Constructors", "Spec"]
 
 # Class decorators that return the class they were given.
 _PLAIN_CLASS_DECORATORS = frozenset(
@@ -52,7 +54,7 @@ _MSGSPEC_FIELD = "msgspec.field"
 
 
 @dataclass(frozen=True)
-class _Spec:
+class Spec:
     """How a dataclass-like class gets its __init__."""
 
     backend: str  # "stdlib" | "pydantic" | "transform"
@@ -69,27 +71,33 @@ class _Field:
     init: bool
 
 
-class _Ctors(_Names):
-    """Reads the `__init__` a dataclass-like decorator or `msgspec.Struct` generates."""
+class Constructors:
+    """Reads the `__init__` a dataclass-like decorator or `msgspec.Struct` generates.
 
-    def _decorator_target(self, cls: _Class, dec: ast.expr) -> _Obj:
+    Holds the `Names` it resolves decorators, annotations and bases with (and shares its caches).
+    """
+
+    def __init__(self, names: Names):
+        self.names = names
+
+    def _decorator_target(self, cls: Class, dec: ast.expr) -> Obj:
         try:
-            return self.expr(cls.module, dec.func if isinstance(dec, ast.Call) else dec)
+            return self.names.expr(cls.module, dec.func if isinstance(dec, ast.Call) else dec)
         except Unknown as exc:
             raise Unknown(f"class decorator @{ast.unparse(dec)} on {cls.label}: {exc}") from None
 
-    def _dataclass_spec(self, cls: _Class) -> _Spec | None:
+    def dataclass_spec(self, cls: Class) -> Spec | None:
         """How the class decorators generate __init__, None if they do not."""
         specs = []
         for dec in cls.node.decorator_list:
             obj = self._decorator_target(cls, dec)
-            qual = obj.qualname if isinstance(obj, _Ext) else None
+            qual = obj.qualname if isinstance(obj, Ext) else None
             if qual in _PLAIN_CLASS_DECORATORS:
                 continue
             kwargs = _call_kwargs(dec, f"@{ast.unparse(dec)}")
             if qual == _STDLIB_DATACLASS:
                 specs.append(
-                    _Spec(
+                    Spec(
                         "stdlib",
                         _flag(kwargs, "init", True),
                         _flag(kwargs, "kw_only", False),
@@ -99,13 +107,13 @@ class _Ctors(_Names):
                 )
             elif qual == _PYDANTIC_DATACLASS:
                 specs.append(self._pydantic_spec(kwargs, "ignore", frozenset(), cls))
-            elif isinstance(obj, _Func) and (transform := self._transform(obj)) is not None:
+            elif isinstance(obj, Func) and (transform := self._transform(obj)) is not None:
                 kw_default, fields, backend, extra = transform
                 if backend == "pydantic":
                     specs.append(self._pydantic_spec(kwargs, extra, fields, cls, kw_default))
                 else:
                     specs.append(
-                        _Spec(
+                        Spec(
                             backend,
                             _flag(kwargs, "init", True),
                             _flag(kwargs, "kw_only", kw_default),
@@ -126,13 +134,13 @@ class _Ctors(_Names):
         kwargs: dict[str, ast.expr],
         extra: str,
         fields: frozenset[str],
-        cls: _Class,
+        cls: Class,
         kw_default: bool = False,
-    ) -> _Spec:
+    ) -> Spec:
         config = kwargs.get("config")
         if config is not None:
             extra = self._config_extra(cls.module, config, extra) or extra
-        return _Spec(
+        return Spec(
             "pydantic",
             True,
             _flag(kwargs, "kw_only", kw_default),
@@ -140,10 +148,10 @@ class _Ctors(_Names):
             fields | {_STDLIB_FIELD} | _PYDANTIC_FIELD,
         )
 
-    def _config_extra(self, mod: _Module, config: ast.expr, default: str | None) -> str | None:
+    def _config_extra(self, mod: Module, config: ast.expr, default: str | None) -> str | None:
         """The `extra` setting a pydantic config literal gives (ConfigDict(...) or {...})."""
         items: dict[str, ast.expr]
-        if isinstance(config, ast.Call) and self._qual(mod, config.func) in _CONFIG_DICT:
+        if isinstance(config, ast.Call) and self.names.qual(mod, config.func) in _CONFIG_DICT:
             items = _call_kwargs(config, ast.unparse(config))
         elif isinstance(config, ast.Dict) and all(isinstance(k, ast.Constant) for k in config.keys):
             keys = [k.value for k in config.keys]  # type: ignore[union-attr]
@@ -152,16 +160,16 @@ class _Ctors(_Names):
             raise Unknown(f"pydantic config {ast.unparse(config)} is not a literal")
         if "extra" not in items:
             return default
-        value = _literal(items["extra"], "pydantic extra")
+        value = literal(items["extra"], "pydantic extra")
         if value not in ("forbid", "ignore", "allow"):
             raise Unknown(f"pydantic extra={value!r} is not understood")
         return str(value)
 
-    def _transform(self, func: _Func) -> tuple[bool, frozenset[str], str, str] | None:
+    def _transform(self, func: Func) -> tuple[bool, frozenset[str], str, str] | None:
         """For a PEP 681 decorator: (kw_only_default, field specifiers, backend, pydantic extra)."""
         for dec in func.node.decorator_list:
             if (
-                self._qual(func.module, dec.func if isinstance(dec, ast.Call) else dec)
+                self.names.qual(func.module, dec.func if isinstance(dec, ast.Call) else dec)
                 in _DATACLASS_TRANSFORM
             ):
                 break
@@ -175,14 +183,14 @@ class _Ctors(_Names):
             if not isinstance(spec_expr, (ast.Tuple, ast.List)):
                 raise Unknown("field_specifiers is not a literal tuple")
             for elt in spec_expr.elts:
-                fields.add(self._key(self.expr(func.module, elt)))
+                fields.add(self._key(self.names.expr(func.module, elt)))
         # What the decorator body really calls decides the runtime behaviour (vLLM's @config
         # wraps pydantic.dataclasses.dataclass with extra="forbid").
         backends, extras = set(), set()
         for node in ast.walk(func.node):
-            if isinstance(node, ast.Call) and _dotted(node.func) is not None:
+            if isinstance(node, ast.Call) and dotted(node.func) is not None:
                 try:
-                    qual = self._qual(func.module, node.func)
+                    qual = self.names.qual(func.module, node.func)
                 except Unknown:
                     continue
                 if qual == _PYDANTIC_DATACLASS:
@@ -198,20 +206,20 @@ class _Ctors(_Names):
             raise Unknown(f"{func.node.name} sets more than one pydantic extra policy")
         return kw_default, frozenset(fields), backend, extras.pop() if extras else "ignore"
 
-    def _key(self, obj: _Obj) -> str:
-        if isinstance(obj, _Ext):
+    def _key(self, obj: Obj) -> str:
+        if isinstance(obj, Ext):
             return obj.qualname
-        if isinstance(obj, (_Func, _Class)):
+        if isinstance(obj, (Func, Class)):
             return f"{obj.module.name}.{obj.node.name}"
         raise Unknown("field specifier is a module")
 
-    def _fields(self, cls: _Class, spec: _Spec) -> dict[str, _Field]:
+    def _fields(self, cls: Class, spec: Spec) -> dict[str, _Field]:
         if cls.scope.nested_annotations:
             raise Unknown(f"{cls.label} annotates names inside if/try/with blocks")
         fields: dict[str, _Field] = {}
-        for base in reversed(self.mro(cls)[1:]):
-            if isinstance(base, _Class):
-                base_spec = self._dataclass_spec(base)
+        for base in reversed(self.names.mro(cls)[1:]):
+            if isinstance(base, Class):
+                base_spec = self.dataclass_spec(base)
                 if base_spec is not None:
                     fields.update(self._fields(base, base_spec))
         kw_only = spec.kw_only
@@ -234,24 +242,24 @@ class _Ctors(_Names):
             )
         return fields
 
-    def _annotated_field(self, mod: _Module, ann: ast.expr) -> bool:
+    def _annotated_field(self, mod: Module, ann: ast.expr) -> bool:
         if not isinstance(ann, ast.Subscript) or not isinstance(ann.slice, ast.Tuple):
             return False
         try:
-            if self._qual(mod, ann.value) not in _ANNOTATED:
+            if self.names.qual(mod, ann.value) not in _ANNOTATED:
                 return False
         except Unknown:
             return False
         for meta in ann.slice.elts[1:]:
-            if isinstance(meta, ast.Call) and _dotted(meta.func) is not None:
+            if isinstance(meta, ast.Call) and dotted(meta.func) is not None:
                 try:
-                    if self._qual(mod, meta.func) in _PYDANTIC_FIELD:
+                    if self.names.qual(mod, meta.func) in _PYDANTIC_FIELD:
                         return True
                 except Unknown:
                     return True  # cannot rule it out
         return False
 
-    def _dataclass_params(self, cls: _Class, spec: _Spec) -> list[RawParam]:
+    def dataclass_params(self, cls: Class, spec: Spec) -> list[RawParam]:
         fields = self._fields(cls, spec)
         params = _order_fields(fields, cls.label)
         if spec.extra == "allow":
@@ -261,18 +269,18 @@ class _Ctors(_Names):
             params.append(("ignored_extra", VAR_KW, False))
         return params
 
-    def _annotation_kind(self, mod: _Module, ann: ast.expr) -> str:
+    def _annotation_kind(self, mod: Module, ann: ast.expr) -> str:
         if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
             try:
                 ann = ast.parse(ann.value, mode="eval").body
             except SyntaxError:
                 return "field"
         head = ann.value if isinstance(ann, ast.Subscript) else ann
-        name = _dotted(head)
+        name = dotted(head)
         if name is None:
             return "field"
         try:
-            qual = self._qual(mod, head)
+            qual = self.names.qual(mod, head)
         except Unknown:
             if name.rpartition(".")[2] in ("ClassVar", "KW_ONLY"):
                 raise Unknown(
@@ -286,14 +294,14 @@ class _Ctors(_Names):
         return "field"
 
     def _field(
-        self, mod: _Module, value: ast.expr | None, kw_only: bool, specifiers: frozenset[str]
+        self, mod: Module, value: ast.expr | None, kw_only: bool, specifiers: frozenset[str]
     ) -> _Field:
         if value is None:
             return _Field(False, kw_only, True)
-        if not isinstance(value, ast.Call) or _dotted(value.func) is None:
+        if not isinstance(value, ast.Call) or dotted(value.func) is None:
             return _Field(True, kw_only, True)
         try:
-            key = self._key(self.expr(mod, value.func))
+            key = self._key(self.names.expr(mod, value.func))
         except Unknown:
             key = None
         if key not in specifiers:
@@ -316,7 +324,7 @@ class _Ctors(_Names):
             has_default = True
         return _Field(has_default, _flag(kwargs, "kw_only", kw_only), _flag(kwargs, "init", True))
 
-    def _struct_params(self, cls: _Class, mro: _Mro) -> list[RawParam]:
+    def struct_params(self, cls: Class, mro: Mro) -> list[RawParam]:
         """msgspec.Struct: the fields of the Struct classes in the MRO (no own __init__/__new__)."""
         fields: dict[str, _Field] = {}
         for entry in reversed(mro):
@@ -325,11 +333,11 @@ class _Ctors(_Names):
             for special in ("__init__", "__new__"):
                 if special in entry.scope.bindings:
                     raise Unknown(f"{entry.label} defines {special} next to msgspec.Struct")
-            if self._dataclass_spec(entry) is not None:
+            if self.dataclass_spec(entry) is not None:
                 raise Unknown(f"{entry.label} is a dataclass and a msgspec.Struct")
-            is_struct = _STRUCT in self.mro(entry)
+            is_struct = STRUCT in self.names.mro(entry)
             kwargs = {kw.arg: kw.value for kw in entry.node.keywords if kw.arg}
-            kw_only = bool(_literal(kwargs["kw_only"], "kw_only")) if "kw_only" in kwargs else False
+            kw_only = bool(literal(kwargs["kw_only"], "kw_only")) if "kw_only" in kwargs else False
             if entry.scope.nested_annotations:
                 raise Unknown(f"{entry.label} annotates names inside if/try/with blocks")
             for stmt in entry.node.body:
@@ -374,7 +382,7 @@ def _call_kwargs(node: ast.expr, what: str) -> dict[str, ast.expr]:
 def _flag(kwargs: dict[str, ast.expr], name: str, default: bool) -> bool:
     if name not in kwargs:
         return default
-    value = _literal(kwargs[name], name)
+    value = literal(kwargs[name], name)
     if not isinstance(value, bool):
         raise Unknown(f"{name}={value!r} is not a bool literal")
     return value

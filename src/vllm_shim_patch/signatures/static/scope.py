@@ -1,20 +1,30 @@
-"""The vocabulary of the static reader: parameter kinds, `Unknown`, the parsed-object model,
-and the names a module or class body binds, read off the AST without executing it."""
+"""The vocabulary every layer of the static reader shares, kept at the bottom so the layers
+above depend on it and never on each other's internals: `Unknown`, the records for parsed
+modules, classes and functions, and the names a module or class body binds, read off the AST
+without executing it (a body's bindings must be known before any name in it can be resolved)."""
 
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
 
-RawParam = tuple[str, str, bool]  # (name, inspect kind name in lower case, required)
+__all__ = [
+    "Binding",
+    "Class",
+    "Ext",
+    "Func",
+    "Method",
+    "Module",
+    "Mro",
+    "Obj",
+    "RawParam",
+    "Scope",
+    "Unknown",
+    "dotted",
+    "literal",
+]
 
-POS_ONLY, POS_OR_KW, VAR_POS, KW_ONLY, VAR_KW = (
-    "positional_only",
-    "positional_or_keyword",
-    "var_positional",
-    "keyword_only",
-    "var_keyword",
-)
+RawParam = tuple[str, str, bool]  # (name, one of model.PARAM_KINDS, required)
 
 
 class Unknown(Exception):
@@ -26,31 +36,31 @@ _OVERLOAD_SPELLINGS = ("overload", "typing.overload", "typing_extensions.overloa
 
 
 @dataclass(eq=False)
-class _Module:
+class Module:
     name: str
     path: str  # relative to the root, e.g. "vllm/config/__init__.py"
     is_package: bool
-    scope: _Scope
+    scope: Scope
 
 
 @dataclass(frozen=True)
-class _Ext:
+class Ext:
     """Something outside the parsed packages, known only by its qualified name."""
 
     qualname: str
 
 
 @dataclass(eq=False)
-class _Func:
-    module: _Module
+class Func:
+    module: Module
     node: ast.FunctionDef | ast.AsyncFunctionDef
 
 
 @dataclass(eq=False)
-class _Class:
-    module: _Module
+class Class:
+    module: Module
     node: ast.ClassDef
-    scope: _Scope
+    scope: Scope
 
     @property
     def label(self) -> str:
@@ -62,16 +72,16 @@ class _Class:
 
 
 @dataclass(eq=False)
-class _Method(_Func):
+class Method(Func):
     """A def found as a class attribute (keeps self unless it is a classmethod)."""
 
 
-_Obj = _Module | _Ext | _Func | _Class
-_Mro = list[_Class | str]  # str: the qualname of a known external base
+Obj = Module | Ext | Func | Class
+Mro = list[Class | str]  # str: the qualname of a known external base
 
 
 @dataclass(frozen=True)
-class _Binding:
+class Binding:
     kind: str  # "import" | "from" | "def" | "assign" | "other"
     node: ast.AST
     stmt: ast.AST | None = None
@@ -79,16 +89,16 @@ class _Binding:
 
 
 @dataclass(eq=False)
-class _Scope:
+class Scope:
     """The names a module or class body binds, read without executing it."""
 
-    bindings: dict[str, list[_Binding]]
+    bindings: dict[str, list[Binding]]
     overloads: set[str]
     star_imports: list[ast.ImportFrom]
     nested_annotations: bool  # an annotated name inside if/try/with/for: fields are not static
 
     @classmethod
-    def read(cls, body: list[ast.stmt]) -> _Scope:
+    def read(cls, body: list[ast.stmt]) -> Scope:
         scope = cls({}, set(), [], False)
         scope._walk(body, nested=False)
         return scope
@@ -96,12 +106,12 @@ class _Scope:
     def _add(
         self, name: str, kind: str, node: ast.AST, line: int, stmt: ast.AST | None = None
     ) -> None:
-        self.bindings.setdefault(name, []).append(_Binding(kind, node, stmt, line))
+        self.bindings.setdefault(name, []).append(Binding(kind, node, stmt, line))
 
     def _walk(self, body: list[ast.stmt], nested: bool) -> None:
         for stmt in body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if any(_dotted(d) in _OVERLOAD_SPELLINGS for d in stmt.decorator_list):
+                if any(dotted(d) in _OVERLOAD_SPELLINGS for d in stmt.decorator_list):
                     self.overloads.add(stmt.name)
                 else:
                     self._add(stmt.name, "def", stmt, stmt.lineno)
@@ -175,14 +185,14 @@ def _target_names(target: ast.expr) -> list[str]:
 
 
 def _is_type_checking(test: ast.expr) -> bool:
-    return _dotted(test) in (
+    return dotted(test) in (
         "TYPE_CHECKING",
         "typing.TYPE_CHECKING",
         "typing_extensions.TYPE_CHECKING",
     )
 
 
-def _dotted(expr: ast.AST) -> str | None:
+def dotted(expr: ast.AST) -> str | None:
     """`a.b.c` for a Name/Attribute chain (the decorator's function for a call), else None."""
     if isinstance(expr, ast.Call):
         expr = expr.func
@@ -196,7 +206,7 @@ def _dotted(expr: ast.AST) -> str | None:
     return ".".join(reversed(parts))
 
 
-def _literal(expr: ast.AST | None, what: str) -> object:
+def literal(expr: ast.AST | None, what: str) -> object:
     if expr is None:
         return None
     try:

@@ -10,16 +10,16 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import SignatureError
-from .settings import SignatureKind
+from ..errors import SignatureError
+from ..settings import SignatureKind
 
 if TYPE_CHECKING:
-    from .target import Target
+    from ..target import Target
 
 
 def guard_source(target: Target, vllm_source: str | None) -> Any:
     """The static source that guards rules, or None when no vLLM source is known (unguarded)."""
-    from .signatures import StaticSignatures
+    from . import StaticSignatures
 
     if vllm_source:
         return StaticSignatures(Path(vllm_source).expanduser())
@@ -34,7 +34,7 @@ def binding_signatures(target: Target, callees: set[str], *, vllm_source: str | 
 
     Live by default; static with `static` or a `vllm_source`, or when vLLM does not import.
     """
-    from .signatures import LiveSignatures
+    from . import LiveSignatures
 
     note = ""
     if not static and not vllm_source and target.vllm_location is not None:

@@ -1,6 +1,7 @@
-"""Name resolution over parsed source: locating and caching modules (a directory or a wheel),
-imports, re-exports and star imports, scope bindings, attribute chains, and class attributes
-along the MRO."""
+"""Name resolution over parsed source, the way the import system and attribute lookup would do
+it at run time: locating and caching modules (a directory or a wheel), imports, re-exports and
+star imports, scope bindings, attribute chains, and class attributes along the MRO. Every other
+layer asks here what a name means, so modules are parsed lazily and each one once."""
 
 from __future__ import annotations
 
@@ -9,19 +10,21 @@ import builtins
 import zipfile
 from pathlib import Path
 
-from vllm_shim_patch._static_scope import (
+from vllm_shim_patch.signatures.static.scope import (
+    Binding,
+    Class,
+    Ext,
+    Func,
+    Method,
+    Module,
+    Mro,
+    Obj,
+    Scope,
     Unknown,
-    _Binding,
-    _Class,
-    _Ext,
-    _Func,
-    _literal,
-    _Method,
-    _Module,
-    _Mro,
-    _Obj,
-    _Scope,
+    literal,
 )
+
+__all__ = ["STRUCT", "Names"]
 
 # External bases whose constructor is object's: they add no __init__ or __new__.
 _TRANSPARENT_BASES = frozenset(
@@ -32,11 +35,12 @@ _TRANSPARENT_BASES = frozenset(
         "typing_extensions.Generic",
     }
 )
-_STRUCT = "msgspec.Struct"
+# msgspec writes the constructor of a Struct subclass from its fields (see ctors.py).
+STRUCT = "msgspec.Struct"
 _PLAIN_METACLASSES = frozenset({"abc.ABCMeta", "builtins.type"})
 
 
-class _Names:
+class Names:
     """Resolves qualified names and expressions under `root`, parsing modules on demand."""
 
     def __init__(self, root: Path, packages: tuple[str, ...] = ("vllm",)):
@@ -51,9 +55,9 @@ class _Names:
             for name in self._zip_names:
                 parts = name.split("/")[:-1]
                 self._zip_dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
-        self._modules: dict[str, _Module | None] = {}
-        self._classes: dict[int, _Class] = {}
-        self._mros: dict[int, _Mro] = {}
+        self._modules: dict[str, Module | None] = {}
+        self._classes: dict[int, Class] = {}
+        self._mros: dict[int, Mro] = {}
         self._active: set[tuple[int, str]] = set()
         self._active_mro: set[int] = set()
 
@@ -76,7 +80,7 @@ class _Names:
             return rel in self._zip_dirs
         return (self.root / rel).is_dir()
 
-    def module(self, name: str) -> _Module | None:
+    def module(self, name: str) -> Module | None:
         if name in self._modules:
             return self._modules[name]
         found = None
@@ -90,17 +94,17 @@ class _Names:
                         tree = ast.parse(source, filename=path)
                     except (SyntaxError, ValueError) as exc:
                         raise Unknown(f"cannot parse {path}: {exc}") from None
-                    found = _Module(name, path, is_package, _Scope.read(tree.body))
+                    found = Module(name, path, is_package, Scope.read(tree.body))
                     break
             else:
                 if self._is_dir(rel):  # a namespace package: only submodules live in it
-                    found = _Module(name, rel + "/", True, _Scope.read([]))
+                    found = Module(name, rel + "/", True, Scope.read([]))
         self._modules[name] = found
         return found
 
     # -- names -------------------------------------------------------------------------------
 
-    def lookup(self, qualname: str) -> _Obj:
+    def lookup(self, qualname: str) -> Obj:
         """The object `qualname` names: the longest module prefix, then attributes."""
         parts = qualname.split(".")
         for i in range(len(parts), 0, -1):
@@ -109,29 +113,29 @@ class _Names:
                 break
         else:
             raise Unknown(f"no module of {qualname!r} under {self.root}")
-        obj: _Obj = mod
+        obj: Obj = mod
         for attr in parts[i:]:
             obj = self._getattr(obj, attr)
         return obj
 
-    def _module_obj(self, name: str) -> _Module | _Ext:
+    def _module_obj(self, name: str) -> Module | Ext:
         if name.split(".")[0] not in self.packages:
-            return _Ext(name)
+            return Ext(name)
         mod = self.module(name)
         if mod is None:
             raise Unknown(f"no source for module {name} (compiled or missing)")
         return mod
 
-    def _getattr(self, obj: _Obj, attr: str) -> _Obj:
-        if isinstance(obj, _Ext):
-            return _Ext(f"{obj.qualname}.{attr}")
-        if isinstance(obj, _Module):
+    def _getattr(self, obj: Obj, attr: str) -> Obj:
+        if isinstance(obj, Ext):
+            return Ext(f"{obj.qualname}.{attr}")
+        if isinstance(obj, Module):
             return self._module_attr(obj, attr)
-        if isinstance(obj, _Class):
-            return self._class_attr(obj, attr)
+        if isinstance(obj, Class):
+            return self.class_attr(obj, attr)
         raise Unknown(f"cannot look up {attr!r} on a function")
 
-    def _module_attr(self, mod: _Module, name: str) -> _Obj:
+    def _module_attr(self, mod: Module, name: str) -> Obj:
         found = self._scope_name(mod, mod.scope, name)
         if found is not None:
             return found
@@ -142,7 +146,7 @@ class _Names:
             raise Unknown(f"{mod.name}.{name} comes from the module __getattr__ in {mod.path}")
         raise Unknown(f"{mod.path} does not define {name!r}")
 
-    def _scope_name(self, mod: _Module, scope: _Scope, name: str) -> _Obj | None:
+    def _scope_name(self, mod: Module, scope: Scope, name: str) -> Obj | None:
         key = (id(scope), name)
         if key in self._active:
             raise Unknown(f"{name!r} in {mod.path} refers back to itself (import or alias cycle)")
@@ -152,7 +156,7 @@ class _Names:
         finally:
             self._active.discard(key)
 
-    def _scope_name_inner(self, mod: _Module, scope: _Scope, name: str) -> _Obj | None:
+    def _scope_name_inner(self, mod: Module, scope: Scope, name: str) -> Obj | None:
         bindings = scope.bindings.get(name)
         # A star import after the last explicit binding may rebind the name at run time.
         last = max((b.line for b in bindings), default=0) if bindings else 0
@@ -188,22 +192,22 @@ class _Names:
             return found_all[0]
         raise Unknown(f"{name!r} is bound {len(bindings)} times in {mod.path}")
 
-    def _star_import(self, mod: _Module, star: ast.ImportFrom, name: str) -> _Obj | None:
+    def _star_import(self, mod: Module, star: ast.ImportFrom, name: str) -> Obj | None:
         """What `from base import *` binds to `name`, None if it does not bind it."""
         base = self._absolute(mod, star)
         target = self._module_obj(base)
-        if isinstance(target, _Ext):
+        if isinstance(target, Ext):
             raise Unknown(f"{name!r} may come from 'from {base} import *' in {mod.path}")
         exports = target.scope.bindings.get("__all__")
         if not exports:
             return self._scope_name(target, target.scope, name)
         if len(exports) > 1 or exports[0].kind != "assign":
             raise Unknown(f"__all__ of {target.path} is not a plain list")
-        if name in _literal(exports[0].node, f"__all__ of {target.path}"):  # type: ignore[operator]
+        if name in literal(exports[0].node, f"__all__ of {target.path}"):  # type: ignore[operator]
             return self._module_attr(target, name)
         return None
 
-    def _binding(self, mod: _Module, binding: _Binding, name: str) -> _Obj:
+    def _binding(self, mod: Module, binding: Binding, name: str) -> Obj:
         node = binding.node
         if binding.kind == "import":
             assert isinstance(node, ast.alias)
@@ -212,14 +216,14 @@ class _Names:
             assert isinstance(node, ast.alias) and isinstance(binding.stmt, ast.ImportFrom)
             base = self._absolute(mod, binding.stmt)
             target = self._module_obj(base)
-            if isinstance(target, _Ext):
-                return _Ext(f"{base}.{node.name}")
+            if isinstance(target, Ext):
+                return Ext(f"{base}.{node.name}")
             return self._module_attr(target, node.name)
         if binding.kind == "def":
             if isinstance(node, ast.ClassDef):
                 return self._class(mod, node)
             assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            return _Func(mod, node)
+            return Func(mod, node)
         if binding.kind == "assign":
             assert isinstance(node, ast.expr)
             if isinstance(node, (ast.Name, ast.Attribute)):
@@ -229,7 +233,7 @@ class _Names:
             f"{name!r} in {mod.path} is bound by something other than an import, def or assignment"
         )
 
-    def _absolute(self, mod: _Module, stmt: ast.ImportFrom) -> str:
+    def _absolute(self, mod: Module, stmt: ast.ImportFrom) -> str:
         if not stmt.level:
             return stmt.module or ""
         package = mod.name if mod.is_package else mod.name.rpartition(".")[0]
@@ -239,7 +243,7 @@ class _Names:
         base = ".".join(parts[: len(parts) - (stmt.level - 1)])
         return f"{base}.{stmt.module}" if stmt.module else base
 
-    def expr(self, mod: _Module, expr: ast.expr) -> _Obj:
+    def expr(self, mod: Module, expr: ast.expr) -> Obj:
         """What a Name/Attribute chain evaluates to in the module's global scope."""
         if isinstance(expr, ast.Name):
             found = self._scope_name(mod, mod.scope, expr.id)
@@ -247,25 +251,25 @@ class _Names:
                 return found
             if "__getattr__" in mod.scope.bindings or not hasattr(builtins, expr.id):
                 raise Unknown(f"name {expr.id!r} is not defined in {mod.path}")
-            return _Ext(f"builtins.{expr.id}")
+            return Ext(f"builtins.{expr.id}")
         if isinstance(expr, ast.Attribute):
             return self._getattr(self.expr(mod, expr.value), expr.attr)
         raise Unknown(f"cannot evaluate {ast.unparse(expr)} in {mod.path} statically")
 
-    def _qual(self, mod: _Module, expr: ast.expr) -> str | None:
+    def qual(self, mod: Module, expr: ast.expr) -> str | None:
         """The external qualname `expr` names, None for one of ours; Unknown if unresolvable."""
         obj = self.expr(mod, expr)
-        return obj.qualname if isinstance(obj, _Ext) else None
+        return obj.qualname if isinstance(obj, Ext) else None
 
     # -- classes -----------------------------------------------------------------------------
 
-    def _class(self, mod: _Module, node: ast.ClassDef) -> _Class:
+    def _class(self, mod: Module, node: ast.ClassDef) -> Class:
         cls = self._classes.get(id(node))
         if cls is None:
-            cls = self._classes[id(node)] = _Class(mod, node, _Scope.read(node.body))
+            cls = self._classes[id(node)] = Class(mod, node, Scope.read(node.body))
         return cls
 
-    def _class_attr(self, cls: _Class, name: str) -> _Obj:
+    def class_attr(self, cls: Class, name: str) -> Obj:
         for entry in self.mro(cls):
             if isinstance(entry, str):
                 continue
@@ -282,28 +286,26 @@ class _Names:
             if isinstance(node, ast.ClassDef):
                 return self._class(entry.module, node)
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                return _Method(entry.module, node)
+                return Method(entry.module, node)
             raise Unknown(f"{entry.label}.{name} is not a def")
         raise Unknown(f"{cls.label} has no attribute {name!r} in the source")
 
-    def _base(self, cls: _Class, expr: ast.expr) -> _Class | str:
+    def _base(self, cls: Class, expr: ast.expr) -> Class | str:
         target = expr.value if isinstance(expr, ast.Subscript) else expr  # Generic[T], Base[T]
         try:
             obj = self.expr(cls.module, target)
         except Unknown as exc:
             raise Unknown(f"base {ast.unparse(expr)} of {cls.label}: {exc}") from None
-        if isinstance(obj, _Class):
+        if isinstance(obj, Class):
             return obj
-        if isinstance(obj, _Ext) and (
-            obj.qualname in _TRANSPARENT_BASES or obj.qualname == _STRUCT
-        ):
+        if isinstance(obj, Ext) and (obj.qualname in _TRANSPARENT_BASES or obj.qualname == STRUCT):
             return obj.qualname
-        what = obj.qualname if isinstance(obj, _Ext) else type(obj).__name__.strip("_").lower()
+        what = obj.qualname if isinstance(obj, Ext) else type(obj).__name__.lower()
         raise Unknown(
             f"base {ast.unparse(expr)} of {cls.label} is {what}, whose constructor is not known"
         )
 
-    def mro(self, cls: _Class) -> _Mro:
+    def mro(self, cls: Class) -> Mro:
         key = id(cls.node)
         if key in self._mros:
             return self._mros[key]
@@ -313,7 +315,7 @@ class _Names:
         try:
             for kw in cls.node.keywords:
                 if kw.arg == "metaclass":
-                    meta = self._qual(cls.module, kw.value)
+                    meta = self.qual(cls.module, kw.value)
                     if meta not in _PLAIN_METACLASSES:
                         raise Unknown(
                             f"metaclass {ast.unparse(kw.value)} of {cls.label} may define __call__"
@@ -323,7 +325,7 @@ class _Names:
             if any(isinstance(b, ast.Starred) for b in cls.node.bases):
                 raise Unknown(f"bases of {cls.label} are not static")
             bases = [self._base(cls, b) for b in cls.node.bases] or ["builtins.object"]
-            seqs = [self.mro(b) if isinstance(b, _Class) else _external_mro(b) for b in bases]
+            seqs = [self.mro(b) if isinstance(b, Class) else _external_mro(b) for b in bases]
             result = _c3([cls], seqs + [list(bases)], cls.label)
         finally:
             self._active_mro.discard(key)
@@ -331,10 +333,10 @@ class _Names:
         return result
 
 
-def _same(a: _Obj, b: _Obj) -> bool:
-    if isinstance(a, _Ext) and isinstance(b, _Ext):
+def _same(a: Obj, b: Obj) -> bool:
+    if isinstance(a, Ext) and isinstance(b, Ext):
         return _canonical(a.qualname) == _canonical(b.qualname)
-    if isinstance(a, (_Func, _Class)) and isinstance(b, (_Func, _Class)):
+    if isinstance(a, (Func, Class)) and isinstance(b, (Func, Class)):
         return a.node is b.node
     return a is b
 
@@ -345,11 +347,11 @@ def _canonical(qualname: str) -> str:
     return f"typing.{rest}" if head == "typing_extensions" else qualname
 
 
-def _external_mro(qualname: str) -> _Mro:
+def _external_mro(qualname: str) -> Mro:
     return [qualname] if qualname == "builtins.object" else [qualname, "builtins.object"]
 
 
-def _c3(head: _Mro, seqs: list[_Mro], label: str) -> _Mro:
+def _c3(head: Mro, seqs: list[Mro], label: str) -> Mro:
     result = list(head)
     seqs = [list(s) for s in seqs if s]
     while seqs:

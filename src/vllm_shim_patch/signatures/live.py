@@ -1,0 +1,98 @@
+"""Signatures as the target interpreter sees them, asked in a subprocess.
+
+The tool runs in its own environment, not vLLM's, so the probe in `_remote/signature_probe.py`
+runs in the target's interpreter and answers in JSON; one subprocess per batch, since importing
+vLLM takes seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+
+from vllm_shim_patch.errors import SignatureError
+from vllm_shim_patch.signatures.model import Param, Signature
+
+__all__ = ["PROBE", "LiveSignatures"]
+
+PROBE = Path(__file__).parent.parent / "_remote" / "signature_probe.py"
+
+
+class LiveSignatures:
+    """Signatures from `inspect` in the target interpreter, one subprocess per `get_many` batch."""
+
+    kind = "live"
+
+    def __init__(self, python: str, timeout: float = 120.0, env: dict[str, str] | None = None):
+        self.python = python
+        self.timeout = timeout
+        self.env = env
+        self._cache: dict[str, Signature | None] = {}
+        self._why: dict[str, str] = {}
+
+    def get(self, qualname: str) -> Signature | None:
+        return self.get_many([qualname])[qualname]
+
+    def get_many(self, qualnames: Iterable[str]) -> dict[str, Signature | None]:
+        names = list(dict.fromkeys(qualnames))
+        todo = [n for n in names if n not in self._cache]
+        if todo:
+            for name, entry in self._probe(todo).items():
+                if "params" in entry:
+                    params = tuple(
+                        Param(p["name"], p["kind"], bool(p["required"])) for p in entry["params"]
+                    )
+                    self._cache[name] = Signature(name, params, "live")
+                else:
+                    self._cache[name] = None
+                    self._why[name] = str(entry.get("error", "no answer from the probe"))
+        return {n: self._cache.get(n) for n in names}
+
+    def unknown_reason(self, qualname: str) -> str | None:
+        """The error the probe reported for `qualname` (after a get), else None."""
+        return self._why.get(qualname)
+
+    def _probe(self, names: list[str]) -> dict[str, dict]:
+        where = f"in {self.python}"
+        try:
+            proc = subprocess.run(
+                [self.python, str(PROBE)],
+                input=json.dumps(names),
+                capture_output=True,
+                text=True,
+                timeout=self.timeout,
+                env=self.env,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise SignatureError(
+                f"signature probe timed out after {self.timeout:g}s {where}"
+                " (importing vLLM took too long?)"
+            ) from None
+        except OSError as exc:
+            raise SignatureError(f"cannot run {self.python}: {exc}") from exc
+        try:
+            answer = json.loads(proc.stdout)
+        except ValueError:
+            answer = None
+        if proc.returncode != 0 or not isinstance(answer, dict):
+            tail = _tail(proc.stderr)
+            raise SignatureError(
+                f"signature probe failed {where} (exit code {proc.returncode})"
+                + (f"\n{tail}" if tail else "")
+            )
+        fatal = answer.get("fatal")
+        if fatal:
+            tb = str(fatal.get("traceback", ""))
+            last = tb.strip().splitlines()[-1] if tb.strip() else "no traceback"
+            raise SignatureError(
+                f"{fatal.get('module', 'vllm')} fails to import {where}: {last}\n{_tail(tb)}"
+            )
+        results = answer.get("results", {})
+        return {n: results.get(n, {"error": "no answer from the probe"}) for n in names}
+
+
+def _tail(text: str, lines: int = 15) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])

@@ -1,0 +1,141 @@
+"""The shape of a signature and how a call binds to it, shared by every source.
+
+Both sources, and the guard and verifier that use them, agree on these types and on the
+parameter kinds (`inspect.Parameter.kind` names in lower case, so a live answer and a static one
+compare equal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = [
+    "KW_ONLY",
+    "PARAM_KINDS",
+    "POS_ONLY",
+    "POS_OR_KW",
+    "VAR_KW",
+    "VAR_POS",
+    "BindResult",
+    "Param",
+    "Signature",
+    "SignatureSource",
+]
+
+POS_ONLY, POS_OR_KW, VAR_POS, KW_ONLY, VAR_KW = (
+    "positional_only",
+    "positional_or_keyword",
+    "var_positional",
+    "keyword_only",
+    "var_keyword",
+)
+PARAM_KINDS = (POS_ONLY, POS_OR_KW, VAR_POS, KW_ONLY, VAR_KW)
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: str  # one of PARAM_KINDS: inspect.Parameter.kind.name.lower()
+    required: bool
+
+
+@dataclass(frozen=True)
+class BindResult:
+    status: str  # "ok" | "mismatch" | "unknown"
+    reason: str  # "" when ok
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+_OK = BindResult("ok", "")
+
+
+@dataclass(frozen=True)
+class Signature:
+    qualname: str
+    params: tuple[Param, ...]  # a class: its constructor's, without self
+    origin: str  # "vllm/v1/request.py:59" (static) or "live"
+
+    def _param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+    def _has(self, kind: str) -> bool:
+        return any(p.kind == kind for p in self.params)
+
+    def accepts(self, name: str) -> bool:
+        """Whether a keyword argument of that name binds (a **kwargs takes any name)."""
+        param = self._param(name)
+        if param is not None and param.kind in (POS_OR_KW, KW_ONLY):
+            return True
+        return self._has(VAR_KW)
+
+    def requires(self, name: str) -> bool:
+        """Whether that parameter exists and has no default."""
+        param = self._param(name)
+        return param is not None and param.required
+
+    def bind(
+        self,
+        n_positional: int,
+        keywords: Sequence[str],
+        star_args: bool = False,
+        star_kwargs: bool = False,
+    ) -> BindResult:
+        """Check a call (`n_positional` positionals, these keyword names) against the signature.
+
+        A `*args`/`**kwargs` splat at the call leaves the result "unknown" unless the explicit
+        arguments already fail.
+        """
+        positional = [p for p in self.params if p.kind in (POS_ONLY, POS_OR_KW)]
+        if n_positional > len(positional) and not self._has(VAR_POS):
+            return _mismatch(
+                f"too many positional arguments ({n_positional} given, {len(positional)} accepted)"
+            )
+        filled = {p.name for p in positional[:n_positional]}
+        by_keyword = {p.name: p for p in self.params if p.kind in (POS_OR_KW, KW_ONLY)}
+        seen: set[str] = set()
+        for name in keywords:
+            if name in seen or (name in filled and name in by_keyword):
+                return _mismatch(f"multiple values for argument {name!r}")
+            seen.add(name)
+            if name in by_keyword or self._has(VAR_KW):
+                continue
+            param = self._param(name)
+            if param is not None and param.kind == POS_ONLY:
+                return _mismatch(f"positional-only argument {name!r} passed as keyword")
+            return _mismatch(f"unexpected keyword argument {name!r}")
+
+        def unfilled(p: Param) -> bool:
+            if not p.required or p.name in filled:
+                return False
+            if p.kind == POS_ONLY:
+                return not star_args  # a keyword, even from **kwargs, cannot fill it
+            if p.name in seen:
+                return False
+            return not star_kwargs if p.kind == KW_ONLY else not (star_args or star_kwargs)
+
+        missing = [p.name for p in self.params if unfilled(p)]
+        if missing:
+            quoted = ", ".join(repr(n) for n in missing)
+            return _mismatch(f"missing required argument{'s' if len(missing) > 1 else ''} {quoted}")
+        if star_args or star_kwargs:
+            return BindResult("unknown", "*args/**kwargs at the call")
+        return _OK
+
+
+def _mismatch(reason: str) -> BindResult:
+    return BindResult("mismatch", reason)
+
+
+class SignatureSource(Protocol):
+    kind: str  # "live" | "static"
+
+    def get(self, qualname: str) -> Signature | None:
+        """The signature, or None when it cannot be decided."""
+        ...
+
+    def get_many(self, qualnames: Iterable[str]) -> dict[str, Signature | None]: ...

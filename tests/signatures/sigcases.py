@@ -1,0 +1,146 @@
+"""What the signature suites share: the fixture tree and its expected answers (the static and
+the live suite check the same rows), and helpers that write signatures and calls as Python text.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from vllm_shim_patch.signatures import BindResult, Signature
+
+TREE = Path(__file__).parent.parent / "fixtures" / "sigtree"
+
+
+def render(sig: Signature | None) -> str | None:
+    """Python-like parameter text: `a, b=, /, c, *args, d, **kwargs` (`=` marks a default)."""
+    if sig is None:
+        return None
+    out: list[str] = []
+    kinds = [p.kind for p in sig.params]
+    for i, p in enumerate(sig.params):
+        if p.kind == "keyword_only" and "var_positional" not in kinds and "*" not in out:
+            out.append("*")
+        text = {"var_positional": "*", "var_keyword": "**"}.get(p.kind, "") + p.name
+        out.append(text + ("" if p.required or p.kind.startswith("var_") else "="))
+        if p.kind == "positional_only" and (
+            i + 1 == len(kinds) or kinds[i + 1] != "positional_only"
+        ):
+            out.append("/")
+    return ", ".join(out)
+
+
+def bind_call(sig: Signature, arguments: str) -> BindResult:
+    """Bind the arguments of a call written as Python (`1, x=2, *rest`)."""
+    call = ast.parse(f"f({arguments})", mode="eval").body
+    assert isinstance(call, ast.Call)
+    return sig.bind(
+        sum(not isinstance(a, ast.Starred) for a in call.args),
+        [kw.arg for kw in call.keywords if kw.arg is not None],
+        star_args=any(isinstance(a, ast.Starred) for a in call.args),
+        star_kwargs=any(kw.arg is None for kw in call.keywords),
+    )
+
+
+# (qualname, parameters); test_live.py checks every row against the imported tree too.
+RESOLVED = [
+    # functions
+    ("vllm.funcs.plain", "a, b=, *, c, d="),
+    ("vllm.funcs.posonly", "a, b, /, c, *args, d, **kwargs"),
+    ("vllm.funcs.star", "*args, **kwargs"),
+    ("vllm.funcs.coro", "x, y="),
+    ("vllm.funcs.cached", "key"),
+    ("vllm.funcs.cached_bare", "key, other="),
+    ("vllm.funcs.over", "x, flag="),  # the implementation, not the @overload variants
+    ("vllm.funcs.alias", "a, b=, *, c, d="),
+    # re-exports
+    ("vllm.reexport.Thing", "size, *, color="),
+    ("vllm.reexport.renamed_helper", "x, /, y="),
+    ("vllm.reexport.impl_mod.Thing", "size, *, color="),
+    ("vllm.reexport.funcs_mod.plain", "a, b=, *, c, d="),
+    ("vllm.reexport.chained", "a, b=, *, c, d="),
+    ("vllm.reexport.starred", "q"),
+    ("vllm.reexport.fallback", "a, b=, *, c, d="),
+    ("vllm.reexport.Alias", "size, *, color="),
+    ("vllm.reexport.AttrAlias", "*args, **kwargs"),
+    ("vllm.reexport.DeepAlias", "a, b=, *, flag="),
+    ("vllm.shadow.starred", "a, b=, *, c, d="),
+    ("vllm.star_chain.starred", "q"),
+    ("vllm.star_chain.Thing", "size, *, color="),
+    # classes and inheritance
+    ("vllm.classes.NoInit", ""),
+    ("vllm.classes.Base", "a, b=, *, flag="),
+    ("vllm.classes.Child", "a, b=, *, flag="),
+    ("vllm.classes.GrandChild", "a, b=, *, flag="),
+    ("vllm.classes.Override", "x"),
+    ("vllm.classes.Multi", "x"),
+    ("vllm.classes.Diamond", "x"),
+    ("vllm.classes.WithNew", "size, *, name="),
+    ("vllm.classes.Box", "item, *rest"),
+    ("vllm.classes.Abstract", "n"),
+    ("vllm.classes.Concrete", "n"),
+    ("vllm.classes.WithAbcMeta", "q"),
+    ("vllm.classes.Methods", ""),
+    ("vllm.classes.Methods.method", "self, a, b="),
+    ("vllm.classes.Methods.build", "spec, *, strict="),
+    ("vllm.classes.Methods.helper", "x, y"),
+    ("vllm.classes.Methods.Inner", "z"),
+    ("vllm.classes.Child.__init__", "self, a, b=, *, flag="),
+    # stdlib dataclasses
+    ("vllm.dc.Point", "x, y=, scale=, cache="),
+    ("vllm.dc.Point3", "x=, y=, scale=, cache=, z="),
+    ("vllm.dc.NotADataclass", "x, y=, scale=, cache="),
+    ("vllm.dc.Options", "verbose=, *, name, level="),
+    ("vllm.dc.Sentinel", "a, *, b, c="),
+    ("vllm.dc.FieldKw", "a, c=, *, b"),
+    ("vllm.dc.RequiredInitVar", "mode, ratio="),
+    ("vllm.dc.ExplicitInit", "only"),
+    ("vllm.dc.NoGeneratedInit", "base_arg"),
+    ("vllm.dc.FromPlainBase", "a="),
+    ("vllm.dc.KwBase", "*, k, j="),
+    ("vllm.dc.AfterKwBase", "p, *, k, j="),
+    # PEP 681 dataclass_transform
+    ("vllm.transform.Job", "*, name, retries=, tags="),
+    ("vllm.transform.Positional", "a, b=, *, c="),
+    # pydantic dataclasses, vLLM's @config pattern
+    (
+        "vllm.pyd.SchedulerLike",
+        "max_model_len, is_encoder_decoder, runner_type=, max_num_seqs=, policy=, _private=",
+    ),
+    ("vllm.pyd.DeviceLike", "device="),
+    ("vllm.pyd.AllowsExtra", "a=, **extra_data"),
+    ("vllm.pyd.Loose", "a, b=, *, c, **ignored_extra"),
+    ("vllm.pyd.Strict", "*, a=, b"),
+    # msgspec.Struct, vLLM's SamplingParams pattern
+    ("vllm.structs.Params", "n=, temperature=, _hidden=, renamed="),
+    ("vllm.structs.KwParams", "*, x=, y"),
+    ("vllm.structs.SubKw", "z, w=, *, x=, y"),
+]
+
+# (qualname, part of the reason); static reading must not guess these.
+UNKNOWN = [
+    ("vllm.funcs.only_overloads", "only @overload variants"),
+    ("vllm.funcs.wrapped", "decorator @_wrap on wrapped may change its signature"),
+    ("vllm.funcs.rebound", "'rebound' is bound 2 times"),
+    ("vllm.reexport.either", "'either' is bound 2 times"),
+    ("vllm.reexport.hidden", "does not define 'hidden'"),
+    ("vllm.lazy.Lazy", "module __getattr__"),
+    ("vllm.shadow_late.starred", "is bound and also star-imported after"),
+    ("vllm.cycle_a.Loop", "refers back to itself"),
+    ("vllm.classes.FromExternal", "collections.OrderedDict, whose constructor is not known"),
+    ("vllm.classes.Registered", "class decorator @register"),
+    ("vllm.classes.DecoratedInit", "decorator @_log_calls on __init__"),
+    ("vllm.classes.WithMeta", "metaclass Meta"),
+    ("vllm.classes.NewAndInit", "both __new__ and __init__"),
+    ("vllm.classes.Methods.value", "bound 2 times"),
+    ("vllm.pyd.Aliased", "renames the constructor keyword"),
+    ("vllm.pyd.OwnInit", "pydantic dataclass vllm.pyd.OwnInit defines __init__"),
+    ("vllm.pyd.AnnotatedDefault", "has a Field(...) inside Annotated[...]"),
+    ("vllm.structs.WithAnnotatedMixin", "mixin vllm.structs.AnnotatedMixin"),
+    ("vllm.invalid.RequiredAfterDefault", "required field 'b' follows a field with a default"),
+    ("vllm.invalid.StructWithInit", "defines __init__ next to msgspec.Struct"),
+    ("vllm.invalid.SelfBase", "inherits from itself"),
+    ("vllm.nowhere.f", "does not define 'nowhere'"),
+    ("os.path.join", "no module"),
+    ("vllm.reexport", "is a module"),
+]

@@ -1,0 +1,105 @@
+"""model.py: binding a call to a Signature, accepts/requires, and the SignatureSource protocol."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from sigcases import TREE, bind_call
+
+from vllm_shim_patch.signatures import (
+    BindResult,
+    LiveSignatures,
+    Param,
+    Signature,
+    SignatureSource,
+    StaticSignatures,
+)
+
+REQUEST_017 = Signature(
+    "vllm.v1.request.Request",
+    (
+        Param("request_id", "positional_or_keyword", True),
+        Param("prompt_token_ids", "positional_or_keyword", True),
+        Param("sampling_params", "positional_or_keyword", True),
+        Param("pooling_params", "positional_or_keyword", True),
+        Param("client_index", "positional_or_keyword", False),
+        Param("arrival_time", "positional_or_keyword", False),
+    ),
+    "vllm/v1/request.py:60",
+)
+POSONLY = Signature(
+    "f",
+    (
+        Param("x", "positional_only", True),
+        Param("y", "positional_or_keyword", False),
+        Param("z", "keyword_only", True),
+    ),
+    "m.py:1",
+)
+KWARGS = Signature(
+    "g", (Param("a", "positional_or_keyword", True), Param("kw", "var_keyword", False)), "live"
+)
+POSONLY_KWARGS = Signature(
+    "p", (Param("x", "positional_only", True), Param("kw", "var_keyword", False)), "live"
+)
+VARARGS = Signature(
+    "h", (Param("a", "positional_or_keyword", True), Param("rest", "var_positional", False)), "live"
+)
+
+REQ4 = "request_id=r, prompt_token_ids=p, sampling_params=s, pooling_params=None"
+BIND = [
+    # (id, signature, the call's arguments, status, reason)
+    ("ok", REQUEST_017, REQ4, "ok", ""),
+    ("unexpected", REQUEST_017, REQ4 + ", eos_token_id=e", "mismatch",
+     "unexpected keyword argument 'eos_token_id'"),
+    ("missing-one", REQUEST_017, "request_id=r, prompt_token_ids=p, sampling_params=s", "mismatch",
+     "missing required argument 'pooling_params'"),
+    ("missing-two", REQUEST_017, "r, p", "mismatch",
+     "missing required arguments 'sampling_params', 'pooling_params'"),
+    ("too-many", REQUEST_017, "1, 2, 3, 4, 5, 6, 7", "mismatch",
+     "too many positional arguments (7 given, 6 accepted)"),
+    ("twice", REQUEST_017, "r, " + REQ4, "mismatch", "multiple values for argument 'request_id'"),
+    ("positional-ok", REQUEST_017, "1, 2, 3, 4, 5, 6", "ok", ""),
+    ("posonly-by-keyword", POSONLY, "x=1, z=1", "mismatch",
+     "positional-only argument 'x' passed as keyword"),
+    ("posonly-ok", POSONLY, "1, 2, z=3", "ok", ""),
+    ("kwonly-missing", POSONLY, "1, 2", "mismatch", "missing required argument 'z'"),
+    ("kwargs-take-any", KWARGS, "1, anything=2, other=3", "ok", ""),
+    ("kwargs-take-posonly-name", POSONLY_KWARGS, "1, x=2", "ok", ""),
+    ("varargs-take-many", VARARGS, "1, 2, 3, 4, 5, 6, 7, 8, 9", "ok", ""),
+    ("star-args", REQUEST_017, "r, *rest", "unknown", "*args/**kwargs at the call"),
+    ("star-kwargs", REQUEST_017, "request_id=r, **rest", "unknown", "*args/**kwargs at the call"),
+    ("star-still-unexpected", REQUEST_017, "eos_token_id=e, **rest", "mismatch",
+     "unexpected keyword argument 'eos_token_id'"),
+    ("star-still-too-many", REQUEST_017, "1, 2, 3, 4, 5, 6, 7, *rest", "mismatch",
+     "too many positional arguments (7 given, 6 accepted)"),
+    ("star-args-cannot-fill-kwonly", POSONLY, "*rest", "mismatch", "missing required argument 'z'"),
+    ("star-kwargs-cannot-fill-posonly", POSONLY, "**rest", "mismatch",
+     "missing required argument 'x'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("sig", "arguments", "status", "reason"),
+    [row[1:] for row in BIND],
+    ids=[row[0] for row in BIND],
+)
+def test_bind(sig: Signature, arguments: str, status: str, reason: str) -> None:
+    assert bind_call(sig, arguments) == BindResult(status, reason)
+
+
+def test_accepts_and_requires() -> None:
+    assert REQUEST_017.accepts("arrival_time") and not REQUEST_017.accepts("eos_token_id")
+    assert REQUEST_017.requires("pooling_params") and not REQUEST_017.requires("arrival_time")
+    assert not REQUEST_017.requires("eos_token_id")
+    assert KWARGS.accepts("eos_token_id") and not KWARGS.requires("eos_token_id")
+    assert not POSONLY.accepts("x") and POSONLY.requires("x") and POSONLY.accepts("z")
+
+
+def test_sources_share_the_interface() -> None:
+    def kind_of(source: SignatureSource) -> str:
+        return source.kind
+
+    assert kind_of(StaticSignatures(TREE)) == "static"
+    assert kind_of(LiveSignatures(sys.executable)) == "live"

@@ -1,0 +1,89 @@
+"""StaticSignatures on the fixture tree: what it resolves, what it refuses to guess, and how."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+from sigcases import RESOLVED, TREE, UNKNOWN, render
+
+from vllm_shim_patch.errors import SignatureError
+from vllm_shim_patch.signatures import Param, Signature, StaticSignatures
+
+
+@pytest.fixture(scope="module")
+def static() -> StaticSignatures:
+    return StaticSignatures(TREE)
+
+
+@pytest.mark.parametrize(("qualname", "expected"), RESOLVED, ids=[q for q, _ in RESOLVED])
+def test_static_resolves(static: StaticSignatures, qualname: str, expected: str) -> None:
+    sig = static.get(qualname)
+    assert sig is not None, static.unknown_reason(qualname)
+    assert sig.qualname == qualname
+    assert render(sig) == expected
+
+
+@pytest.mark.parametrize(("qualname", "reason"), UNKNOWN, ids=[q for q, _ in UNKNOWN])
+def test_static_unknown(static: StaticSignatures, qualname: str, reason: str) -> None:
+    assert static.get(qualname) is None
+    assert reason in (static.unknown_reason(qualname) or "")
+
+
+def test_static_params_and_origin(static: StaticSignatures) -> None:
+    sig = static.get("vllm.funcs.posonly")
+    assert sig == Signature(
+        "vllm.funcs.posonly",
+        (
+            Param("a", "positional_only", True),
+            Param("b", "positional_only", True),
+            Param("c", "positional_or_keyword", True),
+            Param("args", "var_positional", False),
+            Param("d", "keyword_only", True),
+            Param("kwargs", "var_keyword", False),
+        ),
+        "vllm/funcs.py:10",
+    )
+    assert static.get("vllm.reexport.Thing").origin == "vllm/reexport/impl.py:2"  # its __init__
+    assert static.get("vllm.dc.Point").origin == "vllm/dc.py:8"  # generated: the class line
+    assert static.get("vllm.classes.Child").origin == static.get("vllm.classes.Base").origin
+
+
+def test_static_parses_only_what_a_lookup_needs() -> None:
+    fresh = StaticSignatures(TREE)
+    fresh.get("vllm.dc.Point3")
+    assert fresh.parsed_modules == ["vllm.dc"]
+    fresh.get_many(["vllm.reexport.Thing", "vllm.reexport.Alias"])
+    # The star import after `Thing`'s import might rebind it, so its source is read too.
+    assert fresh.parsed_modules == [
+        "vllm.dc",
+        "vllm.reexport",
+        "vllm.reexport.impl",
+        "vllm.reexport.star_src",
+    ]
+
+
+def test_static_reads_a_wheel(tmp_path: Path, static: StaticSignatures) -> None:
+    wheel = tmp_path / "vllm-0.0.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path in sorted(TREE.rglob("*.py")):
+            zf.write(path, path.relative_to(TREE).as_posix())
+    from_wheel = StaticSignatures(wheel)
+    names = [q for q, _ in RESOLVED] + [q for q, _ in UNKNOWN]
+    assert {n: render(s) for n, s in from_wheel.get_many(names).items()} == {
+        n: render(static.get(n)) for n in names
+    }
+
+
+def test_static_errors(tmp_path: Path) -> None:
+    with pytest.raises(SignatureError, match=r"^no vllm package under "):
+        StaticSignatures(tmp_path)
+    with pytest.raises(SignatureError, match=r"not vllm/ itself"):
+        StaticSignatures(TREE / "vllm")
+    with pytest.raises(SignatureError, match=r"does not exist"):
+        StaticSignatures(tmp_path / "missing")
+    bad = tmp_path / "broken.whl"
+    bad.write_bytes(b"not a zip")
+    with pytest.raises(SignatureError, match=r"^cannot read "):
+        StaticSignatures(bad)

@@ -1,0 +1,34 @@
+"""The static reader and the model run anywhere the tool does, and the probes run in the target's
+interpreter: they may import the standard library only (plus the tool itself, outside _remote/)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import vllm_shim_patch
+
+SRC = Path(vllm_shim_patch.__file__).parent
+
+
+def test_modules_import_only_the_standard_library() -> None:
+    allowed = set(sys.stdlib_module_names) | {"vllm_shim_patch"}
+    names = sorted(p.relative_to(SRC).as_posix() for p in (SRC / "signatures").rglob("*.py"))
+    names += sorted(f"_remote/{p.name}" for p in (SRC / "_remote").glob("*.py"))
+    # signatures/: __init__, model, live, select, static/{__init__,scope,names,ctors,resolver};
+    # _remote/: __init__ and 3 probes.
+    assert len(names) == 13, names
+    for name in names:
+        tree = ast.parse((SRC / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                tops = {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                tops = {(node.module or "").split(".")[0]}
+            else:
+                continue
+            if name.startswith("_remote"):
+                assert tops <= set(sys.stdlib_module_names), (name, tops)
+            else:
+                assert tops <= allowed, (name, tops)
