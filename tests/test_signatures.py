@@ -506,7 +506,10 @@ def test_live_probe_crash(tmp_path: Path) -> None:
 # --- the real vLLM sources ------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module", params=["0.16.0", "0.17.0"])
+# The real vLLM sources are a download (cached): every test using them is slow.
+@pytest.fixture(
+    scope="module", params=[pytest.param(v, marks=pytest.mark.slow) for v in ("0.16.0", "0.17.0")]
+)
 def real(request: pytest.FixtureRequest) -> tuple[str, StaticSignatures]:
     return request.param, StaticSignatures(realdata.vllm_source(request.param))
 
