@@ -33,8 +33,7 @@ t_start = time.perf_counter()
 def add(name, dt):
     T[name] = T.get(name, 0.0) + dt
 
-def wrap(owner, attr, name):
-    fn = getattr(owner, attr)
+def timing(fn, name):
     @functools.wraps(fn)
     def timed(*a, **k):
         t = time.perf_counter()
@@ -42,33 +41,44 @@ def wrap(owner, attr, name):
             return fn(*a, **k)
         finally:
             add(name, time.perf_counter() - t)
-    setattr(owner, attr, timed)
+    return timed
+
+def wrap(owner, attr, name):
+    setattr(owner, attr, timing(getattr(owner, attr), name))
+
+def wrap_cached(owner, attr, name):
+    prop = functools.cached_property(timing(owner.__dict__[attr].func, name))
+    prop.__set_name__(owner, attr)
+    setattr(owner, attr, prop)
 
 t = time.perf_counter(); import vllm_shim_patch.cli as cli; add("import cli (click + tool modules)", time.perf_counter() - t)
 t = time.perf_counter(); import libcst; add("import libcst", time.perf_counter() - t)
 t = time.perf_counter(); import libcst.codemod; add("import libcst.codemod (+ libcst.matchers)", time.perf_counter() - t)
 t = time.perf_counter(); import libcst.metadata; add("import libcst.metadata", time.perf_counter() - t)
 t = time.perf_counter()
-import vllm_shim_patch.engine, vllm_shim_patch.plan, vllm_shim_patch.report, vllm_shim_patch.rules
-import vllm_shim_patch.target, vllm_shim_patch.overlay, vllm_shim_patch.patching
+import vllm_shim_patch.rewrite.engine, vllm_shim_patch.rewrite.plan, vllm_shim_patch.rules
+import vllm_shim_patch.report.diff, vllm_shim_patch.report.plan
+import vllm_shim_patch.target, vllm_shim_patch.overlay.repo, vllm_shim_patch.commands.apply
 add("import the other tool modules", time.perf_counter() - t)
 t = time.perf_counter(); import yaml; add("import yaml", time.perf_counter() - t)
 
 import subprocess
 from libcst.metadata import wrapper as mw
 from libcst.codemod import _codemod
-from vllm_shim_patch import engine, rules, patching, plan
+from vllm_shim_patch.commands.context import Context
+from vllm_shim_patch.rewrite import engine
+from vllm_shim_patch.rules import loader
 
 wrap(subprocess.Popen, "communicate", "subprocess: wait for the target interpreter")
-wrap(rules, "load_pack", "rules: load and validate the bundled YAML")
-wrap(patching, "signatures_for", "signatures_for (guard lookup)")
-wrap(patching, "open_overlay", "open_overlay")
+wrap(loader, "load_pack", "rules: load and validate the bundled YAML")
+wrap_cached(Context, "guard", "Context.guard (vLLM signatures for the guard)")
+wrap_cached(Context, "overlay", "Context.overlay (open the overlay)")
+wrap(Context, "originals", "Context.originals (original bytes)")
 wrap(engine.Engine, "transform", "engine.transform, all files (incl. below)")
 wrap(engine.cst, "parse_module", "  libcst.parse_module")
 wrap(mw.MetadataWrapper, "__init__", "  MetadataWrapper(): deep copy of the module")
 wrap(mw.MetadataWrapper, "resolve_many", "  metadata: QualifiedNameProvider + PositionProvider")
-from libcst.codemod import ContextAwareTransformer
-wrap(ContextAwareTransformer, "transform_module_impl", "  the rewrite visitor (rules' leave_Call)")
+wrap(mw.MetadataWrapper, "visit", "  MetadataWrapper.visit: metadata + the rules' leave_Call")
 import builtins
 def _compile(*a, _c=builtins.compile, **k):
     t = time.perf_counter()

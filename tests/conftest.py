@@ -94,6 +94,18 @@ def _make_venv(dest: Path, wheel: Path) -> None:
     )
 
 
+# Fixtures that build throwaway venvs or need the real speculators wheel: every test using one,
+# directly or through another fixture, is `slow`. Tests that build venvs or wheels themselves,
+# or read the real vLLM sources, carry the mark explicitly.
+SLOW_FIXTURES = frozenset({"sandbox", "sandbox_template", "speculators_wheel"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def speculators_wheel() -> Path:
     return realdata.speculators_wheel()

@@ -67,6 +67,7 @@ def test_immutable_file_is_reported_and_nothing_changes(sandbox: Sandbox) -> Non
     assert sandbox.run("status").stdout.startswith("original: speculators 0.3.0")
 
 
+@pytest.mark.slow  # builds our wheel with pip
 def test_non_editable_wheel_ships_rules_and_codemods(tmp_path: Path) -> None:
     # Build from a copy: an in-tree build would leave build/ and egg-info in the checkout.
     root = tmp_path / "src"

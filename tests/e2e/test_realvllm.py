@@ -17,7 +17,7 @@ from conftest import GENERATOR, Sandbox
 
 from vllm_shim_patch.signatures import LiveSignatures, StaticSignatures
 
-pytestmark = pytest.mark.realvllm
+pytestmark = [pytest.mark.realvllm, pytest.mark.slow]
 
 HERE = Path(__file__).parent
 

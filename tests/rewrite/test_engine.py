@@ -1,4 +1,8 @@
-"""The libcst engine: string in, string out, for every matching form, operation and layout."""
+"""The libcst engine: what a before/after case cannot say (sites, messages, bytes, guards, real files).
+
+The plain before/after cases (matching, operations, layout) are rule files in cases/, run by
+test_cases.py with the runner of `rules test`.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,9 @@ from packaging.version import Version
 from vllm_shim_patch.rewrite.engine import Engine, FileResult
 from vllm_shim_patch.report.diff import file_diff
 from vllm_shim_patch.rules import Rule, load_pack, parse_rules
+
+
+CASES = Path(__file__).parent / "cases"
 
 
 def _rules(body: str, path: str | Path = "rules.yaml") -> list[Rule]:
@@ -92,104 +99,7 @@ NOTICE = """\
 """
 
 
-# -- matching ----------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("before", "after"),
-    [
-        pytest.param(
-            "from m.sub import X\nX(a, eos=1)\n",
-            "from m.sub import X\nX(a)\n",
-            id="from-import",
-        ),
-        pytest.param(
-            "from m.sub import X as Y\nY(a, eos=1)\n",
-            "from m.sub import X as Y\nY(a)\n",
-            id="from-import-as",
-        ),
-        pytest.param(
-            "import m\nm.sub.X(a, eos=1)\n",
-            "import m\nm.sub.X(a)\n",
-            id="import-package",
-        ),
-        pytest.param(
-            "import m.sub\nm.sub.X(a, eos=1)\n",
-            "import m.sub\nm.sub.X(a)\n",
-            id="import-dotted",
-        ),
-        pytest.param(
-            "import m.sub as s\ns.X(a, eos=1)\n",
-            "import m.sub as s\ns.X(a)\n",
-            id="import-dotted-as",
-        ),
-        pytest.param(
-            "from m import sub\nsub.X(a, eos=1)\n",
-            "from m import sub\nsub.X(a)\n",
-            id="from-package-import-module",
-        ),
-        pytest.param(
-            "from m import X\nX(a, eos=1)\n",
-            "from m import X\nX(a)\n",
-            id="re-export-from-import",
-        ),
-        pytest.param(
-            "import m\nm.X(a, eos=1)\n",
-            "import m\nm.X(a)\n",
-            id="re-export-attribute",
-        ),
-        pytest.param(
-            "def f():\n    from m.sub import X\n    return X(a, eos=1)\n",
-            "def f():\n    from m.sub import X\n    return X(a)\n",
-            id="function-level-import",
-        ),
-        pytest.param(
-            "from m.sub import X\nX(eos=X(eos=1))\n",
-            # The inner call loses its eos; the outer one would lose the inner call with it.
-            "from m.sub import X\nX(eos=X())\n",
-            id="nested-calls",
-        ),
-        pytest.param(
-            "from other import X\nX(a, eos=1)\n",
-            "from other import X\nX(a, eos=1)\n",
-            id="same-name-other-module",
-        ),
-        pytest.param(
-            "from m.other import X\nX(a, eos=1)\n",
-            "from m.other import X\nX(a, eos=1)\n",
-            id="same-name-sibling-module",
-        ),
-        pytest.param(
-            "X(a, eos=1)\n",
-            "X(a, eos=1)\n",
-            id="not-imported",
-        ),
-        pytest.param(
-            "from m.sub import X\nself.X(a, eos=1)\n",
-            "from m.sub import X\nself.X(a, eos=1)\n",
-            id="attribute-of-another-object",
-        ),
-        pytest.param(
-            "from m.sub import X\ndef f(g):\n    X = g\n    return X(a, eos=1)\n",
-            "from m.sub import X\ndef f(g):\n    X = g\n    return X(a, eos=1)\n",
-            id="local-variable-shadows",
-        ),
-        pytest.param(
-            "from m.sub import X\ndef f(X):\n    return X(a, eos=1)\n",
-            "from m.sub import X\ndef f(X):\n    return X(a, eos=1)\n",
-            id="parameter-shadows",
-        ),
-        pytest.param(
-            "m = make()\nm.sub.X(a, eos=1)\n",
-            "m = make()\nm.sub.X(a, eos=1)\n",
-            id="local-object-named-like-the-module",
-        ),
-    ],
-)
-def test_matching(before: str, after: str) -> None:
-    result = _run(DROP, before)
-    assert result.after.decode() == after
-    assert result.status == ("unchanged" if before == after else "changed")
+# -- matching (before/after cases: cases/matching.yaml) ----------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -219,150 +129,7 @@ def test_ambiguous_name_not_reported_for_a_rule_the_target_does_not_need() -> No
     assert (result.status, result.sites) == ("unchanged", ())
 
 
-# -- operations --------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("rule", "before", "after"),
-    [
-        pytest.param(
-            DROP,
-            "from m import X\nX(a, eos=1, b=2)\n",
-            "from m import X\nX(a, b=2)\n",
-            id="drop-keyword",
-        ),
-        pytest.param(
-            DROP_SIG,
-            "from m import X\nX(1, 2, 3, 4, 5)\n",
-            "from m import X\nX(1, 2, c=4, d=5)\n",
-            id="drop-positional-shifts-later-to-keywords",
-        ),
-        pytest.param(
-            DROP_SIG,
-            "from m import X\nX(1, 2, 3, d=5)\n",
-            "from m import X\nX(1, 2, d=5)\n",
-            id="drop-positional-last",
-        ),
-        pytest.param(
-            DROP_SIG,
-            "from m import X\nX(1, 2, c=4)\n",
-            "from m import X\nX(1, 2, c=4)\n",
-            id="drop-not-passed",
-        ),
-        pytest.param(
-            ADD,
-            "from m import X\nX(cfg=c, kv=k)\n",
-            "from m import X\nX(cfg=c, kv=k, bs=c.cache.bs)\n",
-            id="add-single-line",
-        ),
-        pytest.param(
-            ADD,
-            "from m import X\nX(\n    cfg=c,\n    kv=k,\n)\n",
-            "from m import X\nX(\n    cfg=c,\n    kv=k,\n    bs=c.cache.bs,\n)\n",
-            id="add-one-per-line-trailing-comma",
-        ),
-        pytest.param(
-            ADD,
-            "from m import X\nX(\n    cfg=c,\n    kv=k\n)\n",
-            "from m import X\nX(\n    cfg=c,\n    kv=k,\n    bs=c.cache.bs\n)\n",
-            id="add-one-per-line-no-trailing-comma",
-        ),
-        pytest.param(
-            ADD,
-            "from m import X\nX(\n    c,\n)\n",
-            "from m import X\nX(\n    c,\n    bs=c.cache.bs,\n)\n",
-            id="add-after-one-argument-per-line",
-        ),
-        pytest.param(
-            ADD_CONST,
-            "from m import X\nX()\n",
-            "from m import X\nX(bs=16)\n",
-            id="add-empty-call",
-        ),
-        pytest.param(
-            ADD,
-            "from m import X\nX(c, k)\n",
-            "from m import X\nX(c, k, bs=c.cache.bs)\n",
-            id="add-placeholder-from-positional",
-        ),
-        pytest.param(
-            ADD,
-            "from m import X\nX(cfg=self.cfg, kv=k)\n",
-            "from m import X\nX(cfg=self.cfg, kv=k, bs=self.cfg.cache.bs)\n",
-            id="add-placeholder-dotted-name",
-        ),
-        pytest.param(
-            ADD,
-            "from m import X\nX(c, k, bs=8)\n",
-            "from m import X\nX(c, k, bs=8)\n",
-            id="add-already-passed",
-        ),
-        pytest.param(
-            RENAME,
-            "from m import X\nX(a, old=1)\n",
-            "from m import X\nX(a, new=1)\n",
-            id="rename-keyword",
-        ),
-        pytest.param(
-            RENAME,
-            "from m import X\nX(a, new=1)\n",
-            "from m import X\nX(a, new=1)\n",
-            id="rename-already",
-        ),
-        pytest.param(
-            MOVE,
-            "from m.sub import X\nX(1)\n",
-            "from n.other import Y\n\nY(1)\n",
-            id="move-from-import",
-        ),
-        pytest.param(
-            MOVE,
-            "from m.sub import X as Z\nZ(1)\n",
-            "from n.other import Y\n\nY(1)\n",
-            id="move-from-import-as",
-        ),
-        pytest.param(
-            MOVE,
-            "from m.sub import X, Z\nX(1)\nZ()\n",
-            "from m.sub import Z\nfrom n.other import Y\n\nY(1)\nZ()\n",
-            id="move-from-import-other-names-kept",
-        ),
-        pytest.param(
-            MOVE,
-            "from m.sub import X\nX(1)\nisinstance(o, X)\n",
-            "from m.sub import X\nfrom n.other import Y\n\nY(1)\nisinstance(o, X)\n",
-            id="move-old-import-still-used",
-        ),
-        pytest.param(
-            MOVE,
-            "from m.sub import X\nfrom n.other import Y\nX(1)\nY(2)\n",
-            "from n.other import Y\nY(1)\nY(2)\n",
-            id="move-new-import-exists",
-        ),
-        pytest.param(
-            MOVE,
-            "import m.sub\nm.sub.X(1)\n",
-            "from n.other import Y\n\nY(1)\n",
-            id="move-module-attribute",
-        ),
-        pytest.param(
-            MOVE,
-            "import m.sub\nm.sub.X(1)\nm.sub.Z()\n",
-            "import m.sub\nfrom n.other import Y\n\nY(1)\nm.sub.Z()\n",
-            id="move-module-attribute-module-still-used",
-        ),
-        pytest.param(
-            MOVE,
-            "from m import sub\nsub.X(1)\n",
-            "from n.other import Y\n\nY(1)\n",
-            id="move-from-package-import-module",
-        ),
-    ],
-)
-def test_operation(rule: str, before: str, after: str) -> None:
-    result = _run(rule, before)
-    assert result.after.decode() == after
-    assert result.status == ("unchanged" if before == after else "changed")
+# -- operations (before/after cases: cases/operations.yaml) ------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -454,44 +221,12 @@ def test_edit_sites_name_rule_line_and_edit() -> None:
     ] == [("drop-eos", 3, 6, "m.X", "edited", "drop eos", False)]
 
 
-# -- codemods ----------------------------------------------------------------------------------
-
-CODEMOD = """\
-import libcst as cst
-
-from vllm_shim_patch.rewrite.context import NeedsHuman
-
-
-def rewrite(call, site):
-    keywords = [a.keyword.value for a in call.args if a.keyword is not None]
-    if "boom" in keywords:
-        raise ValueError("cannot handle boom")
-    if "ask" in keywords:
-        raise NeedsHuman("ask a human")
-    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "create":
-        return call
-    site.edits.append("call X.create")
-    return call.with_changes(func=cst.Attribute(call.func, cst.Name("create")))
-"""
-
-CODEMOD_RULE = """\
-schema: 1
-rules:
-  - id: use-create
-    call: m.X
-    since: "0.12"
-    codemod: use_create
-    why: X() is private now
-"""
+# -- codemods (the rule and its before/after cases: cases/codemod.yaml) ----------------------------
 
 
 @pytest.fixture
-def codemod_rules(tmp_path: Path) -> list[Rule]:
-    (tmp_path / "codemods").mkdir()
-    (tmp_path / "codemods" / "use_create.py").write_text(CODEMOD)
-    rule_file = tmp_path / "rules.yaml"
-    rule_file.write_text(CODEMOD_RULE)
-    return list(load_pack([rule_file], bundled=False).rules)
+def codemod_rules() -> list[Rule]:
+    return list(load_pack([CASES / "codemod.yaml"], bundled=False).rules)
 
 
 @pytest.mark.parametrize(
@@ -535,100 +270,7 @@ def test_codemod_that_raises_fails_that_file_only(
     assert (b.status, b.after) == ("changed", b"from m import X\nX.create(a)\n")
 
 
-# -- layout ------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("before", "after"),
-    [
-        pytest.param(
-            "X(\n    a,  # first\n    # about eos\n    eos=1,  # the eos\n    # about b\n    b=2,  # bee\n)\n",
-            "X(\n    a,  # first\n    # about eos\n    # about b\n    b=2,  # bee\n)\n",
-            id="comments-between-arguments",
-        ),
-        pytest.param(
-            "X(\n    a,  # first\n    eos=1,  # the eos\n)\n",
-            "X(\n    a,  # first\n)\n",
-            id="drop-last-trailing-comma-keeps-comment-of-previous-line",
-        ),
-        pytest.param(
-            "X(\n    a,  # first\n    eos=1  # the eos\n)\n",
-            "X(\n    a  # first\n)\n",
-            id="drop-last-no-trailing-comma",
-        ),
-        pytest.param(
-            "X(\n    a,\n    eos=1,\n    # closing\n)\n",
-            "X(\n    a,\n    # closing\n)\n",
-            id="drop-last-keeps-closing-comment",
-        ),
-        pytest.param(
-            "X(\n    eos=1,\n    b=2,\n)\n",
-            "X(\n    b=2,\n)\n",
-            id="drop-first-of-multi-line",
-        ),
-        pytest.param(
-            "X(a, eos=1,)\n",
-            "X(a,)\n",
-            id="drop-last-single-line-trailing-comma",
-        ),
-        pytest.param(
-            "X(\n    a, eos=1,  # a and eos\n    b=2,\n)\n",
-            "X(\n    a,  # a and eos\n    b=2,\n)\n",
-            id="drop-from-a-shared-line-keeps-its-comment",
-        ),
-        pytest.param("X(eos=1)\n", "X()\n", id="drop-only-argument"),
-        pytest.param("X(\n    eos=1,\n)\n", "X()\n", id="drop-only-argument-multi-line"),
-        pytest.param(
-            "X(\n    # keep me\n    eos=1,\n)\n",
-            "X(\n    # keep me\n)\n",
-            id="drop-only-argument-keeps-own-line-comment",
-        ),
-        pytest.param("X( a , eos = 1 )\n", "X( a )\n", id="odd-spacing"),
-        pytest.param(
-            "x = {'k': \"v\"}  # note\nX(u'a',eos=b'\\x00',  b = r\"\\d\" )\ny=1;z = 2\n",
-            "x = {'k': \"v\"}  # note\nX(u'a',b = r\"\\d\" )\ny=1;z = 2\n",
-            id="quoting-and-other-bytes-untouched",
-        ),
-    ],
-)
-def test_drop_layout(before: str, after: str) -> None:
-    result = _run(DROP, "from m import X\n" + before)
-    assert result.after.decode() == "from m import X\n" + after
-
-
-@pytest.mark.parametrize(
-    ("before", "after"),
-    [
-        pytest.param(
-            "X(\n    cfg=c,  # the config\n    # own line\n    kv=k,\n)\n",
-            "X(\n    cfg=c,  # the config\n    # own line\n    kv=k,\n    bs=c.cache.bs,\n)\n",
-            id="separator-comments-not-copied",
-        ),
-        pytest.param(
-            "X(\n    cfg=c,\n    kv=k,  # kv\n)\n",
-            "X(\n    cfg=c,\n    kv=k,  # kv\n    bs=c.cache.bs,\n)\n",
-            id="last-line-comment-stays-trailing-comma",
-        ),
-        pytest.param(
-            "X(\n    cfg=c,\n    kv=k  # kv\n)\n",
-            "X(\n    cfg=c,\n    kv=k,  # kv\n    bs=c.cache.bs\n)\n",
-            id="last-line-comment-stays-no-trailing-comma",
-        ),
-        pytest.param(
-            "X(\n    cfg=c,\n    kv=k,\n    # closing\n)\n",
-            "X(\n    cfg=c,\n    kv=k,\n    bs=c.cache.bs,\n    # closing\n)\n",
-            id="closing-comment-stays-last",
-        ),
-        pytest.param(
-            "X(  # open\n    cfg=c,\n)\n",
-            "X(  # open\n    cfg=c,\n    bs=c.cache.bs,\n)\n",
-            id="comment-after-open-paren-not-copied",
-        ),
-    ],
-)
-def test_add_layout(before: str, after: str) -> None:
-    result = _run(ADD, "from m import X\n" + before)
-    assert result.after.decode() == "from m import X\n" + after
+# -- layout (before/after cases: cases/layout.yaml) --------------------------------------------
 
 
 def test_crlf_line_endings_preserved() -> None:
@@ -657,11 +299,6 @@ def test_latin1_file_with_cookie_preserved_outside_the_edit() -> None:
             "latin-1"
         )
     )
-
-
-def test_no_trailing_newline_kept() -> None:
-    result = _run(DROP, "from m import X\nX(a, eos=1)")
-    assert result.after == b"from m import X\nX(a)"
 
 
 # -- several rules, one pass, idempotency ------------------------------------------------------
@@ -1016,24 +653,6 @@ def test_drop_never_discards_code_that_runs(source: str, message: str) -> None:
     result = _run(DROP, source)
     assert result.after.decode() == source
     assert [(s.action, s.message) for s in result.sites] == [("needs-human", message)]
-
-
-def test_placeholder_with_a_literal_value_is_parenthesised() -> None:
-    rules = parse_rules(
-        """\
-schema: 1
-rules:
-  - id: add-z
-    call: m.g
-    since: "0.1"
-    signature: (a, b)
-    add: {z: "{a}.real"}
-    why: test
-""",
-        "t.yaml",
-    )
-    result = Engine(rules).transform(b"from m import g\ng(1, b=1)\n", "x.py")
-    assert result.after == b"from m import g\ng(1, b=1, z=(1).real)\n"
 
 
 def test_drop_before_a_positional_only_parameter_is_left_for_a_human() -> None:
