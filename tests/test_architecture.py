@@ -1,8 +1,8 @@
 """The package's shape: no import circles, nothing imports the CLI, the bottom imports nothing of ours.
 
-The graph is read from the source with `ast` (every import statement, at module level or in a
-function, since a lazy import is still an edge); imports under `if TYPE_CHECKING:` never run and
-are left out.
+The graph is read from the source with `ast`: every import statement, at module level, in a
+function (a lazy import is still an edge) or under `if TYPE_CHECKING:` (a type a module needs
+is a dependency too).
 """
 
 from __future__ import annotations
@@ -32,16 +32,6 @@ class _Imports(ast.NodeVisitor):
         self.package = module if is_package else module.rpartition(".")[0]
         self.known = known
         self.found: set[str] = set()
-
-    def visit_If(self, node: ast.If) -> None:
-        test = node.test
-        if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-            isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-        ):
-            for stmt in node.orelse:
-                self.visit(stmt)
-            return
-        self.generic_visit(node)
 
     def _add(self, name: str) -> None:
         # `from pkg import mod` names a module; `from mod import func` names the module itself.

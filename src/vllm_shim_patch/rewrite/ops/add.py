@@ -10,10 +10,9 @@ import libcst as cst
 
 from .. import arglist
 from ..context import CallSite, NeedsHuman, Rewrite, repeatable
-from .base import Fields, Operation, is_identifier
+from .base import NodeReader, Fields, Operation, is_identifier
 
 if TYPE_CHECKING:
-    from ...rules.loader import NodeReader
     from ...rules.model import OldSignature, Rule
 
 # `{vllm_config}` in an expression: the value of that argument at the call.

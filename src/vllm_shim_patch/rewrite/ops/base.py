@@ -6,10 +6,10 @@ import keyword
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ...rules.loader import NodeReader
+    from ...errors import RuleError
     from ...rules.model import OldSignature, Rule
     from ..context import Rewrite
 
@@ -18,6 +18,20 @@ QUALNAME_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 
 # The YAML fields of one rule: key -> (key node, value node).
 Fields = dict[str, tuple[Any, Any]]
+
+
+class NodeReader(Protocol):
+    """What an operation reads its YAML through (`rules.loader.NodeReader` is the one there is):
+    values keep their line numbers, and `fail` names the file, the line and the rule."""
+
+    path: str
+    yaml: Any
+
+    def fail(self, node: Any, message: str) -> RuleError: ...
+    def mapping(self, node: Any, what: str) -> dict[str, tuple[Any, Any]]: ...
+    def string(self, node: Any, what: str) -> str: ...
+    def scalar(self, node: Any, what: str) -> str: ...
+    def names(self, node: Any, what: str) -> list[tuple[str, Any]]: ...
 
 
 def is_identifier(name: str) -> bool:

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import CodemodError
-from .base import Fields, Operation, is_identifier
+from .base import NodeReader, Fields, Operation, is_identifier
 
 if TYPE_CHECKING:
-    from ...rules.loader import NodeReader
     from ...rules.model import OldSignature, Rule
     from ..context import Rewrite
 

@@ -9,10 +9,9 @@ import libcst as cst
 
 from .. import arglist
 from ..context import CallSite, NeedsHuman, Rewrite, repeatable
-from .base import Fields, Operation
+from .base import NodeReader, Fields, Operation
 
 if TYPE_CHECKING:
-    from ...rules.loader import NodeReader
     from ...rules.model import OldSignature, Rule
 
 

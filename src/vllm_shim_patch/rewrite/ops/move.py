@@ -7,10 +7,9 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from ..context import CallSite, Rewrite
-from .base import QUALNAME_RE, Fields, Operation
+from .base import NodeReader, QUALNAME_RE, Fields, Operation
 
 if TYPE_CHECKING:
-    from ...rules.loader import NodeReader
     from ...rules.model import OldSignature, Rule
 
 

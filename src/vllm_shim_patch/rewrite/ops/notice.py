@@ -8,10 +8,9 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from ..context import CallSite, Rewrite
-from .base import Fields, Operation
+from .base import NodeReader, Fields, Operation
 
 if TYPE_CHECKING:
-    from ...rules.loader import NodeReader
     from ...rules.model import OldSignature, Rule
 
 
