@@ -28,9 +28,8 @@ class Sandbox:
     python: Path
     site: Path
     state: Path
-    # The configuration that fully fixes speculators 0.3.0 (the opt-in pack for the fourth
-    # mismatch); tests of the default pack's notice set this to ().
-    extra: tuple[str, ...] = ("--rules", "scheduler-config")
+    # Options given before the command on every run (e.g. more --rules).
+    extra: tuple[str, ...] = ()
 
     def run(self, *args: str, env: dict[str, str] | None = None, timeout: float = 300,
             python_first: bool = True) -> subprocess.CompletedProcess[str]:

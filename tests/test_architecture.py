@@ -67,7 +67,17 @@ def import_graph() -> dict[str, set[str]]:
         visitor = _Imports(name, path.name == "__init__.py", known)
         visitor.visit(ast.parse(path.read_text()))
         graph[name] = visitor.found - {name}
-    return graph
+    for name in list(graph):
+        # Importing a.b.c runs a/__init__ and a/b/__init__ first: those are edges too.
+        parts = name.split(".")
+        for n in range(2, len(parts)):
+            parent = ".".join(parts[:n])
+            if parent in graph:
+                # Not for importers inside that package: its __init__ is already running then.
+                for importer, deps in graph.items():
+                    if name in deps and not importer.startswith(parent + "."):
+                        deps.add(parent)
+    return {name: deps - {name} for name, deps in graph.items()}
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:

@@ -84,16 +84,18 @@ def test_non_editable_wheel_ships_rules_and_codemods(tmp_path: Path) -> None:
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
                     str(wheel)], check=True, capture_output=True)
-    r = subprocess.run([sys.executable, "-m", "vllm_shim_patch", "rules", "list", "--rules", "scheduler-config"],
+    r = subprocess.run([sys.executable, "-m", "vllm_shim_patch", "rules", "list"],
                        capture_output=True, text=True, cwd=tmp_path,
                        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr
     assert [line.split()[0] for line in r.stdout.splitlines()] == [
         "kv-cache-config-drop-specs", "scheduler-add-block-size", "request-drop-eos-token-id",
-        "scheduler-config-needs-is-encoder-decoder", "scheduler-config-add-is-encoder-decoder",
+        "scheduler-config-add-is-encoder-decoder", "cache-config-no-prefix-caching", "llama-model-embed-input-ids",
+        "executor-sample-tokens", "collective-rpc-single-reply",
     ]
+    assert r.stdout.count("codemod") == 2  # both codemods ship and load
     assert (target / "vllm_shim_patch" / "_remote" / "probe_target.py").is_file()
-    assert (target / "vllm_shim_patch" / "codemods" / "__init__.py").is_file()
+    assert (target / "vllm_shim_patch" / "codemods" / "executor_sample_tokens.py").is_file()
 
 
 def test_undeletable_bytecode_does_not_stop_the_transaction(sandbox: Sandbox) -> None:

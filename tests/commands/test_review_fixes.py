@@ -162,19 +162,32 @@ def test_symlinked_file_is_refused(sandbox: Sandbox, tmp_path: Path) -> None:
     assert b"kv_cache_specs=kv_cache_spec," in store.read_bytes()
 
 
-def test_check_fails_while_a_notice_stands(sandbox: Sandbox) -> None:
-    sandbox.extra = ()  # the default pack: the SchedulerConfig call is only flagged
+NOTICE_RULE = """\
+schema: 1
+rules:
+  - id: request-block-hasher-notice
+    call: vllm.v1.request.Request
+    since: "0.12.0"
+    missing: [block_hasher]
+    notice: pass a block_hasher if prefix caching is on
+    why: a notice that stands on speculators 0.3.0
+"""
+
+
+def test_check_fails_while_a_notice_stands(sandbox: Sandbox, tmp_path: Path) -> None:
+    rules = tmp_path / "notice.yaml"
+    rules.write_text(NOTICE_RULE)
+    sandbox.extra = ("--rules", str(rules))
     applied = sandbox.run("--vllm-version", "0.16")
     assert applied.returncode == 1
     assert "; 1 notice for a human; " in applied.stdout
     check = sandbox.run("--vllm-version", "0.16", "--check")
     assert check.returncode == 1
     assert check.stdout.splitlines() == [
-        f"{GENERATOR}:194: scheduler-config-needs-is-encoder-decoder [notice, unguarded] vLLM 0.12.0 and later "
-        "require is_encoder_decoder here; run with --rules scheduler-config to add is_encoder_decoder=False, "
-        "or pass it by hand",
+        f"{GENERATOR}:234: request-block-hasher-notice [notice, unguarded] pass a block_hasher if prefix "
+        "caching is on",
         "speculators 0.3.0 is patched for vLLM 0.16, but 1 place needs a human (above)",
     ]
-    sandbox.extra = ("--rules", "scheduler-config")
+    sandbox.extra = ()
     assert sandbox.run("--vllm-version", "0.16").returncode == 0
     assert sandbox.run("--vllm-version", "0.16", "--check").returncode == 0

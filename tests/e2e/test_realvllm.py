@@ -80,21 +80,28 @@ def test_apply_verifies_live_then_rollback(real: Sandbox) -> None:
     r = real.run("--vllm-version", "0.16", timeout=900)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == (
-        "patched speculators 0.3.0 for vLLM 0.16: 3 edits in 1 file; vLLM 0.16 (static); verification passed: "
-        "imports 1/1 ok; calls 3/3 bind (live)"
+        "patched speculators 0.3.0 for vLLM 0.16: 7 edits in 2 files; vLLM 0.16 (static); verification passed: "
+        "imports 2/2 ok; calls 4/4 bind (live)"
     )
     text = (real.site / GENERATOR).read_text()
     assert "eos_token_id=self.tokenizer.eos_token_id," in text  # 0.16.0 still requires it
     assert "kv_cache_specs=" not in text
     assert "block_size=self.vllm_config.cache_config.block_size," in text
+    assert "enable_prefix_caching=False," in text
+    assert "model_output = self.executor.sample_tokens(None)" in text
+    assert "aux_hidden_states = captured_states_list\n" in text
+    assert "self.embed_input_ids(input_ids)" in (real.site / "speculators/data_generation/custom_worker.py").read_text()
     v = real.run("verify", timeout=900)
     assert v.returncode == 0, v.stdout + v.stderr
-    assert v.stdout.splitlines()[-4:] == [
+    assert v.stdout.splitlines()[-5:] == [
         f"{GENERATOR}:136: vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups: ok",
         f"{GENERATOR}:147: vllm.v1.core.sched.scheduler.Scheduler: ok",
-        f"{GENERATOR}:194: vllm.config.SchedulerConfig: ok",
-        "verify speculators 0.3.0: passed: imports 1/1 ok; calls 3/3 bind (live)",
+        f"{GENERATOR}:166: vllm.config.CacheConfig: ok",
+        f"{GENERATOR}:195: vllm.config.SchedulerConfig: ok",
+        "verify speculators 0.3.0: passed: imports 2/2 ok; calls 4/4 bind (live)",
     ]
+    again = real.run("--vllm-version", "0.16", timeout=900)
+    assert again.returncode == 0 and "already patched" in again.stdout, again.stdout + again.stderr
     back = real.run("rollback")
     assert back.returncode == 0, back.stderr
     assert real.snapshot() == before

@@ -30,16 +30,16 @@ def test_apply_status_log_rollback_cycle(sandbox: Sandbox) -> None:
     r = sandbox.run("--vllm-version", "0.17")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == (
-        "patched speculators 0.3.0 for vLLM 0.17: 4 edits in 1 file; vLLM 0.17 (unguarded); "
-        "verification passed: imports 0/1 ok (pydantic missing in the target); "
-        "4 calls not bound (no vLLM signatures)"
+        "patched speculators 0.3.0 for vLLM 0.17: 8 edits in 2 files; vLLM 0.17 (unguarded); "
+        "verification passed: imports 0/2 ok (pydantic missing in the target); "
+        "5 calls not bound (no vLLM signatures)"
     )
     assert git_log(sandbox) == [
         "patch speculators 0.3.0 for vLLM 0.17 (unguarded)",
         "original: speculators 0.3.0 as installed (RECORD verified)",
     ]
     after = sandbox.snapshot()
-    assert [p for p in before if before[p] != after[p]] == [GENERATOR]
+    assert [p for p in before if before[p] != after[p]] == ["speculators/data_generation/custom_worker.py", GENERATOR]
     assert b"eos_token_id=" not in after[GENERATOR]
     assert b"kv_cache_specs=" not in after[GENERATOR]
     assert b"block_size=self.vllm_config.cache_config.block_size" in after[GENERATOR]
@@ -50,8 +50,9 @@ def test_apply_status_log_rollback_cycle(sandbox: Sandbox) -> None:
     assert status.returncode == 0
     data = json.loads(status.stdout)
     assert data["state"] == "patched"
-    assert data["rules"] == ["kv-cache-config-drop-specs", "scheduler-add-block-size",
-                             "scheduler-config-add-is-encoder-decoder", "request-drop-eos-token-id"]
+    assert data["rules"] == ["llama-model-embed-input-ids", "kv-cache-config-drop-specs", "scheduler-add-block-size",
+                             "cache-config-no-prefix-caching", "scheduler-config-add-is-encoder-decoder",
+                             "request-drop-eos-token-id", "executor-sample-tokens", "collective-rpc-single-reply"]
 
     log = sandbox.run("log")
     assert [line.split(" ", 3)[3] for line in log.stdout.splitlines()] == [
@@ -62,7 +63,7 @@ def test_apply_status_log_rollback_cycle(sandbox: Sandbox) -> None:
     back = sandbox.run("rollback")
     assert back.returncode == 0, back.stderr
     assert back.stdout.strip() == (
-        "rolled back speculators 0.3.0 to original: restored 1 file; sha256 equal to RECORD for all 52 files"
+        "rolled back speculators 0.3.0 to original: restored 2 files; sha256 equal to RECORD for all 52 files"
     )
     assert sandbox.snapshot() == before
     assert_pristine(sandbox)
@@ -109,14 +110,14 @@ def test_reinstall_after_apply_is_drift_then_rebaselined(sandbox: Sandbox, specu
     sandbox.pip_reinstall(speculators_wheel)
     status = sandbox.run("status")
     assert status.stdout.strip() == (
-        "drifted: 2 files changed since the last recorded state: "
-        f"speculators-0.3.0.dist-info/RECORD, {GENERATOR} "
+        "drifted: 3 files changed since the last recorded state: "
+        f"speculators-0.3.0.dist-info/RECORD, speculators/data_generation/custom_worker.py, {GENERATOR} "
         "(all files match RECORD: reinstalled, e.g. pip install --force-reinstall); "
         "apply records a reinstall as the new original, rollback restores the original"
     )
     r = sandbox.run("--vllm-version", "0.16")
     assert r.returncode == 0, r.stderr
-    assert "speculators 0.3.0 was reinstalled (2 files changed, all match RECORD): recorded the installed files as the new original; history kept" in r.stderr
+    assert "speculators 0.3.0 was reinstalled (3 files changed, all match RECORD): recorded the installed files as the new original; history kept" in r.stderr
     assert git_log(sandbox)[:2] == [
         "patch speculators 0.3.0 for vLLM 0.16 (unguarded)",
         "original: speculators 0.3.0 reinstalled (RECORD verified)",

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from vllm_shim_patch.rewrite.engine import Engine
-from vllm_shim_patch.rules import Rule, load_pack
+from vllm_shim_patch.rules import Rule
+from vllm_shim_patch.rules.loader import load_pack
 from vllm_shim_patch.rules.testing import Case, cases, run_case
 
 CASE_FILES = sorted((Path(__file__).parent / "cases").glob("*.yaml"))

@@ -19,7 +19,8 @@ from packaging.version import Version
 
 from vllm_shim_patch.rewrite.engine import Engine, FileResult
 from vllm_shim_patch.report.diff import file_diff
-from vllm_shim_patch.rules import Rule, load_pack, parse_rules
+from vllm_shim_patch.rules import Rule
+from vllm_shim_patch.rules.loader import load_pack, parse_rules
 
 
 CASES = Path(__file__).parent / "cases"
@@ -540,7 +541,7 @@ def test_guard_only_for_the_callee_it_names() -> None:
 
 GENERATOR = "speculators/data_generation/vllm_hidden_states_generator.py"
 
-DIFF_KV_AND_SCHEDULER = """\
+DIFF_016 = """\
 --- a/speculators/data_generation/vllm_hidden_states_generator.py
 +++ b/speculators/data_generation/vllm_hidden_states_generator.py
 @@ -136,7 +136,6 @@ kv-cache-config-drop-specs
@@ -559,10 +560,81 @@ DIFF_KV_AND_SCHEDULER = """\
          )
  
          log.info("Initializing KV cache on all workers...")
+@@ -166,6 +166,7 @@ cache-config-no-prefix-caching
+         cache_config = CacheConfig(
+             block_size=VLLM_BLOCK_SIZE,
+             gpu_memory_utilization=gpu_memory_utilization,
++            enable_prefix_caching=False,
+         )
+ 
+         # For prefill-only workloads, use conservative scheduler limits
+@@ -195,6 +196,7 @@ scheduler-config-add-is-encoder-decoder
+                 max_num_seqs=max_num_seqs,
+                 max_model_len=max_model_len,
+                 max_num_batched_tokens=max_num_batched_tokens,
++                is_encoder_decoder=False,
+             ),
+             device_config=DeviceConfig(),
+             load_config=LoadConfig(),
+@@ -258,7 +260,9 @@ executor-sample-tokens
+                 f"{scheduler_output.total_num_scheduled_tokens}"
+             )
+ 
+-            self.executor.execute_model(scheduler_output)
++            model_output = self.executor.execute_model(scheduler_output)
++            if model_output is None:
++                model_output = self.executor.sample_tokens(None)
+ 
+             for req_id in scheduler_output.num_scheduled_tokens:
+                 self.scheduler.finish_requests([req_id], RequestStatus.FINISHED_ABORTED)
+@@ -268,7 +272,7 @@ collective-rpc-single-reply
+             "_get_captured_states",
+             unique_reply_rank=0,
+         )
+-        aux_hidden_states = captured_states_list[0]
++        aux_hidden_states = captured_states_list
+ 
+         if not aux_hidden_states:
+             raise RuntimeError("Failed to capture hidden states from worker")
 """
 
-DIFF_REQUEST = """\
-@@ -238,7 +238,6 @@ request-drop-eos-token-id
+# 0.17 adds the eos_token_id drop; the hunks after it start one line earlier.
+DIFF_017 = """\
+--- a/speculators/data_generation/vllm_hidden_states_generator.py
++++ b/speculators/data_generation/vllm_hidden_states_generator.py
+@@ -136,7 +136,6 @@ kv-cache-config-drop-specs
+         kv_cache_config = get_kv_cache_config_from_groups(
+             vllm_config=self.vllm_config,
+             kv_cache_groups=kv_cache_groups,
+-            kv_cache_specs=kv_cache_spec,
+             available_memory=cache_memory,
+         )
+ 
+@@ -149,6 +148,7 @@ scheduler-add-block-size
+             vllm_config=self.vllm_config,
+             kv_cache_config=kv_cache_config,
+             structured_output_manager=structured_output_manager,
++            block_size=self.vllm_config.cache_config.block_size,
+         )
+ 
+         log.info("Initializing KV cache on all workers...")
+@@ -166,6 +166,7 @@ cache-config-no-prefix-caching
+         cache_config = CacheConfig(
+             block_size=VLLM_BLOCK_SIZE,
+             gpu_memory_utilization=gpu_memory_utilization,
++            enable_prefix_caching=False,
+         )
+ 
+         # For prefill-only workloads, use conservative scheduler limits
+@@ -195,6 +196,7 @@ scheduler-config-add-is-encoder-decoder
+                 max_num_seqs=max_num_seqs,
+                 max_model_len=max_model_len,
+                 max_num_batched_tokens=max_num_batched_tokens,
++                is_encoder_decoder=False,
+             ),
+             device_config=DeviceConfig(),
+             load_config=LoadConfig(),
+@@ -238,7 +240,6 @@ request-drop-eos-token-id
                      max_tokens=MAX_DECODE_TOKENS, temperature=SAMPLING_TEMPERATURE
                  ),
                  pooling_params=None,
@@ -570,6 +642,26 @@ DIFF_REQUEST = """\
                  arrival_time=INITIAL_ARRIVAL_TIME,
              )
              self.scheduler.add_request(req)
+@@ -258,7 +259,9 @@ executor-sample-tokens
+                 f"{scheduler_output.total_num_scheduled_tokens}"
+             )
+ 
+-            self.executor.execute_model(scheduler_output)
++            model_output = self.executor.execute_model(scheduler_output)
++            if model_output is None:
++                model_output = self.executor.sample_tokens(None)
+ 
+             for req_id in scheduler_output.num_scheduled_tokens:
+                 self.scheduler.finish_requests([req_id], RequestStatus.FINISHED_ABORTED)
+@@ -268,7 +271,7 @@ collective-rpc-single-reply
+             "_get_captured_states",
+             unique_reply_rank=0,
+         )
+-        aux_hidden_states = captured_states_list[0]
++        aux_hidden_states = captured_states_list
+ 
+         if not aux_hidden_states:
+             raise RuntimeError("Failed to capture hidden states from worker")
 """
 
 
@@ -589,14 +681,17 @@ def generator_source() -> bytes:
     [
         pytest.param(
             "0.17",
-            DIFF_KV_AND_SCHEDULER + DIFF_REQUEST,
-            ["kv-cache-config-drop-specs", "scheduler-add-block-size", "request-drop-eos-token-id"],
+            DIFF_017,
+            ["kv-cache-config-drop-specs", "scheduler-add-block-size", "cache-config-no-prefix-caching",
+             "scheduler-config-add-is-encoder-decoder", "request-drop-eos-token-id", "executor-sample-tokens",
+             "collective-rpc-single-reply"],
             id="0.17",
         ),
         pytest.param(
             "0.16",
-            DIFF_KV_AND_SCHEDULER,
-            ["kv-cache-config-drop-specs", "scheduler-add-block-size"],
+            DIFF_016,
+            ["kv-cache-config-drop-specs", "scheduler-add-block-size", "cache-config-no-prefix-caching",
+             "scheduler-config-add-is-encoder-decoder", "executor-sample-tokens", "collective-rpc-single-reply"],
             id="0.16",
         ),
     ],
@@ -611,10 +706,7 @@ def test_real_speculators_generator(
     assert [(s.rule_id, s.action) for s in result.sites if s.action == "edited"] == [
         (r, "edited") for r in rule_ids
     ]
-    # The fourth mismatch (SchedulerConfig needs is_encoder_decoder from 0.12) is flagged, not edited.
-    assert [(s.rule_id, s.action, s.line) for s in result.sites if s.action != "edited"] == [
-        ("scheduler-config-needs-is-encoder-decoder", "notice", 194)
-    ]
+    assert [s for s in result.sites if s.action != "edited"] == []
     assert file_diff(result) == diff
     compile(result.after, GENERATOR, "exec", dont_inherit=True)
 

@@ -11,7 +11,9 @@ from packaging.version import Version
 
 from vllm_shim_patch.cli import main
 from vllm_shim_patch.errors import RuleError
-from vllm_shim_patch.rules import Example, OldSignature, Rule, load_pack, parse_rules
+from vllm_shim_patch.rules import Example, OldSignature, Rule
+from vllm_shim_patch.rules.loader import load_pack, parse_rules
+from vllm_shim_patch.rules.model import Guard
 
 MALFORMED = Path(__file__).parent / "malformed"
 _PAIR = MALFORMED / "duplicate-id-across-files"
@@ -32,7 +34,7 @@ CORPUS: dict[str, tuple[int | None, str | None, str]] = {
     "unknown-operation.yaml": (
         7,
         "bad-op",
-        "unknown operation 'delete' (operations: drop, add, rename, move, notice, codemod); did you mean 'drop'?",
+        "unknown operation 'delete' (operations: drop, add, rename, move, notice, codemod, pin, method); did you mean 'drop'?",
     ),
     "missing-id.yaml": (3, None, "rule has no 'id'"),
     "duplicate-id-in-file.yaml": (
@@ -106,7 +108,7 @@ CORPUS: dict[str, tuple[int | None, str | None, str]] = {
     "no-operation.yaml": (
         3,
         "does-nothing",
-        "rule has no operation (one of: drop, add, rename, move, notice, codemod)",
+        "rule has no operation (one of: drop, add, rename, move, notice, codemod, pin, method)",
     ),
     "empty-file.yaml": (None, None, "file is empty: expected 'schema', 'rules'"),
     "not-utf8.yaml": (6, None, "not valid UTF-8"),
@@ -186,7 +188,7 @@ def test_rules_check_cli_ok(tmp_path: Path) -> None:
 def test_load_pack_missing_path(tmp_path: Path) -> None:
     with pytest.raises(RuleError) as info:
         load_pack([tmp_path / "nope.yaml"], bundled=False)
-    assert str(info.value) == f"{tmp_path}/nope.yaml: no such rule file or folder (bundled optional packs: scheduler-config)"
+    assert str(info.value) == f"{tmp_path}/nope.yaml: no such rule file or folder (bundled optional packs: none)"
 
 
 def test_load_pack_empty_folder(tmp_path: Path) -> None:
@@ -319,16 +321,28 @@ def test_good_file_loads_to_frozen_rules() -> None:
 
 def test_bundled_pack_loads() -> None:
     pack = load_pack()
-    assert [r.id for r in pack.rules] == [
-        "kv-cache-config-drop-specs",
-        "scheduler-add-block-size",
-        "request-drop-eos-token-id",
-        "scheduler-config-needs-is-encoder-decoder",
+    assert [(r.id, str(r.since), r.operations, r.target) for r in pack.rules] == [
+        ("kv-cache-config-drop-specs", "0.12.0", ("drop",), "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups"),
+        ("scheduler-add-block-size", "0.11.1", ("add",), "vllm.v1.core.sched.scheduler.Scheduler"),
+        ("request-drop-eos-token-id", "0.17.0", ("drop",), "vllm.v1.request.Request"),
+        ("scheduler-config-add-is-encoder-decoder", "0.12.0", ("add",), "vllm.config.SchedulerConfig"),
+        ("cache-config-no-prefix-caching", "0.12.0", ("pin",), "vllm.config.CacheConfig"),
+        ("llama-model-embed-input-ids", "0.11.1", ("method",),
+         "in speculators.data_generation.custom_worker:_patched_forward"),
+        ("executor-sample-tokens", "0.11.1", ("codemod",),
+         "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.generate"),
+        ("collective-rpc-single-reply", "0.11.1", ("codemod",),
+         "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.generate"),
     ]
-    assert [str(r.since) for r in pack.rules] == ["0.12.0", "0.11.1", "0.17.0", "0.12.0"]
 
 
-def test_optional_pack_is_selected_by_name() -> None:
-    pack = load_pack(["scheduler-config"])
-    assert [r.id for r in pack.rules][-1] == "scheduler-config-add-is-encoder-decoder"
-    assert pack.rules[-1].op("add") == (("is_encoder_decoder", "False"),)
+def test_scoped_rules_carry_their_guards() -> None:
+    pack = load_pack()
+    assert pack.by_id("llama-model-embed-input-ids").guard == Guard(
+        defines=("vllm.model_executor.models.llama.LlamaModel.embed_input_ids",),
+        lacks=("vllm.model_executor.models.llama.LlamaModel.get_input_embeddings",),
+    )
+    assert pack.by_id("executor-sample-tokens").guard == Guard(
+        defines=("vllm.v1.executor.multiproc_executor.MultiprocExecutor.sample_tokens",))
+    assert pack.by_id("collective-rpc-single-reply").guard == Guard(
+        accepts=(("vllm.v1.executor.multiproc_executor.MultiprocExecutor.collective_rpc", "kv_output_aggregator"),))

@@ -59,6 +59,13 @@ def _pydantic_extra(cls):
     return {"allow": "extra_data", "ignore": "ignored_extra"}.get(extra)
 
 
+def _literal(value):
+    """The default as source text when it is a plain literal (as the static reader writes it)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return repr(value)
+    return None
+
+
 def _probe(qualname):
     parts = qualname.split(".")
     try:
@@ -81,6 +88,7 @@ def _probe(qualname):
             "name": p.name,
             "kind": p.kind.name.lower(),
             "required": p.default is p.empty and p.kind not in _VAR,
+            "default": _literal(p.default),
         }
         for p in sig.parameters.values()
     ]

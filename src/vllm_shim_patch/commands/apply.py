@@ -13,7 +13,7 @@ from ..errors import TargetError
 from ..faults import checkpoint
 from ..fsutil import hash_file, record_hash
 from ..report.text import plural
-from ..settings import Action
+from ..settings import Action, FileStatus
 from .context import Context, Outcome
 
 if TYPE_CHECKING:
@@ -50,6 +50,11 @@ def apply(ctx: Context, *, verify: bool = True, accept_modified: bool = False, w
         originals = ctx.originals()
         plan = _reviewed_plan(ctx, originals, review)
         _report_plan(ctx, plan)
+        failed = [r for r in plan.problems if r.status is FileStatus.FAILED]
+        if failed:
+            # Fail closed: a rule or codemod that broke on one file must not leave the others half-patched.
+            return Outcome(f"nothing written: {failed[0].path}: {failed[0].reason}",
+                           {"package": ctx.who, "changed": False, "failed": [r.path for r in failed]}, 1)
         writes = pending_writes(ctx, desired_files(plan, originals))
         base = {"package": ctx.who, "vllm": str(plan.version), "signatures": plan.signature_kind,
                 "rules": plan.rule_ids, "files": sorted(writes), "sites": len(plan.edited)}

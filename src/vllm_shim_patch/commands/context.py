@@ -96,15 +96,29 @@ class Context:
     @cached_property
     def guard(self) -> tuple[dict[str, Any] | None, SignatureKind | None]:
         """The installed vLLM's signatures of every rule callee (None: unguarded), and their kind."""
+        source = self._guard_source
+        if source is None:
+            return None, None
+        rules = self.pack.rules
+        calls = {c for r in rules for c in r.calls} | {c for r in rules for c, _ in r.guard.accepts}
+        return source.get_many(sorted(calls)), SignatureKind(source.kind)
+
+    @cached_property
+    def facts(self) -> dict[str, bool | None] | None:
+        """Whether the class attributes scoped rules' guards name exist in the installed vLLM."""
+        source = self._guard_source
+        if source is None:
+            return None
+        names = sorted({n for r in self.pack.rules for n in (*r.guard.defines, *r.guard.lacks)})
+        return {n: source.defines(n) for n in names}
+
+    @cached_property
+    def _guard_source(self) -> Any:
         from ..signatures.select import guard_source
 
         if self.settings.no_guard:
-            return None, None
-        source = guard_source(self.target, self.settings.vllm_source)
-        if source is None:
-            return None, None
-        calls = sorted({c for r in self.pack.rules for c in r.calls})
-        return source.get_many(calls), SignatureKind(source.kind)
+            return None
+        return guard_source(self.target, self.settings.vllm_source)
 
     def bindings(self, callees: set[str]) -> tuple[dict[str, Any], SignatureKind | None, str]:
         """Signatures to bind calls against (live unless --static or --vllm-source)."""
@@ -121,7 +135,8 @@ class Context:
         self.load()
         signatures, kind = self.guard
         return make_plan(self.target, self.pack, self.settings.vllm_version, signatures, kind,
-                         files=self.originals() if files is None else files, declined=declined)
+                         files=self.originals() if files is None else files, declined=declined,
+                         facts=self.facts)
 
     # ------------------------------------------------------------------ shared checks
 

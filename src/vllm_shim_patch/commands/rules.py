@@ -19,7 +19,7 @@ def rules_list(settings: Settings) -> Outcome:
         for r in pack.rules
     ]
     width = max((len(r.id) for r in pack.rules), default=2)
-    lines = [f"{r.id:<{width}}  since {str(r.since):<8} {', '.join(r.operations):<12} {r.calls[0]}"
+    lines = [f"{r.id:<{width}}  since {str(r.since):<8} {', '.join(r.operations):<12} {r.target}"
              for r in pack.rules]
     return Outcome("\n".join(lines), data)
 

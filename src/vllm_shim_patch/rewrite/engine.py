@@ -23,6 +23,7 @@ from libcst.metadata import (
 from ..settings import Action, FileStatus
 from .context import CallSite, NeedsHuman, Rewrite
 from .ops import compile_rule, guardable, observes_only
+from .scoped import Scope, line_map, module_of, time_limit
 
 if TYPE_CHECKING:
     from ..rules.model import Rule
@@ -62,13 +63,17 @@ class Engine:
     version: Any = None  # packaging Version; None: every rule is a candidate (rule examples)
     signatures: Mapping[str, Any] | None = None  # qualname → Signature | None
     declined: frozenset[tuple[str, int, str]] = frozenset()  # (path, line, rule id) a reviewer said no to
+    facts: Mapping[str, bool | None] | None = None  # vllm.x.C.attr → defined? (scoped rules' guards)
     _index: dict[str, list[tuple[Rule, list[Rewrite]]]] = field(init=False, default_factory=dict)
+    _scoped: list[tuple[Rule, Scope, list[Any]]] = field(init=False, default_factory=list)
     _needles: dict[bytes, re.Pattern[bytes]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         shorts: dict[bytes, set[str]] = {}
         for rule in self.rules:
             rewrites = compile_rule(rule)
+            if rule.scope is not None:
+                self._scoped.append((rule, Scope.parse(rule.scope), rewrites))
             for call in rule.calls:
                 self._index.setdefault(call, []).append((rule, rewrites))
                 top, _, rest = call.partition(".")
@@ -87,7 +92,10 @@ class Engine:
         return any(top in data and pattern.search(data) for top, pattern in self._needles.items())
 
     def transform(self, data: bytes, path: str = "<string>") -> FileResult:
-        if not self.mentions(data):
+        module_name = module_of(path)
+        # A rule example (no module) is the region's own module.
+        scoped = [e for e in self._scoped if module_name is None or e[1].module == module_name]
+        if not scoped and not self.mentions(data):
             return FileResult(path, FileStatus.UNCHANGED, data, data)
         try:
             module = cst.parse_module(data)
@@ -97,6 +105,7 @@ class Engine:
             return FileResult(path, FileStatus.SKIPPED, data, data, reason=f"cannot decode: {exc}")
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         command = _CallRewriter(self, path, wrapper)
+        scoped_pass = _ScopedPass(self, path, data)
         try:
             new_module = wrapper.visit(command)
             if command.context is not None:
@@ -105,15 +114,20 @@ class Engine:
 
                 new_module = AddImportsVisitor(command.context).transform_module(new_module)
                 new_module = RemoveImportsVisitor(command.context).transform_module(new_module)
+            if scoped:
+                new_module = scoped_pass.run(new_module, scoped)
             after = new_module.bytes
             if after != data:
                 compile(after, path, "exec", dont_inherit=True)
+        except _ScopedFailure as exc:
+            return FileResult(path, FileStatus.FAILED, data, data, tuple(command.sites), str(exc))
         except SyntaxError as exc:
             return FileResult(path, FileStatus.FAILED, data, data, tuple(command.sites), f"result does not compile: {exc}")
         except Exception as exc:  # a codemod's bug must not take the other files down
             return FileResult(path, FileStatus.FAILED, data, data, tuple(command.sites), f"{type(exc).__name__}: {exc}")
+        sites = (*command.sites, *scoped_pass.sites)
         status = FileStatus.CHANGED if after != data else FileStatus.UNCHANGED
-        return FileResult(path, status, data, after, tuple(command.sites))
+        return FileResult(path, status, data, after, sites)
 
     def transform_file(self, root: Path, relpath: str) -> FileResult:
         try:
@@ -233,3 +247,91 @@ def _syntax_error(data: bytes, path: str, exc: cst.ParserSyntaxError) -> str:
 def _notices_last(entry: tuple[Rule, list[Rewrite]]) -> bool:
     """A notice judges the call as the other rules leave it, so it runs after them."""
     return observes_only(entry[0])
+
+
+CODEMOD_SECONDS = 10.0  # a scoped transform of one file; the real ones take milliseconds
+
+
+class _ScopedPass:
+    """The scoped rules of one file, run one after the other on the module the call pass left."""
+
+    def __init__(self, engine: Engine, path: str, original: bytes):
+        self.engine = engine
+        self.path = path
+        self.original = original
+        self.sites: list[Site] = []
+
+    def decide(self, rule: Rule) -> tuple[bool, bool, str]:
+        """(apply, guarded, why not): a known guard decides; otherwise `since` does."""
+        engine, guard = self.engine, rule.guard
+        facts = engine.facts or {}
+        signatures = engine.signatures or {}
+        answers: list[tuple[bool | None, str]] = []
+        for name in guard.defines:
+            owner, _, attr = name.rpartition(".")
+            answers.append((facts.get(name), f"{owner.rsplit('.', 1)[-1]} does not define {attr}"))
+        for name in guard.lacks:
+            known = facts.get(name)
+            owner, _, attr = name.rpartition(".")
+            answers.append((None if known is None else not known, f"{owner.rsplit('.', 1)[-1]} still defines {attr}"))
+        for callee, param in guard.accepts:
+            sig = signatures.get(callee)
+            answers.append((None if sig is None else sig.accepts(param),
+                            f"{callee.rsplit('.', 1)[-1]} does not take {param}"))
+        refused = [why for known, why in answers if known is False]
+        if refused:
+            return False, True, f"not needed for this vLLM: {refused[0]}"
+        if answers and all(known for known, _ in answers):
+            return True, True, ""
+        if engine.version is None or rule.since <= engine.version:
+            return True, False, ""
+        return False, False, f"not needed before vLLM {rule.since}"
+
+    def run(self, module: cst.Module, entries: list[tuple[Rule, Scope, list[Any]]]) -> cst.Module:
+        for rule, scope, transforms in entries:
+            apply, guarded, why = self.decide(rule)
+            line = scope.def_line(self.original) or 1
+            if not apply:
+                if scope.def_line(self.original) is not None:
+                    self._site(rule, scope, line, line, Action.NOT_NEEDED, why, guarded)
+                continue
+            for factory in transforms:
+                module = self._one(rule, scope, factory, module, guarded)
+        return module
+
+    def _one(self, rule: Rule, scope: Scope, factory: Any, module: cst.Module, guarded: bool) -> cst.Module:
+        before = module.code
+        transform = factory(rule, scope, module)
+        name = factory.codemod_name
+        try:
+            with time_limit(CODEMOD_SECONDS):
+                new = MetadataWrapper(module).visit(transform)
+        except Exception as exc:
+            what = f"codemod {name!r}" if name else f"operation {rule.operations[0]!r}"
+            raise _ScopedFailure(f"rule {rule.id}: {what} {type(exc).__name__}: {exc}") from exc
+        if not transform.found:
+            self._site(rule, scope, 1, 1, Action.NEEDS_HUMAN, f"{scope} is not in this file: the rule matches nothing",
+                       guarded)
+            return module
+        to_original = line_map(self.original.decode("utf-8", "surrogateescape"), before)
+        edits = [(to_original(a), to_original(b), what) for a, b, what in transform.edits]
+        if any((self.path, a, rule.id) in self.engine.declined for a, _, _ in edits):
+            for a, b, _ in edits:
+                self._site(rule, scope, a, b, Action.DECLINED, "declined in review", guarded)
+            return module
+        for a, b, what in edits:
+            self._site(rule, scope, a, b, Action.EDITED, what, guarded)
+        for a, b, why in transform.human:
+            self._site(rule, scope, to_original(a), to_original(b), Action.NEEDS_HUMAN, why, guarded)
+        if not edits and not transform.human:
+            line = scope.def_line(self.original) or 1
+            self._site(rule, scope, line, line, Action.ALREADY, "nothing to change", guarded)
+        return new
+
+    def _site(self, rule: Rule, scope: Scope, line: int, end: int, action: Action, message: str,
+              guarded: bool) -> None:
+        self.sites.append(Site(rule.id, self.path, line, end, str(scope), action, message, guarded))
+
+
+class _ScopedFailure(Exception):
+    """A scoped transform broke on this file: the file fails, and the run with it."""

@@ -97,6 +97,7 @@ def make_plan(
     signature_kind: SignatureKind | None = None,
     files: Mapping[str, bytes] | None = None,
     declined: frozenset[tuple[str, int, str]] = frozenset(),
+    facts: Mapping[str, bool | None] | None = None,
 ) -> Plan:
     """Run the engine over the package's files (or over `files`, e.g. the overlay's originals)."""
     version, note = resolve_version(requested, target.vllm_version, target.python)
@@ -110,7 +111,7 @@ def make_plan(
             if earliest
             else "no rules loaded"
         )
-    engine = Engine(pack.rules, version, signatures, declined)
+    engine = Engine(pack.rules, version, signatures, declined, facts)
     if files is None:
         results = engine.run(target.location, target.python_files())
     else:

@@ -1,18 +1,9 @@
-"""Rule files: YAML read into frozen `Rule`s (model, loader), their examples run (testing), their docs."""
+"""Rule files: YAML read into frozen `Rule`s (`model`, `loader`), their examples run (`testing`),
+their docs generated (`docs`). Only the model is re-exported here: the loader depends on the
+operations in `rewrite.ops`, which depend on the model, so importing the model must not load them."""
 
 from __future__ import annotations
 
-from .loader import bundled_optional_packs, bundled_rule_files, load_file, load_pack, parse_rules
-from .model import Example, OldSignature, Rule, RulePack
+from .model import Example, Guard, OldSignature, Rule, RulePack
 
-__all__ = [
-    "Example",
-    "OldSignature",
-    "Rule",
-    "RulePack",
-    "bundled_optional_packs",
-    "bundled_rule_files",
-    "load_file",
-    "load_pack",
-    "parse_rules",
-]
+__all__ = ["Example", "Guard", "OldSignature", "Rule", "RulePack"]

@@ -24,5 +24,5 @@ def table(rules: Iterable[Rule]) -> str:
             pack = f"`--rules {optional[rule.path]}`"
         else:
             pack = "default" if rule.path in default else Path(rule.path).name
-        lines.append(f"| `{rule.id}` | {pack} | `{rule.calls[0]}` | {rule.since} | {_what(rule)} |")
+        lines.append(f"| `{rule.id}` | {pack} | `{rule.target}` | {rule.since} | {_what(rule)} |")
     return "\n".join(lines) + "\n"

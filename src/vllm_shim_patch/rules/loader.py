@@ -17,9 +17,9 @@ from typing import Any
 from ..errors import RuleError
 from ..rewrite.ops import OPERATIONS
 from ..rewrite.ops.base import QUALNAME_RE, is_identifier
-from .model import SCHEMA_VERSION, Example, OldSignature, Rule, RulePack
+from .model import SCHEMA_VERSION, Example, Guard, OldSignature, Rule, RulePack
 
-GENERIC_KEYS = ("id", "call", "since", "why", "signature", "examples", "unchanged")
+GENERIC_KEYS = ("id", "call", "in", "guard", "since", "why", "signature", "examples", "unchanged")
 RULE_KEYS = (*GENERIC_KEYS, *(key for op in OPERATIONS.values() for key in op.keys))
 TOP_KEYS = ("schema", "package", "rules")
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -224,10 +224,16 @@ class NodeReader:
         for key, (key_node, value_node) in fields.items():
             if key not in RULE_KEYS:
                 raise self.fail(key_node, _unknown_key_message(key, value_node, self.yaml))
-        for required in ("call", "since", "why"):
+        if "call" in fields and "in" in fields:
+            raise self.fail(fields["in"][0], "a rule has 'call' (calls by name) or 'in' (a region of the package), not both")
+        for required in ("call" if "in" not in fields else "in", "since", "why"):
             if required not in fields:
                 raise self.fail(node, f"missing {required!r}")
-        calls = self.calls(fields["call"][1])
+        kind = "scope" if "in" in fields else "call"
+        calls = self.calls(fields["call"][1]) if kind == "call" else ()
+        scope = self.scope(fields["in"][1]) if kind == "scope" else None
+        if "guard" in fields and kind != "scope":
+            raise self.fail(fields["guard"][0], "'guard' goes with 'in' (a call rule is guarded by the signature)")
         since_node = fields["since"][1]
         since_text = self.scalar(since_node, "'since'")
         try:
@@ -245,7 +251,15 @@ class NodeReader:
         parsed: dict[str, Any] = {}
         for name, op in OPERATIONS.items():
             if name in fields:
+                if kind not in op.kinds:
+                    need = "'in: module:Qual.name'" if "scope" in op.kinds else "'call'"
+                    raise self.fail(fields[name][0], f"{name!r} needs {need}")
                 parsed[name] = op.parse(self, fields, parsed, signature)
+        guard = self.guard(fields["guard"][1]) if "guard" in fields else Guard()
+        for name, spec in parsed.items():
+            implied = OPERATIONS[name].implied_guard
+            if implied is not None:
+                guard = guard + Guard(**implied(spec))
         touched = [arg for name, spec in parsed.items() for arg in OPERATIONS[name].touches(spec)]
         dupes = sorted({n for n in touched if touched.count(n) > 1})
         if dupes:
@@ -270,6 +284,8 @@ class NodeReader:
             ops=tuple(parsed.items()),
             examples=examples,
             unchanged=unchanged,
+            scope=scope,
+            guard=guard,
         )
 
     def calls(self, node: Any) -> tuple[str, ...]:
@@ -285,6 +301,42 @@ class NodeReader:
                 raise self.fail(item, f"'call' lists {name!r} twice")
             out.append(name)
         return tuple(out)
+
+    def scope(self, node: Any) -> str:
+        text = self.scalar(node, "'in'")
+        module, _, inner = text.partition(":")
+        if not QUALNAME_RE.match(module) and not module.isidentifier():
+            raise self.fail(node, f"'in' {text!r}: {module!r} is not a dotted module name")
+        if inner and not all(part.isidentifier() for part in inner.split(".")):
+            raise self.fail(node, f"'in' {text!r}: {inner!r} is not a class or function path like Class.method")
+        return text
+
+    def qualnames(self, node: Any, what: str) -> tuple[str, ...]:
+        items = node.value if isinstance(node, self.yaml.SequenceNode) else [node]
+        out = []
+        for item in items:
+            name = self.scalar(item, what)
+            if not QUALNAME_RE.match(name):
+                raise self.fail(item, f"{what} {name!r} is not a fully qualified name like vllm.module.Class.name")
+            out.append(name)
+        return tuple(out)
+
+    def guard(self, node: Any) -> Guard:
+        entries = self.mapping(node, "'guard'")
+        for key, (key_node, _) in entries.items():
+            if key not in ("defines", "lacks", "accepts"):
+                raise self.fail(key_node, f"'guard' has unknown key {key!r} (known: defines, lacks, accepts)")
+        accepts = []
+        if "accepts" in entries:
+            for callee, (key_node, value_node) in self.mapping(entries["accepts"][1], "'guard: accepts'").items():
+                if not QUALNAME_RE.match(callee):
+                    raise self.fail(key_node, f"'guard: accepts' {callee!r} is not a fully qualified name")
+                accepts.append((callee, self.scalar(value_node, f"'guard: accepts' parameter of {callee!r}")))
+        return Guard(
+            self.qualnames(entries["defines"][1], "'guard: defines'") if "defines" in entries else (),
+            self.qualnames(entries["lacks"][1], "'guard: lacks'") if "lacks" in entries else (),
+            tuple(accepts),
+        )
 
     def signature(self, node: Any) -> OldSignature:
         text = self.string(node, "'signature'").strip()

@@ -27,6 +27,21 @@ class OldSignature:
 
 
 @dataclass(frozen=True)
+class Guard:
+    """What the installed vLLM must show for a scoped rule to act (read statically, like signatures)."""
+
+    defines: tuple[str, ...] = ()  # class attributes that must exist: vllm.x.C.method
+    lacks: tuple[str, ...] = ()  # class attributes that must not exist
+    accepts: tuple[tuple[str, str], ...] = ()  # (callable, parameter) the callable must take
+
+    def __add__(self, other: Guard) -> Guard:
+        return Guard(self.defines + other.defines, self.lacks + other.lacks, self.accepts + other.accepts)
+
+    def __bool__(self) -> bool:
+        return bool(self.defines or self.lacks or self.accepts)
+
+
+@dataclass(frozen=True)
 class Rule:
     id: str
     calls: tuple[str, ...]
@@ -39,6 +54,8 @@ class Rule:
     ops: tuple[tuple[str, Any], ...] = ()
     examples: tuple[Example, ...] = ()
     unchanged: tuple[str, ...] = ()
+    scope: str | None = None  # `in: module:Qual.name`: a scoped rule (no `call`)
+    guard: Guard = Guard()  # a scoped rule's guard, its operations' own guards included
 
     @property
     def operations(self) -> tuple[str, ...]:
@@ -47,6 +64,11 @@ class Rule:
     def op(self, name: str) -> Any:
         """The spec of operation `name` in this rule, or None."""
         return next((spec for op, spec in self.ops if op == name), None)
+
+    @property
+    def target(self) -> str:
+        """What the rule is about: its first callable, or its region."""
+        return self.calls[0] if self.calls else f"in {self.scope}"
 
     @property
     def short_names(self) -> frozenset[str]:

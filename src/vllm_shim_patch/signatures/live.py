@@ -42,7 +42,7 @@ class LiveSignatures:
             for name, entry in self._probe(todo).items():
                 if "params" in entry:
                     params = tuple(
-                        Param(p["name"], p["kind"], bool(p["required"])) for p in entry["params"]
+                        Param(p["name"], p["kind"], bool(p["required"]), p.get("default")) for p in entry["params"]
                     )
                     self._cache[name] = Signature(name, params, "live")
                 else:

@@ -8,7 +8,7 @@ compare equal).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 __all__ = [
@@ -39,6 +39,9 @@ class Param:
     name: str
     kind: str  # one of PARAM_KINDS: inspect.Parameter.kind.name.lower()
     required: bool
+    # The default as source text ("True", "None"), where a literal says it; None when there is
+    # none or it is computed (a factory). Guards on a changed default compare this text.
+    default: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,11 @@ class Signature:
         if param is not None and param.kind in (POS_OR_KW, KW_ONLY):
             return True
         return self._has(VAR_KW)
+
+    def default_of(self, name: str) -> str | None:
+        """The literal default of parameter `name` as source text, or None (none, computed, absent)."""
+        param = self._param(name)
+        return param.default if param is not None else None
 
     def requires(self, name: str) -> bool:
         """Whether that parameter exists and has no default."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import add, codemod, drop, move, notice, rename
+from . import add, codemod, drop, method, move, notice, pin, rename
 from .base import Operation
 
 if TYPE_CHECKING:
@@ -19,13 +19,14 @@ if TYPE_CHECKING:
 OPERATIONS: dict[str, Operation] = {
     op.name: op
     for op in (drop.OPERATION, add.OPERATION, rename.OPERATION, move.OPERATION, notice.OPERATION,
-               codemod.OPERATION)
+               codemod.OPERATION, pin.OPERATION, method.OPERATION)
 }
 
-# The order a rule's rewrites run in: argument edits first (a rename before a drop or add
+# The order a rule's rewrites run in: argument edits first (a rename before a drop, add or pin
 # that may name the new parameter), then a codemod, then the callee's own name (move), and a
-# notice last, so it judges the call as the others leave it.
-RUN_ORDER = ("rename", "drop", "add", "codemod", "move", "notice")
+# notice last, so it judges the call as the others leave it. `method` is scoped: it never
+# shares a rule with the call operations.
+RUN_ORDER = ("rename", "drop", "add", "pin", "codemod", "move", "method", "notice")
 assert set(RUN_ORDER) == set(OPERATIONS), "every operation needs its place in RUN_ORDER"
 
 

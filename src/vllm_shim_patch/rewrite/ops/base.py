@@ -53,8 +53,9 @@ class Operation:
     # Read its keys into a spec; errors through `reader.fail(...)` name file, line and rule.
     # `parsed` holds the specs of the operations read before it in the same rule.
     parse: Callable[[NodeReader, Fields, dict[str, Any], OldSignature | None], Any]
-    # The call rewrites for a spec, in the order they run.
-    compile: Callable[[Any, Rule], list[Rewrite]]
+    # What it makes of a spec: call rewrites, in the order they run (a `call:` rule), or
+    # ScopedTransform classes (an `in:` rule).
+    compile: Callable[[Any, Rule], list[Any]]
     # A short Markdown phrase for the generated rule docs.
     describe: Callable[[Any], str]
     # Every edit it makes consults the installed signature first: a signature may then apply it
@@ -66,3 +67,8 @@ class Operation:
     touches: Callable[[Any], tuple[str, ...]] = _touches_nothing
     # For `audit`: a YAML line that fixes a binding mismatch with this reason, or None.
     suggest: Callable[[str], tuple[str, str] | None] | None = None
+    # The kinds of rule it serves: "call" (matched by qualified name) and/or "scope" (`in:`).
+    kinds: frozenset[str] = frozenset({"call"})
+    # The guard its spec implies for a scoped rule (e.g. the classes a renamed method lives on),
+    # as the fields of `rules.model.Guard`.
+    implied_guard: Callable[[Any], dict[str, tuple[Any, ...]]] | None = None

@@ -1,8 +1,11 @@
-"""`codemod: NAME`: a Python rewrite in `codemods/NAME.py` for what YAML cannot say.
+"""`codemod: NAME`: Python in `codemods/NAME.py` for what YAML cannot say.
 
-The module defines ``rewrite(call, site)`` of the same shape as every YAML operation's rewrite
-(`rewrite.context`). A codemod that cannot be loaded fails the whole run before anything is
-read or written, naming the codemod, the rule and the file.
+For a `call:` rule the module defines ``rewrite(call, site)``, the shape of every YAML
+operation's rewrite (`rewrite.context`). For an `in:` rule it defines ``class
+Codemod(ScopedTransform)`` (`rewrite.scoped`), which transforms the region. A codemod that cannot
+be loaded fails the whole run before anything is read or written, naming the codemod, the rule
+and the file; one that raises, or runs past its time limit, on a file fails that file, and
+apply then writes nothing.
 """
 
 from __future__ import annotations
@@ -53,6 +56,15 @@ def load(path: str, rule: Rule) -> Rewrite:
     except BaseException as exc:  # SystemExit too: a codemod must not end the run, let alone with 0
         what = f"exits ({exc})" if isinstance(exc, SystemExit) else f"fails to import: {type(exc).__name__}: {exc}"
         raise CodemodError(rule.path, rule.line, rule.id, f"{where} {what}") from None
+    if rule.scope is not None:
+        from ..scoped import ScopedTransform
+
+        transform = getattr(module, "Codemod", None)
+        if not (isinstance(transform, type) and issubclass(transform, ScopedTransform)):
+            raise CodemodError(rule.path, rule.line, rule.id,
+                               f"{where} defines no class Codemod(ScopedTransform) for an 'in:' rule")
+        transform.codemod_name = name
+        return transform  # type: ignore[return-value]
     rewrite = getattr(module, "rewrite", None)
     if not callable(rewrite):
         raise CodemodError(rule.path, rule.line, rule.id, f"{where} defines no function rewrite(call, site)")
@@ -70,4 +82,5 @@ OPERATION = Operation(
     compile=compile_spec,
     describe=lambda spec: f"codemod `{Path(spec).stem}`",
     guardable=False,
+    kinds=frozenset({"call", "scope"}),
 )

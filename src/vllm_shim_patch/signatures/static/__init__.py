@@ -19,6 +19,7 @@ from pathlib import Path
 
 from vllm_shim_patch.errors import SignatureError
 from vllm_shim_patch.signatures.model import Param, Signature
+from vllm_shim_patch.signatures.static.members import defines
 from vllm_shim_patch.signatures.static.resolver import Resolver
 from vllm_shim_patch.signatures.static.scope import Unknown
 
@@ -67,6 +68,13 @@ class StaticSignatures:
 
     def get_many(self, qualnames: Iterable[str]) -> dict[str, Signature | None]:
         return {name: self.get(name) for name in qualnames}
+
+    def defines(self, qualname: str) -> bool | None:
+        """Whether class attribute `a.b.C.attr` exists (None: cannot be told from the source)."""
+        try:
+            return defines(self._resolver.names, qualname)
+        except RecursionError:
+            return None
 
     def unknown_reason(self, qualname: str) -> str | None:
         """Why `get(qualname)` gave None (after a get), else None."""

@@ -69,6 +69,7 @@ class _Field:
     has_default: bool
     kw_only: bool
     init: bool
+    default: str | None = None  # a literal default as source text
 
 
 class Constructors:
@@ -299,7 +300,7 @@ class Constructors:
         if value is None:
             return _Field(False, kw_only, True)
         if not isinstance(value, ast.Call) or dotted(value.func) is None:
-            return _Field(True, kw_only, True)
+            return _Field(True, kw_only, True, _literal_text(value))
         try:
             key = self._key(self.names.expr(mod, value.func))
         except Unknown:
@@ -322,7 +323,8 @@ class Constructors:
         )
         if default is not None and not required_marker:
             has_default = True
-        return _Field(has_default, _flag(kwargs, "kw_only", kw_only), _flag(kwargs, "init", True))
+        return _Field(has_default, _flag(kwargs, "kw_only", kw_only), _flag(kwargs, "init", True),
+                      None if required_marker else _literal_text(default))
 
     def struct_params(self, cls: Class, mro: Mro) -> list[RawParam]:
         """msgspec.Struct: the fields of the Struct classes in the MRO (no own __init__/__new__)."""
@@ -362,11 +364,17 @@ def _order_fields(fields: dict[str, _Field], label: str) -> list[RawParam]:
             if seen_default and not f.has_default:
                 raise Unknown(f"{label}: required field {name!r} follows a field with a default")
             seen_default = seen_default or f.has_default
-            params.append((name, POS_OR_KW, not f.has_default))
+            params.append((name, POS_OR_KW, not f.has_default, f.default))
     params += [
-        (name, KW_ONLY, not f.has_default) for name, f in fields.items() if f.init and f.kw_only
+        (name, KW_ONLY, not f.has_default, f.default) for name, f in fields.items() if f.init and f.kw_only
     ]
     return params
+
+
+def _literal_text(value: ast.expr | None) -> str | None:
+    if isinstance(value, ast.Constant) and (value.value is None or isinstance(value.value, (bool, int, float, str))):
+        return repr(value.value)
+    return None
 
 
 def _call_kwargs(node: ast.expr, what: str) -> dict[str, ast.expr]:

@@ -143,16 +143,25 @@ def _arguments(args: ast.arguments) -> list[RawParam]:
     positional = [(a, POS_ONLY) for a in args.posonlyargs] + [(a, POS_OR_KW) for a in args.args]
     first_default = len(positional) - len(args.defaults)
     params: list[RawParam] = [
-        (arg.arg, kind, i < first_default) for i, (arg, kind) in enumerate(positional)
+        (arg.arg, kind, i < first_default,
+         _text(args.defaults[i - first_default]) if i >= first_default else None)
+        for i, (arg, kind) in enumerate(positional)
     ]
     if args.vararg is not None:
         params.append((args.vararg.arg, VAR_POS, False))
     for arg, default in zip(args.kwonlyargs, args.kw_defaults):
-        params.append((arg.arg, KW_ONLY, default is None))
+        params.append((arg.arg, KW_ONLY, default is None, _text(default)))
     if args.kwarg is not None:
         params.append((args.kwarg.arg, VAR_KW, False))
     return params
 
 
+def _text(default: ast.expr | None) -> str | None:
+    """A literal default as source text (what a guard on a changed default compares)."""
+    if isinstance(default, ast.Constant) and (default.value is None or isinstance(default.value, (bool, int, float, str))):
+        return repr(default.value)
+    return None
+
+
 def _passthrough(params: list[RawParam]) -> bool:
-    return [kind for _, kind, _ in params] == [VAR_POS, VAR_KW]
+    return [p[1] for p in params] == [VAR_POS, VAR_KW]

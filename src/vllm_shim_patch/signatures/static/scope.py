@@ -24,7 +24,8 @@ __all__ = [
     "literal",
 ]
 
-RawParam = tuple[str, str, bool]  # (name, one of model.PARAM_KINDS, required)
+# (name, one of model.PARAM_KINDS, required[, the default as literal source text or None])
+RawParam = tuple  # type: ignore[type-arg]
 
 
 class Unknown(Exception):

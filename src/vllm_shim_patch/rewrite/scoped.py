@@ -1,0 +1,179 @@
+"""Transforms of a scoped region of the package: a module, a class or a function.
+
+Some breaks live in no call a qualified name reaches: a method renamed on an untyped `self`, a
+protocol (`execute_model` then `sample_tokens`), a return convention. A scoped rule names its
+region as `in: package.module:Class.method` and transforms it with a `ScopedTransform`: the
+`method` operation is one, and a codemod in `codemods/NAME.py` defines its own (``class
+Codemod(ScopedTransform)``). Edits and sites left for a human are recorded with their lines.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import difflib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+from libcst.metadata import PositionProvider
+
+if TYPE_CHECKING:
+    from ..rules.model import Rule
+
+
+@dataclass(frozen=True)
+class Scope:
+    """`in: module:Qual.name`: the module, and the path of classes and functions inside it."""
+
+    module: str
+    inner: tuple[str, ...]  # () for the whole module
+
+    @classmethod
+    def parse(cls, text: str) -> Scope:
+        module, _, inner = text.partition(":")
+        return cls(module, tuple(inner.split(".")) if inner else ())
+
+    def __str__(self) -> str:
+        return self.module + (":" + ".".join(self.inner) if self.inner else "")
+
+    def def_line(self, source: bytes) -> int | None:
+        """The line of the region's `def`/`class` in `source` (1 for the module), or None."""
+        if not self.inner:
+            return 1
+        try:
+            body: list[ast.stmt] = ast.parse(source).body
+        except (SyntaxError, ValueError):
+            return None
+        node: ast.AST | None = None
+        for name in self.inner:
+            node = next((n for n in body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                         and n.name == name), None)
+            if node is None:
+                return None
+            body = node.body  # type: ignore[attr-defined]
+        return getattr(node, "lineno", None)
+
+
+class ScopedTransform(cst.CSTTransformer):
+    """A transformer that knows whether it is inside its rule's region.
+
+    Subclasses act only where `self.in_scope` is true, call `self.edited(node, what)` for each
+    change and `self.needs_human(node, why)` for each site they leave alone. `self.rule` is the
+    rule (its spec through `self.rule.op(...)`); `self.module` the whole module being changed.
+    """
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+    codemod_name: str | None = None  # set on a codemod's class when it is loaded
+
+    def __init__(self, rule: Rule, scope: Scope, module: cst.Module):
+        super().__init__()
+        self.rule = rule
+        self.scope = scope
+        self.module = module
+        self.found = not scope.inner
+        self.edits: list[tuple[int, int, str]] = []
+        self.human: list[tuple[int, int, str]] = []
+        self._stack: list[str] = []
+
+    @property
+    def in_scope(self) -> bool:
+        """Inside the region (or anything nested in it)."""
+        return tuple(self._stack[: len(self.scope.inner)]) == self.scope.inner
+
+    @property
+    def at_scope(self) -> bool:
+        """At the region's own class or function (in `visit_FunctionDef`/`visit_ClassDef`)."""
+        return tuple(self._stack) == self.scope.inner
+
+    # Scope tracking in on_visit/on_leave, so a subclass may define visit_FunctionDef freely.
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.ClassDef, cst.FunctionDef)):
+            self._stack.append(node.name.value)
+            if tuple(self._stack) == self.scope.inner:
+                self.found = True
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
+        result = super().on_leave(original_node, updated_node)
+        if isinstance(original_node, (cst.ClassDef, cst.FunctionDef)):
+            self._stack.pop()
+        return result
+
+    def _span(self, node: cst.CSTNode) -> tuple[int, int]:
+        pos = self.get_metadata(PositionProvider, node)
+        return pos.start.line, pos.end.line
+
+    def edited(self, node: cst.CSTNode, what: str) -> None:
+        self.edits.append((*self._span(node), what))
+
+    def needs_human(self, node: cst.CSTNode, why: str) -> None:
+        self.human.append((*self._span(node), why))
+
+
+def dotted(node: cst.BaseExpression) -> str | None:
+    """`a.b.c` for a plain Name/Attribute chain, else None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        head = dotted(node.value)
+        return None if head is None else f"{head}.{node.attr.value}"
+    return None
+
+
+def method_call(node: cst.CSTNode | None, receiver: str, method: str) -> cst.Call | None:
+    """`node` if it is `<receiver>.<method>(...)` with the receiver a dotted name, else None."""
+    if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == method and dotted(node.func.value) == receiver):
+        return node
+    return None
+
+
+def module_of(path: str) -> str | None:
+    """`pkg/sub/mod.py` → `pkg.sub.mod` (`pkg/__init__.py` → `pkg`); None for a rule example."""
+    if not path.endswith(".py") or path.startswith("<"):
+        return None
+    parts = path[: -len(".py")].split("/")
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def line_map(before: str, after: str) -> Callable[[int], int]:
+    """Lines of `after` (1-based) → the line of `before` they stand for (an inserted line: the one
+    before it), so a site found in an intermediate module names the line the diff shows."""
+    a, b = before.splitlines(), after.splitlines()
+    mapping: dict[int, int] = {}
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        for k, j in enumerate(range(j1, j2)):
+            if tag == "insert":
+                mapping[j + 1] = max(i1, 1)  # i1 is 0-based: the line before the insertion
+            else:
+                mapping[j + 1] = min(i1 + k, i2 - 1) + 1
+    return lambda line: mapping.get(line, line)
+
+
+class TimeLimit(Exception):
+    """A scoped transform ran past its time limit."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """SIGALRM after `seconds` in the main thread (elsewhere: no limit can be set, none is)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TimeLimit(f"ran past its time limit ({seconds:g} s)")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
