@@ -84,6 +84,14 @@ class Sandbox:
         )
 
 
+def write_tree(root: Path, files: dict[str, bytes]) -> Path:
+    """Write `files` (relative path → bytes) under `root`; return `root`."""
+    for path, data in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(data)
+    return root
+
+
 def _make_venv(dest: Path, wheel: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(dest)], check=True)
     subprocess.run(

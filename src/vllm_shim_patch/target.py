@@ -31,7 +31,6 @@ class Target:
     version: str
     location: Path  # the site-packages folder RECORD paths are relative to
     record: tuple[RecordEntry, ...]
-    has_record: bool
     editable: str | None  # the project URL of an editable install
     vllm_version: str | None
     vllm_location: Path | None
@@ -108,7 +107,6 @@ def probe(python: str | None, package: str) -> Target:
         version=pkg["version"],
         location=Path(pkg["location"]).resolve(),
         record=tuple(RecordEntry(f["path"], f["hash"], f["size"]) for f in pkg["files"]),
-        has_record=True,
         editable=pkg["editable"],
         vllm_version=vllm["version"] if vllm else None,
         vllm_location=Path(vllm["location"]) if vllm else None,

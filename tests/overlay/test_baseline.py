@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import write_tree
 
 from vllm_shim_patch.errors import OverlayError
 from vllm_shim_patch.fsutil import record_hash
@@ -31,17 +32,14 @@ def _target(site: Path) -> Target:
     ]
     return Target(
         python="/fake/bin/python", python_version="3.11.0", package="pkg", version="1.0",
-        location=site, record=tuple(record), has_record=True, editable=None,
+        location=site, record=tuple(record), editable=None,
         vllm_version=None, vllm_location=None,
     )
 
 
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
-    root = tmp_path / "site-packages"
-    for path, data in FILES.items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_bytes(data)
+    root = write_tree(tmp_path / "site-packages", FILES)
     (root / "pkg-1.0.dist-info/RECORD").write_bytes(b"(not read: the fake Target carries RECORD)\n")
     return root
 

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import write_tree
 
 from vllm_shim_patch.errors import LockedError, OverlayError
 from vllm_shim_patch.fsutil import record_hash
@@ -18,11 +19,7 @@ ORIGINAL = {"pkg/__init__.py": b"", "pkg/mod.py": b"X(a, eos=1)\r\n"}
 
 @pytest.fixture
 def work(tmp_path: Path) -> Path:
-    tree = tmp_path / "site"
-    for path, data in ORIGINAL.items():
-        (tree / path).parent.mkdir(parents=True, exist_ok=True)
-        (tree / path).write_bytes(data)
-    return tree
+    return write_tree(tmp_path / "site", ORIGINAL)
 
 
 @pytest.fixture

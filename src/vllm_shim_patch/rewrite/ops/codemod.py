@@ -54,7 +54,8 @@ def load(path: str, rule: Rule) -> Rewrite:
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # SystemExit too: a codemod must not end the run, let alone with 0
-        what = f"exits ({exc})" if isinstance(exc, SystemExit) else f"fails to import: {type(exc).__name__}: {exc}"
+        what = (f"calls SystemExit({exc}) at import (a codemod must not end the run)"
+                if isinstance(exc, SystemExit) else f"fails to import: {type(exc).__name__}: {exc}")
         raise CodemodError(rule.path, rule.line, rule.id, f"{where} {what}") from None
     if rule.scope is not None:
         from ..scoped import ScopedTransform

@@ -1,0 +1,145 @@
+"""Scoped rules (`in:`): guards, regions that are missing, and codemods that fail closed."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from vllm_shim_patch.errors import CodemodError
+from vllm_shim_patch.rewrite import engine as engine_module
+from vllm_shim_patch.rewrite.engine import Engine
+from vllm_shim_patch.rewrite.scoped import Scope, line_map, module_of
+from vllm_shim_patch.rules.loader import load_file
+
+METHOD = """\
+schema: 1
+rules:
+  - id: embed
+    in: pkg.worker:forward
+    since: "0.11.1"
+    method:
+      receiver: self
+      rename: {get_input_embeddings: embed_input_ids}
+      classes: [vllm.m.LlamaModel]
+    why: renamed
+"""
+
+SOURCE = b"def forward(self, ids):\n    return self.get_input_embeddings(ids)\n"
+RENAMED = b"def forward(self, ids):\n    return self.embed_input_ids(ids)\n"
+DEFINES, LACKS = "vllm.m.LlamaModel.embed_input_ids", "vllm.m.LlamaModel.get_input_embeddings"
+
+
+def _rules(tmp_path: Path, text: str, codemods: dict[str, str] | None = None) -> list:
+    for name, code in (codemods or {}).items():
+        (tmp_path / "codemods").mkdir(exist_ok=True)
+        (tmp_path / "codemods" / f"{name}.py").write_text(textwrap.dedent(code))
+    path = tmp_path / "rules.yaml"
+    path.write_text(text)
+    return load_file(path)
+
+
+@pytest.mark.parametrize(
+    ("facts", "version", "after", "action", "message", "guarded"),
+    [
+        pytest.param({DEFINES: True, LACKS: False}, "0.10", RENAMED, "edited",
+                     "rename self.get_input_embeddings to embed_input_ids", True, id="guard-says-yes-before-since"),
+        pytest.param({DEFINES: False, LACKS: True}, "0.17", SOURCE, "not-needed",
+                     "not needed for this vLLM: LlamaModel does not define embed_input_ids", True,
+                     id="guard-says-no-after-since"),
+        pytest.param({DEFINES: None, LACKS: None}, "0.12", RENAMED, "edited",
+                     "rename self.get_input_embeddings to embed_input_ids", False, id="unknown-since-decides"),
+        pytest.param(None, "0.11", SOURCE, "not-needed", "not needed before vLLM 0.11.1", False,
+                     id="unguarded-before-since"),
+    ],
+)
+def test_guard_decides_then_since(tmp_path: Path, facts: dict | None, version: str, after: bytes, action: str,
+                                  message: str, guarded: bool) -> None:
+    result = Engine(_rules(tmp_path, METHOD), Version(version), facts=facts).transform(SOURCE, "pkg/worker.py")
+    assert result.after == after
+    line = 2 if action == "edited" else 1  # the call's line, or the region's `def` line
+    assert [(s.action, s.line, s.message, s.guarded) for s in result.sites] == [(action, line, message, guarded)]
+
+
+def test_other_modules_are_not_touched(tmp_path: Path) -> None:
+    result = Engine(_rules(tmp_path, METHOD), Version("0.16")).transform(SOURCE, "pkg/other.py")
+    assert (result.status, result.sites) == ("unchanged", ())
+
+
+def test_a_missing_region_is_loud(tmp_path: Path) -> None:
+    result = Engine(_rules(tmp_path, METHOD), Version("0.16")).transform(b"x = 1\n", "pkg/worker.py")
+    assert [(s.action, s.message) for s in result.sites] == [
+        ("needs-human", "pkg.worker:forward is not in this file: the rule matches nothing")
+    ]
+
+
+CODEMOD_RULE = """\
+schema: 1
+rules:
+  - id: scoped
+    in: pkg.worker:forward
+    since: "0.1"
+    codemod: {name}
+    why: w
+"""
+
+
+def test_a_codemod_that_raises_fails_its_file(tmp_path: Path) -> None:
+    rules = _rules(tmp_path, CODEMOD_RULE.format(name="raises"), {"raises": """
+        from vllm_shim_patch.rewrite.scoped import ScopedTransform
+
+        class Codemod(ScopedTransform):
+            def leave_Name(self, original_node, updated_node):
+                raise ValueError("boom")
+    """})
+    result = Engine(rules, Version("0.16")).transform(SOURCE, "pkg/worker.py")
+    assert (result.status, result.after) == ("failed", SOURCE)
+    assert result.reason == "rule scoped: codemod 'raises' ValueError: boom"
+
+
+def test_a_codemod_that_loops_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine_module, "CODEMOD_SECONDS", 0.2)
+    rules = _rules(tmp_path, CODEMOD_RULE.format(name="loops"), {"loops": """
+        from vllm_shim_patch.rewrite.scoped import ScopedTransform
+
+        class Codemod(ScopedTransform):
+            def leave_Name(self, original_node, updated_node):
+                while True:
+                    pass
+    """})
+    result = Engine(rules, Version("0.16")).transform(SOURCE, "pkg/worker.py")
+    assert (result.status, result.reason) == (
+        "failed", "rule scoped: codemod 'loops' TimeLimit: ran past its time limit (0.2 s)")
+
+
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        pytest.param("import sys\nsys.exit(0)\n", "calls SystemExit(0) at import (a codemod must not end the run)",
+                     id="exits"),
+        pytest.param("raise ImportError('no')\n", "fails to import: ImportError: no", id="raises"),
+        pytest.param("def rewrite(call, site):\n    return call\n",
+                     "defines no class Codemod(ScopedTransform) for an 'in:' rule", id="wrong-shape"),
+    ],
+)
+def test_a_codemod_that_cannot_load_is_a_rule_error(tmp_path: Path, code: str, message: str) -> None:
+    rules = _rules(tmp_path, CODEMOD_RULE.format(name="bad"), {"bad": code})
+    with pytest.raises(CodemodError) as info:
+        Engine(rules, Version("0.16"))
+    assert str(info.value) == (
+        f"{tmp_path}/rules.yaml:3: rule 'scoped': codemod 'bad' ({tmp_path}/codemods/bad.py) {message}")
+
+
+def test_scope_and_module_names() -> None:
+    assert Scope.parse("a.b:C.f") == Scope("a.b", ("C", "f"))
+    assert str(Scope.parse("a.b")) == "a.b"
+    assert Scope.parse("a.b:C.f").def_line(b"x = 1\nclass C:\n    def f(self):\n        pass\n") == 3
+    assert (module_of("pkg/sub/mod.py"), module_of("pkg/__init__.py"), module_of("<case>")) == (
+        "pkg.sub.mod", "pkg", None)
+
+
+def test_line_map_names_the_original_line() -> None:
+    to_original = line_map("a\nb\nc\n", "a\nb\nnew\nc\n")
+    assert [to_original(n) for n in (1, 2, 3, 4)] == [1, 2, 2, 3]
