@@ -95,7 +95,8 @@ class Engine:
         module_name = module_of(path)
         # A rule example (no module) is the region's own module.
         scoped = [e for e in self._scoped if module_name is None or e[1].module == module_name]
-        if not scoped and not self.mentions(data):
+        calls = self.mentions(data)
+        if not scoped and not calls:
             return FileResult(path, FileStatus.UNCHANGED, data, data)
         try:
             module = cst.parse_module(data)
@@ -107,7 +108,8 @@ class Engine:
         command = _CallRewriter(self, path, wrapper)
         scoped_pass = _ScopedPass(self, path, data)
         try:
-            new_module = wrapper.visit(command)
+            # The call pass needs qualified names, the costliest metadata: only where a call may match.
+            new_module = wrapper.visit(command) if calls else module
             if command.context is not None:
                 # Only a changed callee (a move, or a codemod) edits imports: pay for libcst.codemod then.
                 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
@@ -300,12 +302,12 @@ class _ScopedPass:
         return module
 
     def _one(self, rule: Rule, scope: Scope, factory: Any, module: cst.Module, guarded: bool) -> cst.Module:
-        before = module.code
         transform = factory(rule, scope, module)
         name = factory.codemod_name
         try:
             with time_limit(CODEMOD_SECONDS):
-                new = MetadataWrapper(module).visit(transform)
+                # Nodes are immutable and the module is not used again: no defensive deep copy.
+                new = MetadataWrapper(module, unsafe_skip_copy=True).visit(transform)
         except Exception as exc:
             what = f"codemod {name!r}" if name else f"operation {rule.operations[0]!r}"
             raise _ScopedFailure(f"rule {rule.id}: {what} {type(exc).__name__}: {exc}") from exc
@@ -313,7 +315,11 @@ class _ScopedPass:
             self._site(rule, scope, 1, 1, Action.NEEDS_HUMAN, f"{scope} is not in this file: the rule matches nothing",
                        guarded)
             return module
-        to_original = line_map(self.original.decode("utf-8", "surrogateescape"), before)
+        if not transform.edits and not transform.human:
+            line = scope.def_line(self.original) or 1
+            self._site(rule, scope, line, line, Action.ALREADY, "nothing to change", guarded)
+            return new
+        to_original = line_map(self.original.decode("utf-8", "surrogateescape"), module.code)
         edits = [(to_original(a), to_original(b), what) for a, b, what in transform.edits]
         if any((self.path, a, rule.id) in self.engine.declined for a, _, _ in edits):
             for a, b, _ in edits:
@@ -323,9 +329,6 @@ class _ScopedPass:
             self._site(rule, scope, a, b, Action.EDITED, what, guarded)
         for a, b, why in transform.human:
             self._site(rule, scope, to_original(a), to_original(b), Action.NEEDS_HUMAN, why, guarded)
-        if not edits and not transform.human:
-            line = scope.def_line(self.original) or 1
-            self._site(rule, scope, line, line, Action.ALREADY, "nothing to change", guarded)
         return new
 
     def _site(self, rule: Rule, scope: Scope, line: int, end: int, action: Action, message: str,
