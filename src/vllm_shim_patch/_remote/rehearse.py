@@ -883,9 +883,11 @@ def run(req):
     batches = req.get("batches") or [[37, 21], [53, 18]]
 
     STATE["stage"] = "import"
-    import speculators
-    from speculators.data_generation import vllm_hidden_states_generator as gen_mod
-
+    try:
+        import speculators
+        import vllm
+    except Exception as e:  # noqa: BLE001 - nothing of speculators' own code path ran yet
+        raise CannotRehearse(f"{type(e).__name__}: {e}") from None
     import importlib.metadata as md
 
     try:
@@ -896,7 +898,8 @@ def run(req):
     supported = req.get("supported") or []
     if spec_version not in supported:
         raise CannotRehearse(f"speculators {spec_version} is not supported (supported: {', '.join(supported)})")
-    import vllm
+    # From here a failure is speculators' own (an import of a vLLM name that moved, say).
+    from speculators.data_generation import vllm_hidden_states_generator as gen_mod
 
     STATE["vllm"] = {"version": getattr(vllm, "__version__", None)}
 

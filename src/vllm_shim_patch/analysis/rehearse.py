@@ -7,7 +7,7 @@ rule matches the site where it failed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TargetError
@@ -86,10 +86,10 @@ class Rehearsal:
                 "pending_rules": list(self.pending)}
 
 
-def interpret(answer: dict[str, Any], plan: Plan | None) -> Rehearsal:
+def interpret(answer: dict[str, Any], plan: Plan | None, declined: frozenset[str] = frozenset()) -> Rehearsal:
     """Attach the rule that matches the failing site, from `plan` (the rules on the files as they
     are now): pending sites that span the speculators frame's line, else the pending scoped site
-    nearest to it in the same function."""
+    nearest to it in the same function. `declined`: rules the reviewer said no to in this run."""
     if plan is None or answer.get("outcome") not in (FAILED, TIMEOUT_OUTCOME):
         return Rehearsal(answer)
     pending = [s for s in plan.sites if s.action in (Action.EDITED, Action.NEEDS_HUMAN, Action.DECLINED)]
@@ -101,4 +101,5 @@ def interpret(answer: dict[str, Any], plan: Plan | None) -> Rehearsal:
         scoped = [s for s in here if ":" in s.callee
                   and s.callee.split(":", 1)[1].rsplit(".", 1)[-1] == frame["function"]]
         fixes = sorted(scoped, key=lambda s: min(abs(s.line - line), abs(s.end_line - line)))[:1]
+    fixes = [replace(s, action=Action.DECLINED) if s.rule_id in declined else s for s in fixes]
     return Rehearsal(answer, tuple(fixes), tuple(dict.fromkeys(s.rule_id for s in pending)))

@@ -149,7 +149,8 @@ def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
             rehearsal = interpret(result.rehearsal, None)
             if rehearsal.failed:
                 # Which loaded rule matches the failing site, on the files as now written.
-                rehearsal = interpret(result.rehearsal, ctx.plan({**ctx.originals(), **writes}))
+                declined = frozenset(s.rule_id for s in plan.sites if s.action is Action.DECLINED)
+                rehearsal = interpret(result.rehearsal, ctx.plan({**ctx.originals(), **writes}), declined)
     except BaseException:
         # Verification could not run (or was interrupted): leave nothing half-done behind.
         ov.restore(head, sorted(writes))
