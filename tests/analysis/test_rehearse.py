@@ -55,12 +55,14 @@ def test_rehearsal_without_speculators_cannot_run_and_cleans_up() -> None:
 
 
 @pytest.mark.parametrize(("changes", "why"), [
-    ({"package": "other"}, "the rehearsal drives speculators' generator; other is not speculators"),
-    ({"version": "0.2.0"}, f"the rehearsal supports speculators {', '.join(SUPPORTED)}; "
-                           "speculators 0.2.0 is installed"),
-    ({"vllm_location": None}, "vLLM is not installed in /env/bin/python: there is nothing to rehearse against"),
+    ({"package": "other"}, ("other is not speculators",
+                            "the rehearsal drives speculators' generator; other is not speculators")),
+    ({"version": "0.2.0"}, ("speculators 0.2.0 is not supported",
+                            f"the rehearsal supports speculators {', '.join(SUPPORTED)}; speculators 0.2.0 is installed")),
+    ({"vllm_location": None}, ("no vLLM in the target",
+                               "vLLM is not installed in /env/bin/python: there is nothing to rehearse against")),
 ])
-def test_refusals_say_why(changes: dict, why: str) -> None:
+def test_refusals_say_why(changes: dict, why: tuple[str, str]) -> None:
     from dataclasses import replace
 
     from vllm_shim_patch.analysis.rehearse import check_can_run

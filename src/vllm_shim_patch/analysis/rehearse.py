@@ -30,22 +30,25 @@ LAYERS = (1, 2)
 PASSED, FAILED, TIMEOUT_OUTCOME, CANNOT, ERROR = "passed", "failed", "timeout", "cannot_rehearse", "error"
 
 
-def refusal(target: Target) -> str | None:
-    """Why the rehearsal cannot run on this target (None: it can)."""
+def refusal(target: Target) -> tuple[str, str] | None:
+    """Why the rehearsal cannot run on this target, short and in full (None: it can)."""
     if target.package != "speculators":
-        return f"the rehearsal drives speculators' generator; {target.package} is not speculators"
+        return (f"{target.package} is not speculators",
+                f"the rehearsal drives speculators' generator; {target.package} is not speculators")
     if target.version not in SUPPORTED:
-        return (f"the rehearsal supports speculators {', '.join(SUPPORTED)}; "
+        return (f"speculators {target.version} is not supported",
+                f"the rehearsal supports speculators {', '.join(SUPPORTED)}; "
                 f"{target.package} {target.version} is installed")
     if target.vllm_location is None:
-        return f"vLLM is not installed in {target.python}: there is nothing to rehearse against"
+        return ("no vLLM in the target",
+                f"vLLM is not installed in {target.python}: there is nothing to rehearse against")
     return None
 
 
 def check_can_run(target: Target) -> None:
     why = refusal(target)
     if why is not None:
-        raise TargetError(f"cannot rehearse: {why}")
+        raise TargetError(f"cannot rehearse: {why[1]}")
 
 
 def request(*, verbose: bool = False, timeout: float = TIMEOUT) -> dict[str, Any]:

@@ -140,7 +140,8 @@ def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
     from ..report.rehearse import headline, lines
 
     ov = ctx.overlay
-    why_not = refusal(ctx.target) if rehearse else "--no-rehearse"
+    refused = refusal(ctx.target)
+    why_not = ("--no-rehearse" if not rehearse else refused[0] if refused else None)
     try:
         result = verify_plan(ctx.target, plan, ctx.bindings, live=ctx.live,
                              rehearse=request(verbose=ctx.settings.verbose > 0) if why_not is None else None)
