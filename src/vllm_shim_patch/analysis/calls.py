@@ -19,6 +19,7 @@ class CallRecord:
     star_args: bool
     star_kwargs: bool
     code: str  # the call's own source text, to tell rewritten calls from untouched ones
+    end_line: int = 0  # the call's last line (0: unknown), to find the calls inside a site's lines
 
     def bind(self, signature: object) -> object:
         return signature.bind(  # type: ignore[attr-defined]
@@ -40,17 +41,18 @@ class _Collector(cst.CSTVisitor):
         names = [n for n in names if n.startswith(self.prefixes)]
         if not names:
             return
-        pos = self.get_metadata(PositionProvider, node).start
+        span = self.get_metadata(PositionProvider, node)
         self.found.append(
             CallRecord(
                 path=self.path,
-                line=pos.line,
+                line=span.start.line,
                 callee=names[0],
                 n_positional=sum(1 for a in node.args if a.keyword is None and not a.star),
                 keywords=tuple(a.keyword.value for a in node.args if a.keyword is not None),
                 star_args=any(a.star == "*" for a in node.args),
                 star_kwargs=any(a.star == "**" for a in node.args),
                 code=self._module.code_for_node(node),
+                end_line=span.end.line,
             )
         )
 
