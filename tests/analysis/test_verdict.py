@@ -146,3 +146,12 @@ def test_a_site_in_a_rewritten_file_is_found_through_the_lines_the_rewrite_moved
     assert [(c.line, c.end_line) for c in calls] == [(3, 5), (6, 6)]
     assert sites == {("pkgv/a.py", 6): "scheduler-add-block-size was declined in review"}
     assert scan(after, "pkgv/a.py")[1].line == 6
+
+
+def test_a_site_names_its_own_call_not_the_calls_in_its_arguments() -> None:
+    source = (b"from vllm.config import VllmConfig\nfrom vllm.v1.core.sched.scheduler import Scheduler\n"
+              b"s = Scheduler(\n    vllm_config=VllmConfig(),\n)\n")
+    results = (FileResult("pkgv/b.py", FileStatus.UNCHANGED, source, source, (site("pkgv/b.py", 3, 5, Action.DECLINED),)),)
+    calls, sites = plan_calls(Plan(None, Version("0.16"), None, None, (), results))  # type: ignore[arg-type]
+    assert [(c.line, c.callee.rsplit(".", 1)[1]) for c in calls] == [(3, "Scheduler"), (4, "VllmConfig")]
+    assert sites == {("pkgv/b.py", 3): "scheduler-add-block-size was declined in review"}

@@ -206,7 +206,10 @@ def plan_calls(plan: Plan) -> tuple[list[CallRecord], dict[tuple[str, int], str]
         for call in found:
             start, end = to_original(call.line), to_original(call.end_line or call.line)
             matched = [s for s in left.get(r.path, ()) if s.line <= end and start <= s.end_line]
-            notes = dict.fromkeys(f"{s.rule_id} {_LEFT[s.action]}" for s in matched if s.action in _LEFT)
+            # A call rule's site names its own call, not the calls nested in its arguments; a scoped
+            # rule's site (a region, not a vLLM callee) names every call in it.
+            notes = dict.fromkeys(f"{s.rule_id} {_LEFT[s.action]}" for s in matched
+                                  if s.action in _LEFT and (s.callee == call.callee or not s.callee.startswith("vllm.")))
             if notes:
                 sites[(call.path, call.line)] = "; ".join(notes)
             if r.changed or matched:
