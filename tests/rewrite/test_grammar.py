@@ -36,13 +36,13 @@ def _changed(path: str, after: bytes) -> FileResult:
 
 
 def test_one_process_judges_every_changed_file(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = []
-    real = grammar.run_remote
-    monkeypatch.setattr(grammar, "run_remote", lambda *a, **k: calls.append(a) or real(*a, **k))
+    started = []
+    real = grammar.subprocess.Popen
+    monkeypatch.setattr(grammar.subprocess, "Popen", lambda *a, **k: started.append(a) or real(*a, **k))
     unchanged = FileResult("pkg/c.py", FileStatus.UNCHANGED, b"def broken(:\n", b"def broken(:\n")
     results = compile_in_target(_target(sys.executable), [
         _changed("pkg/a.py", b"x = 2\n"), _changed("pkg/b.py", b"def f(:\n    pass\n"), unchanged])
-    assert len(calls) == 1
+    assert len(started) == 1
     assert [(r.path, r.status, r.after) for r in results] == [
         ("pkg/a.py", FileStatus.CHANGED, b"x = 2\n"),
         ("pkg/b.py", FileStatus.FAILED, b"x = 1\n"),  # a failed file keeps its bytes
@@ -56,9 +56,19 @@ def test_no_changed_file_starts_no_process(monkeypatch: pytest.MonkeyPatch) -> N
     def never(*args: object, **kwargs: object) -> None:
         raise AssertionError("nothing to compile, no process to start")
 
-    monkeypatch.setattr(grammar, "run_remote", never)
+    monkeypatch.setattr(grammar.subprocess, "Popen", never)
     same = FileResult("pkg/a.py", FileStatus.UNCHANGED, b"x = 1\n", b"x = 1\n")
     assert compile_in_target(_target(sys.executable), [same]) == [same]
+
+
+def test_an_interpreter_started_ahead_is_stopped_when_nothing_changed() -> None:
+    ahead = grammar.TargetGrammar(_target(sys.executable))
+    proc = ahead.proc
+    assert proc is not None and proc.poll() is None  # waiting for the files
+    same = FileResult("pkg/a.py", FileStatus.UNCHANGED, b"x = 1\n", b"x = 1\n")
+    assert ahead.check([same]) == [same]
+    assert proc.returncode is not None  # stopped and reaped, not left behind
+    ahead.close()  # idempotent
 
 
 def test_a_target_that_cannot_answer_is_one_error_line(tmp_path: Path) -> None:
