@@ -263,7 +263,7 @@ def rollback(ctx: click.Context, **options: Any) -> None:
 @common_options
 @click.pass_context
 def verify(ctx: click.Context, **options: Any) -> None:
-    """Import changed modules, bind rewritten calls."""
+    """Import changed modules, bind their calls into vLLM."""
     from .commands.verify import verify as run_verify
 
     c, given = _context(ctx, options)

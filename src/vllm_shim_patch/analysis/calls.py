@@ -18,7 +18,8 @@ class CallRecord:
     keywords: tuple[str, ...]
     star_args: bool
     star_kwargs: bool
-    code: str  # the call's own source text, to tell rewritten calls from untouched ones
+    code: str  # the call's own source text
+    end_line: int = 0  # the call's last line (0: unknown), to find the calls inside a site's lines
 
     def bind(self, signature: object) -> object:
         return signature.bind(  # type: ignore[attr-defined]
@@ -40,17 +41,18 @@ class _Collector(cst.CSTVisitor):
         names = [n for n in names if n.startswith(self.prefixes)]
         if not names:
             return
-        pos = self.get_metadata(PositionProvider, node).start
+        span = self.get_metadata(PositionProvider, node)
         self.found.append(
             CallRecord(
                 path=self.path,
-                line=pos.line,
+                line=span.start.line,
                 callee=names[0],
                 n_positional=sum(1 for a in node.args if a.keyword is None and not a.star),
                 keywords=tuple(a.keyword.value for a in node.args if a.keyword is not None),
                 star_args=any(a.star == "*" for a in node.args),
                 star_kwargs=any(a.star == "**" for a in node.args),
                 code=self._module.code_for_node(node),
+                end_line=span.end.line,
             )
         )
 
@@ -68,20 +70,3 @@ def scan(source: bytes, path: str, prefixes: Iterable[str] = ("vllm.",)) -> list
     MetadataWrapper(module).visit(collector)
     return collector.found
 
-
-def rewritten(before: bytes, after: bytes, path: str) -> list[CallRecord]:
-    """The calls into vLLM of `after` that bind differently from the same call in `before`.
-
-    Rewrites never add or remove calls, so the n-th call before is the n-th call after; if the
-    counts differ anyway (a codemod did), every call of `after` counts as rewritten. What binding
-    sees is the callee and the shape of the arguments, so an outer call whose text changed only
-    because a call nested in it was rewritten is not counted.
-    """
-    old, new = scan(before, path), scan(after, path)
-    if len(old) != len(new):
-        return new
-    return [b for a, b in zip(old, new) if _shape(a) != _shape(b)]
-
-
-def _shape(call: CallRecord) -> tuple[object, ...]:
-    return (call.callee, call.n_positional, call.keywords, call.star_args, call.star_kwargs)

@@ -157,7 +157,8 @@ def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
         ov.restore(head, sorted(writes))
         ov.clear_journal()
         raise
-    for line in result.lines:
+    # Every binding with -v; otherwise the imports and the calls that do not bind (the summary counts the rest).
+    for line in result.lines if ctx.settings.verbose else result.notable:
         ctx.log(line)
     if rehearsal is not None:
         for line in [headline(rehearsal), *lines(rehearsal, verbose=ctx.settings.verbose > 0)]:

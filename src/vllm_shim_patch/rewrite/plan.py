@@ -13,6 +13,7 @@ from ..rules.model import Rule, RulePack
 from ..settings import Action, FileStatus, SignatureKind
 from ..target import Target
 from .engine import Engine, FileResult, Site
+from .grammar import TargetGrammar
 
 
 def parse_version(text: str, what: str) -> Version:
@@ -111,9 +112,14 @@ def make_plan(
             if earliest
             else "no rules loaded"
         )
-    engine = Engine(pack.rules, version, signatures, declined, facts)
-    if files is None:
-        results = engine.run(target.location, target.python_files())
-    else:
-        results = [engine.transform(data, path) for path, data in sorted(files.items())]
+    engine = Engine(pack.rules, version, signatures, declined, facts, compile_here=False)
+    grammar = TargetGrammar(target)  # started now: its start-up overlaps the engine's work
+    try:
+        if files is None:
+            results = engine.run(target.location, target.python_files())
+        else:
+            results = [engine.transform(data, path) for path, data in sorted(files.items())]
+        results = grammar.check(results)
+    finally:
+        grammar.close()
     return Plan(target, version, note, signature_kind, pack.rules, tuple(results))
