@@ -111,10 +111,15 @@ RESOLVED = [
     ("vllm.pyd.AllowsExtra", "a=, **extra_data"),
     ("vllm.pyd.Loose", "a, b=, *, c, **ignored_extra"),
     ("vllm.pyd.Strict", "*, a=, b"),
+    # a pass-through decorator over a dataclass (vLLM 0.10-0.15's @config)
+    ("vllm.passthru.PydOld", "a=, b=, c=, d=, **ignored_extra"),
+    ("vllm.passthru.PydOldStrict", "size="),
+    ("vllm.passthru.StdOld", "x, y="),
     # msgspec.Struct, vLLM's SamplingParams pattern
     ("vllm.structs.Params", "n=, temperature=, _hidden=, renamed="),
     ("vllm.structs.KwParams", "*, x=, y"),
     ("vllm.structs.SubKw", "z, w=, *, x=, y"),
+    ("vllm.structs.WithClassVarMixin", "b=, c="),
 ]
 
 # (qualname, part of the reason); static reading must not guess these.
@@ -133,6 +138,8 @@ UNKNOWN = [
     ("vllm.classes.WithMeta", "metaclass Meta"),
     ("vllm.classes.NewAndInit", "both __new__ and __init__"),
     ("vllm.classes.Methods.value", "bound 2 times"),
+    ("vllm.passthru.Touched", "class decorator @touches on vllm.passthru.Touched may replace"),
+    ("vllm.passthru.Called", "class decorator @factory(flag=True) on vllm.passthru.Called may"),
     ("vllm.pyd.Aliased", "renames the constructor keyword"),
     ("vllm.pyd.OwnInit", "pydantic dataclass vllm.pyd.OwnInit defines __init__"),
     ("vllm.pyd.AnnotatedDefault", "has a Field(...) inside Annotated[...]"),

@@ -95,6 +95,8 @@ class Constructors:
             qual = obj.qualname if isinstance(obj, Ext) else None
             if qual in _PLAIN_CLASS_DECORATORS:
                 continue
+            if isinstance(obj, Func) and not isinstance(dec, ast.Call) and _passthrough(obj):
+                continue  # vLLM 0.10-0.15's @config: docs-only, `return cls`
             kwargs = _call_kwargs(dec, f"@{ast.unparse(dec)}")
             if qual == _STDLIB_DATACLASS:
                 specs.append(
@@ -345,14 +347,34 @@ class Constructors:
             for stmt in entry.node.body:
                 if not isinstance(stmt, ast.AnnAssign) or not isinstance(stmt.target, ast.Name):
                     continue
+                if self._annotation_kind(entry.module, stmt.annotation) == "classvar":
+                    continue  # vLLM 0.18's PydanticMsgspecMixin annotates only ClassVars
                 if not is_struct:
                     raise Unknown(f"mixin {entry.label} of a msgspec.Struct has annotations")
-                if self._annotation_kind(entry.module, stmt.annotation) == "classvar":
-                    continue
                 fields[stmt.target.id] = self._field(
                     entry.module, stmt.value, kw_only, frozenset({_MSGSPEC_FIELD})
                 )
         return _order_fields(fields, cls.label)
+
+
+def _passthrough(func: Func) -> bool:
+    """Whether a decorator returns its one argument untouched: its body, past the docstring, is
+    `return <first parameter>` and nothing else, and no decorator of its own wraps it."""
+    args = func.node.args
+    positional = args.posonlyargs + args.args
+    if func.node.decorator_list or not positional or args.vararg or args.kwarg:
+        return False
+    if len(positional) - len(args.defaults) > 1 or any(d is None for d in args.kw_defaults):
+        return False  # a second required argument: not usable as a bare decorator
+    body = func.node.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    return (
+        len(body) == 1
+        and isinstance(body[0], ast.Return)
+        and isinstance(body[0].value, ast.Name)
+        and body[0].value.id == positional[0].arg
+    )
 
 
 def _order_fields(fields: dict[str, _Field], label: str) -> list[RawParam]:
