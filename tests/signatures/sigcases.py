@@ -67,6 +67,12 @@ RESOLVED = [
     ("vllm.shadow.starred", "a, b=, *, c, d="),
     ("vllm.star_chain.starred", "q"),
     ("vllm.star_chain.Thing", "size, *, color="),
+    # lazy exports through a module __getattr__
+    ("vllm.lazy.Lazy", "a, b=, *, flag="),
+    ("vllm.lazy.old_helper", "*args, **kwargs"),
+    ("vllm.lazy.Job", "*, name, retries=, tags="),
+    ("vllm.lazy.plain", "a, b=, *, c, d="),
+    ("vllm.lazy.Point", "x, y=, scale=, cache="),
     # classes and inheritance
     ("vllm.classes.NoInit", ""),
     ("vllm.classes.Base", "a, b=, *, flag="),
@@ -115,6 +121,11 @@ RESOLVED = [
     ("vllm.passthru.PydOld", "a=, b=, c=, d=, **ignored_extra"),
     ("vllm.passthru.PydOldStrict", "size="),
     ("vllm.passthru.StdOld", "x, y="),
+    # typing.NamedTuple
+    ("vllm.ntuple.Pair", "left, right=, label="),
+    ("vllm.ntuple.SubPair", "left, right=, label="),
+    ("vllm.ntuple.Boxed", "item, count="),
+    ("vllm.ntuple.Pair.swapped", "self"),
     # msgspec.Struct, vLLM's SamplingParams pattern
     ("vllm.structs.Params", "n=, temperature=, _hidden=, renamed="),
     ("vllm.structs.KwParams", "*, x=, y"),
@@ -129,7 +140,9 @@ UNKNOWN = [
     ("vllm.funcs.rebound", "'rebound' is bound 2 times"),
     ("vllm.reexport.either", "'either' is bound 2 times"),
     ("vllm.reexport.hidden", "does not define 'hidden'"),
-    ("vllm.lazy.Lazy", "module __getattr__"),
+    ("vllm.lazy.Chosen", "module __getattr__ in vllm/lazy.py: os.environ.get('LAZY_PICK')"),
+    ("vllm.lazy.Gone", "vllm/dc.py does not define 'Gone'"),
+    ("vllm.lazy.Nothing", "vllm/lazy.py does not define 'Nothing' (its __getattr__ raises"),
     ("vllm.shadow_late.starred", "is bound and also star-imported after"),
     ("vllm.cycle_a.Loop", "refers back to itself"),
     ("vllm.classes.FromExternal", "collections.OrderedDict, whose constructor is not known"),
@@ -140,6 +153,7 @@ UNKNOWN = [
     ("vllm.classes.Methods.value", "bound 2 times"),
     ("vllm.passthru.Touched", "class decorator @touches on vllm.passthru.Touched may replace"),
     ("vllm.passthru.Called", "class decorator @factory(flag=True) on vllm.passthru.Called may"),
+    ("vllm.ntuple.NewOnSub", "vllm.ntuple.NewOnSub defines __new__ over a NamedTuple"),
     ("vllm.pyd.Aliased", "renames the constructor keyword"),
     ("vllm.pyd.OwnInit", "pydantic dataclass vllm.pyd.OwnInit defines __init__"),
     ("vllm.pyd.AnnotatedDefault", "has a Field(...) inside Annotated[...]"),

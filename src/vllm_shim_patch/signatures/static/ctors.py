@@ -328,6 +328,13 @@ class Constructors:
         return _Field(has_default, _flag(kwargs, "kw_only", kw_only), _flag(kwargs, "init", True),
                       None if required_marker else _literal_text(default))
 
+    def namedtuple_params(self, cls: Class) -> list[RawParam]:
+        """typing.NamedTuple: every annotated name of the class body is a field, in order (the
+        typing module does not exempt ClassVar), each positional-or-keyword."""
+        if cls.scope.nested_annotations:
+            raise Unknown(f"{cls.label} annotates names inside if/try/with blocks")
+        return _order_fields(_namedtuple_fields(cls), cls.label)
+
     def struct_params(self, cls: Class, mro: Mro) -> list[RawParam]:
         """msgspec.Struct: the fields of the Struct classes in the MRO (no own __init__/__new__)."""
         fields: dict[str, _Field] = {}
@@ -355,6 +362,17 @@ class Constructors:
                     entry.module, stmt.value, kw_only, frozenset({_MSGSPEC_FIELD})
                 )
         return _order_fields(fields, cls.label)
+
+
+def _namedtuple_fields(cls: Class) -> dict[str, _Field]:
+    fields: dict[str, _Field] = {}
+    for stmt in cls.node.body:
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            name = stmt.target.id
+            if name.startswith("_"):
+                raise Unknown(f"{cls.label}.{name}: a NamedTuple field may not start with '_'")
+            fields[name] = _Field(stmt.value is not None, False, True, _literal_text(stmt.value))
+    return fields
 
 
 def _passthrough(func: Func) -> bool:

@@ -10,12 +10,14 @@ import builtins
 import zipfile
 from pathlib import Path
 
+from vllm_shim_patch.signatures.static.lazy import lazy_export
 from vllm_shim_patch.signatures.static.scope import (
     Binding,
     Class,
     Ext,
     Func,
     Method,
+    Missing,
     Module,
     Mro,
     Obj,
@@ -24,7 +26,7 @@ from vllm_shim_patch.signatures.static.scope import (
     literal,
 )
 
-__all__ = ["STRUCT", "Names"]
+__all__ = ["NAMEDTUPLES", "STRUCT", "Names"]
 
 # External bases whose constructor is object's: they add no __init__ or __new__.
 _TRANSPARENT_BASES = frozenset(
@@ -37,6 +39,8 @@ _TRANSPARENT_BASES = frozenset(
 )
 # msgspec writes the constructor of a Struct subclass from its fields (see ctors.py).
 STRUCT = "msgspec.Struct"
+# typing.NamedTuple writes `__new__` from the fields of the class that names it as a base.
+NAMEDTUPLES = frozenset({"typing.NamedTuple", "typing_extensions.NamedTuple"})
 _PLAIN_METACLASSES = frozenset({"abc.ABCMeta", "builtins.type"})
 
 
@@ -143,8 +147,28 @@ class Names:
         if sub is not None:
             return sub
         if "__getattr__" in mod.scope.bindings:
-            raise Unknown(f"{mod.name}.{name} comes from the module __getattr__ in {mod.path}")
-        raise Unknown(f"{mod.path} does not define {name!r}")
+            return self._lazy(mod, name)
+        # A star import from outside the parsed packages raised Unknown in _scope_name already.
+        raise Missing(f"{mod.path} does not define {name!r}")
+
+    def _lazy(self, mod: Module, name: str) -> Obj:
+        bindings = mod.scope.bindings["__getattr__"]
+        where = f"{mod.name}.{name} comes from the module __getattr__ in {mod.path}"
+        node = bindings[0].node
+        if len(bindings) != 1 or not isinstance(node, ast.FunctionDef) or node.decorator_list:
+            raise Unknown(f"{where}, which is not one plain def")
+        key = (id(node), name)
+        if key in self._active:
+            raise Unknown(f"{where}, which asks for {name!r} again")
+        self._active.add(key)
+        try:
+            return lazy_export(self, mod, node, name)
+        except Missing:
+            raise
+        except Unknown as exc:
+            raise Unknown(f"{where}: {exc}") from None
+        finally:
+            self._active.discard(key)
 
     def _scope_name(self, mod: Module, scope: Scope, name: str) -> Obj | None:
         key = (id(scope), name)
@@ -249,7 +273,8 @@ class Names:
             found = self._scope_name(mod, mod.scope, expr.id)
             if found is not None:
                 return found
-            if "__getattr__" in mod.scope.bindings or not hasattr(builtins, expr.id):
+            # A module __getattr__ serves attribute access from outside, never a global name.
+            if not hasattr(builtins, expr.id):
                 raise Unknown(f"name {expr.id!r} is not defined in {mod.path}")
             return Ext(f"builtins.{expr.id}")
         if isinstance(expr, ast.Attribute):
@@ -298,7 +323,9 @@ class Names:
             raise Unknown(f"base {ast.unparse(expr)} of {cls.label}: {exc}") from None
         if isinstance(obj, Class):
             return obj
-        if isinstance(obj, Ext) and (obj.qualname in _TRANSPARENT_BASES or obj.qualname == STRUCT):
+        if isinstance(obj, Ext) and (
+            obj.qualname in _TRANSPARENT_BASES or obj.qualname == STRUCT or obj.qualname in NAMEDTUPLES
+        ):
             return obj.qualname
         what = obj.qualname if isinstance(obj, Ext) else type(obj).__name__.lower()
         raise Unknown(
@@ -348,6 +375,8 @@ def _canonical(qualname: str) -> str:
 
 
 def _external_mro(qualname: str) -> Mro:
+    if qualname in NAMEDTUPLES:  # the class's real bases are (tuple,)
+        return [qualname, "builtins.tuple", "builtins.object"]
     return [qualname] if qualname == "builtins.object" else [qualname, "builtins.object"]
 
 

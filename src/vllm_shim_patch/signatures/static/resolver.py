@@ -10,7 +10,7 @@ from pathlib import Path
 
 from vllm_shim_patch.signatures.model import KW_ONLY, POS_ONLY, POS_OR_KW, VAR_KW, VAR_POS
 from vllm_shim_patch.signatures.static.ctors import Constructors
-from vllm_shim_patch.signatures.static.names import STRUCT, Names
+from vllm_shim_patch.signatures.static.names import NAMEDTUPLES, STRUCT, Names
 from vllm_shim_patch.signatures.static.scope import (
     Class,
     Func,
@@ -105,6 +105,9 @@ class Resolver:
         mro = self.names.mro(cls)
         if STRUCT in mro:
             return self.ctors.struct_params(cls, mro), cls.origin
+        marker = next((i for i, e in enumerate(mro) if isinstance(e, str) and e in NAMEDTUPLES), None)
+        if marker is not None:
+            return self._namedtuple_signature(cls, mro, marker)
         init: tuple[list[RawParam], str] | None = None
         new: tuple[list[RawParam], str] | None = None
         for entry in mro:
@@ -131,6 +134,19 @@ class Resolver:
                 return new
             raise Unknown(f"both __new__ and __init__ of {cls.label} take parameters")
         return init or new or ([], cls.origin)
+
+    def _namedtuple_signature(self, cls: Class, mro: list, marker: int) -> tuple[list[RawParam], str]:
+        owner = mro[marker - 1]
+        for entry in mro[:marker]:
+            if not isinstance(entry, Class):
+                raise Unknown(f"{cls.label} mixes NamedTuple with {entry}")
+            for special in ("__new__", "__init__"):
+                if special in entry.scope.bindings or special in entry.scope.overloads:
+                    raise Unknown(f"{entry.label} defines {special} over a NamedTuple")
+            if self.ctors.dataclass_spec(entry) is not None:
+                raise Unknown(f"{entry.label} is a dataclass and a NamedTuple")
+        assert isinstance(owner, Class)
+        return self.ctors.namedtuple_params(owner), owner.origin
 
     def _special(self, cls: Class, name: str) -> tuple[list[RawParam], str]:
         obj = self.names.class_attr(cls, name)

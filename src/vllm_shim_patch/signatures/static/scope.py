@@ -14,6 +14,7 @@ __all__ = [
     "Ext",
     "Func",
     "Method",
+    "Missing",
     "Module",
     "Mro",
     "Obj",
@@ -30,6 +31,10 @@ RawParam = tuple  # type: ignore[type-arg]
 
 class Unknown(Exception):
     """The source does not decide the signature; the message says why."""
+
+
+class Missing(Unknown):
+    """The source decides that the name does not exist (a module or class that surely lacks it)."""
 
 
 # Matched by spelling: the scope reader runs before any name can be resolved.
