@@ -16,26 +16,31 @@ from __future__ import annotations
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from vllm_shim_patch.errors import SignatureError
-from vllm_shim_patch.signatures.model import Param, Signature
+from vllm_shim_patch.signatures.model import PARAM_KINDS, Param, Signature
+from vllm_shim_patch.signatures.static.cache import SignatureCache
 from vllm_shim_patch.signatures.static.members import defines
 from vllm_shim_patch.signatures.static.resolver import Resolver
 from vllm_shim_patch.signatures.static.scope import Unknown
 
 __all__ = ["StaticSignatures"]
 
+_NO_ANSWER = object()
+
 
 class StaticSignatures:
     """Signatures read from vLLM's source with `ast`, importing nothing.
 
     `root` is a directory holding the `vllm/` package (e.g. site-packages) or a vLLM wheel.
-    Modules are parsed on demand, once each.
+    Modules are parsed on demand, once each. With `cache_dir`, answers are kept on disk for the
+    next run while the source they were read from is unchanged (`static/cache.py`).
     """
 
     kind = "static"
 
-    def __init__(self, root: Path | str):
+    def __init__(self, root: Path | str, cache_dir: Path | str | None = None):
         root = Path(root)
         if not root.exists():
             raise SignatureError(f"no vLLM source at {root}: the path does not exist")
@@ -52,29 +57,66 @@ class StaticSignatures:
             raise SignatureError(f"no vllm package under {root}{hint}")
         self._cache: dict[str, Signature | None] = {}
         self._why: dict[str, str] = {}
+        self._store = SignatureCache(Path(cache_dir), root) if cache_dir is not None else None
+        self._batch = 0
+        self._dirty = False
 
     def get(self, qualname: str) -> Signature | None:
         if qualname not in self._cache:
-            try:
-                raw, origin = self._resolver.signature(qualname)
-                self._cache[qualname] = Signature(qualname, tuple(Param(*p) for p in raw), origin)
-            except Unknown as exc:
+            stored = self._stored("signatures", qualname, _decode_signature)
+            if stored is _NO_ANSWER:
+                try:
+                    raw, origin = self._resolver.signature(qualname)
+                    stored = Signature(qualname, tuple(Param(*p) for p in raw), origin)
+                except Unknown as exc:
+                    stored = str(exc)
+                except RecursionError:
+                    stored = "the source nests too deeply to follow"
+                self._remember("signatures", qualname, _encode_signature(stored))
+            if isinstance(stored, str):
                 self._cache[qualname] = None
-                self._why[qualname] = str(exc)
-            except RecursionError:
-                self._cache[qualname] = None
-                self._why[qualname] = "the source nests too deeply to follow"
+                self._why[qualname] = stored
+            else:
+                self._cache[qualname] = stored  # type: ignore[assignment]
         return self._cache[qualname]
 
     def get_many(self, qualnames: Iterable[str]) -> dict[str, Signature | None]:
-        return {name: self.get(name) for name in qualnames}
+        self._batch += 1
+        try:
+            return {name: self.get(name) for name in qualnames}
+        finally:
+            self._batch -= 1
+            self._flush()
 
     def defines(self, qualname: str) -> bool | None:
         """Whether class attribute `a.b.C.attr` exists (None: cannot be told from the source)."""
+        stored = self._stored("defines", qualname, _decode_tristate)
+        if stored is not _NO_ANSWER:
+            return stored  # type: ignore[return-value]
         try:
-            return defines(self._resolver.names, qualname)
+            answer = defines(self._resolver.names, qualname)
         except RecursionError:
-            return None
+            answer = None
+        self._remember("defines", qualname, answer)
+        return answer
+
+    # -- the on-disk cache (signatures/static/cache.py) ---------------------------------------
+
+    def _stored(self, table: str, key: str, decode: Any) -> Any:
+        if self._store is None or key not in self._store.table(table):
+            return _NO_ANSWER
+        return decode(key, self._store.table(table)[key])
+
+    def _remember(self, table: str, key: str, value: Any) -> None:
+        if self._store is not None:
+            self._store.table(table)[key] = value
+            self._dirty = True
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._store is not None and self._dirty and not self._batch:
+            self._store.save(self._resolver.names.accessed)
+            self._dirty = False
 
     def unknown_reason(self, qualname: str) -> str | None:
         """Why `get(qualname)` gave None (after a get), else None."""
@@ -84,3 +126,38 @@ class StaticSignatures:
     def parsed_modules(self) -> list[str]:
         """The modules read so far (lookups parse only what they need)."""
         return self._resolver.parsed_modules()
+
+
+def _encode_signature(answer: Signature | str) -> dict[str, Any]:
+    if isinstance(answer, str):
+        return {"unknown": answer}
+    params = [[p.name, p.kind, p.required, p.default] for p in answer.params]
+    return {"params": params, "origin": answer.origin}
+
+
+def _decode_signature(qualname: str, entry: Any) -> Signature | str | object:
+    """The stored answer, or _NO_ANSWER for an entry of the wrong shape (it is read anew)."""
+    if not isinstance(entry, dict):
+        return _NO_ANSWER
+    if isinstance(entry.get("unknown"), str):
+        return entry["unknown"]
+    params, origin = entry.get("params"), entry.get("origin")
+    if not isinstance(params, list) or not isinstance(origin, str):
+        return _NO_ANSWER
+    out = []
+    for p in params:
+        if not (
+            isinstance(p, list)
+            and len(p) == 4
+            and isinstance(p[0], str)
+            and p[1] in PARAM_KINDS
+            and isinstance(p[2], bool)
+            and (p[3] is None or isinstance(p[3], str))
+        ):
+            return _NO_ANSWER
+        out.append(Param(*p))
+    return Signature(qualname, tuple(out), origin)
+
+
+def _decode_tristate(_key: str, entry: Any) -> bool | None | object:
+    return entry if entry is None or isinstance(entry, bool) else _NO_ANSWER

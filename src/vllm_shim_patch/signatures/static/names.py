@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import os
+import stat
 import zipfile
 from pathlib import Path
 
@@ -26,7 +28,7 @@ from vllm_shim_patch.signatures.static.scope import (
     literal,
 )
 
-__all__ = ["NAMEDTUPLES", "STRUCT", "Names"]
+__all__ = ["NAMEDTUPLES", "STRUCT", "Names", "Stamp", "stamp"]
 
 # External bases whose constructor is object's: they add no __init__ or __new__.
 _TRANSPARENT_BASES = frozenset(
@@ -60,6 +62,9 @@ class Names:
                 parts = name.split("/")[:-1]
                 self._zip_dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
         self._modules: dict[str, Module | None] = {}
+        # Every path of a source directory looked at, with what it was then: the signature cache
+        # is valid while each still stats the same (absent paths included: a new file can shadow).
+        self.accessed: dict[str, Stamp | None] = {}
         self._classes: dict[int, Class] = {}
         self._mros: dict[int, Mro] = {}
         self._active: set[tuple[int, str]] = set()
@@ -77,12 +82,16 @@ class Names:
         if self._zip is not None:
             return self._zip.read(rel) if rel in self._zip_names else None
         path = self.root / rel
-        return path.read_bytes() if path.is_file() else None
+        seen = stamp(path)
+        self.accessed[rel] = seen
+        return path.read_bytes() if seen is not None and seen[0] == "f" else None
 
     def _is_dir(self, rel: str) -> bool:
         if self._zip is not None:
             return rel in self._zip_dirs
-        return (self.root / rel).is_dir()
+        seen = stamp(self.root / rel)
+        self.accessed[rel + "/"] = seen
+        return seen is not None and seen[0] == "d"
 
     def module(self, name: str) -> Module | None:
         if name in self._modules:
@@ -358,6 +367,20 @@ class Names:
             self._active_mro.discard(key)
         self._mros[key] = result
         return result
+
+
+Stamp = tuple  # ("f", size, mtime_ns) | ("d", 0, 0)
+
+
+def stamp(path: Path) -> Stamp | None:
+    """What the cache compares to tell whether a path changed: kind, size and mtime."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return ("d", 0, 0)
+    return ("f", st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
 
 
 def _same(a: Obj, b: Obj) -> bool:
