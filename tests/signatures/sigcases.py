@@ -165,3 +165,21 @@ UNKNOWN = [
     ("os.path.join", "no module"),
     ("vllm.reexport", "is a module"),
 ]
+
+# (qualname, parameters) of methods as called on an instance (StaticSignatures.get_bound).
+BOUND = [
+    ("vllm.classes.Methods.method", "a, b="),
+    ("vllm.classes.Methods.build", "spec, *, strict="),  # a classmethod binds cls
+    ("vllm.classes.Methods.helper", "x, y"),  # a staticmethod binds nothing
+    ("vllm.classes.Methods.Inner", "z"),
+    ("vllm.classes.Multi.helper", ""),  # inherited from Mixin
+    ("vllm.classes.Concrete.run", ""),
+    ("vllm.classes.GrandChild.__init__", "a, b=, *, flag="),
+    ("vllm.ntuple.SubPair.swapped", ""),
+]
+BOUND_UNKNOWN = [
+    ("vllm.classes.Methods.value", "bound 2 times"),
+    ("vllm.classes.Methods.nothing", "vllm.classes.Methods has no attribute 'nothing'"),
+    ("vllm.funcs.plain.x", "vllm.funcs.plain is not a class"),
+    ("vllm.funcs.wrapped", "vllm.funcs is not a class"),
+]

@@ -6,7 +6,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from sigcases import RESOLVED, TREE, UNKNOWN, render
+from sigcases import BOUND, BOUND_UNKNOWN, RESOLVED, TREE, UNKNOWN, render
 
 from vllm_shim_patch.errors import SignatureError
 from vllm_shim_patch.signatures import Param, Signature, StaticSignatures
@@ -29,6 +29,21 @@ def test_static_resolves(static: StaticSignatures, qualname: str, expected: str)
 def test_static_unknown(static: StaticSignatures, qualname: str, reason: str) -> None:
     assert static.get(qualname) is None
     assert reason in (static.unknown_reason(qualname) or "")
+
+
+@pytest.mark.parametrize(("qualname", "expected"), BOUND, ids=[q for q, _ in BOUND])
+def test_static_bound_methods(static: StaticSignatures, qualname: str, expected: str) -> None:
+    sig = static.get_bound(qualname)
+    assert sig is not None, static.bound_unknown_reason(qualname)
+    assert render(sig) == expected
+
+
+@pytest.mark.parametrize(("qualname", "reason"), BOUND_UNKNOWN, ids=[q for q, _ in BOUND_UNKNOWN])
+def test_static_bound_unknown(qualname: str, reason: str) -> None:
+    fresh = StaticSignatures(TREE)
+    assert fresh.get_bound(qualname) is None
+    assert reason in (fresh.bound_unknown_reason(qualname) or "")
+    assert fresh.unknown_reason(qualname) is None  # the two kinds of answer are kept apart
 
 
 def test_static_params_and_origin(static: StaticSignatures) -> None:

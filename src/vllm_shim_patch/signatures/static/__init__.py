@@ -62,23 +62,31 @@ class StaticSignatures:
         self._dirty = False
 
     def get(self, qualname: str) -> Signature | None:
-        if qualname not in self._cache:
-            stored = self._stored("signatures", qualname, _decode_signature)
+        return self._signature("signatures", qualname, qualname, self._resolver.signature)
+
+    def get_bound(self, qualname: str) -> Signature | None:
+        """The signature of method `a.b.C.m` as called on an instance of C (`obj.m(...)`): self
+        bound, inherited methods found along the MRO. None when unknown (`bound_unknown_reason`)."""
+        return self._signature("bound", f"bound:{qualname}", qualname, self._resolver.bound_signature)
+
+    def _signature(self, table: str, key: str, qualname: str, resolve: Any) -> Signature | None:
+        if key not in self._cache:
+            stored = self._stored(table, qualname, _decode_signature)
             if stored is _NO_ANSWER:
                 try:
-                    raw, origin = self._resolver.signature(qualname)
+                    raw, origin = resolve(qualname)
                     stored = Signature(qualname, tuple(Param(*p) for p in raw), origin)
                 except Unknown as exc:
                     stored = str(exc)
                 except RecursionError:
                     stored = "the source nests too deeply to follow"
-                self._remember("signatures", qualname, _encode_signature(stored))
+                self._remember(table, qualname, _encode_signature(stored))
             if isinstance(stored, str):
-                self._cache[qualname] = None
-                self._why[qualname] = stored
+                self._cache[key] = None
+                self._why[key] = stored
             else:
-                self._cache[qualname] = stored  # type: ignore[assignment]
-        return self._cache[qualname]
+                self._cache[key] = stored  # type: ignore[assignment]
+        return self._cache[key]
 
     def get_many(self, qualnames: Iterable[str]) -> dict[str, Signature | None]:
         self._batch += 1
@@ -121,6 +129,10 @@ class StaticSignatures:
     def unknown_reason(self, qualname: str) -> str | None:
         """Why `get(qualname)` gave None (after a get), else None."""
         return self._why.get(qualname)
+
+    def bound_unknown_reason(self, qualname: str) -> str | None:
+        """Why `get_bound(qualname)` gave None (after a get_bound), else None."""
+        return self._why.get(f"bound:{qualname}")
 
     @property
     def parsed_modules(self) -> list[str]:

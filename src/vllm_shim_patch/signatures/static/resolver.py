@@ -75,8 +75,25 @@ class Resolver:
             raise Unknown(f"{qualname} is a module")
         raise Unknown(f"{qualname} resolves to {obj.qualname}, outside the parsed source")
 
-    def _func_params(self, func: Func, bound: bool, method: bool = False) -> list[RawParam]:
-        """Parameters as called; `bound` drops self/cls, `method` says it was found on a class."""
+    def bound_signature(self, qualname: str) -> tuple[list[RawParam], str]:
+        """The parameters of `a.b.C.m` called on an instance (`obj.m(...)`), inherited ones
+        included: self (or cls) is bound, a staticmethod takes all of its own."""
+        owner, _, attr = qualname.rpartition(".")
+        cls = self.names.lookup(owner)
+        if not isinstance(cls, Class):
+            raise Unknown(f"{owner} is not a class")
+        obj = self.names.class_attr(cls, attr)
+        if isinstance(obj, Class):
+            return self._class_signature(obj)
+        if not isinstance(obj, Func):
+            raise Unknown(f"{qualname} is not a def")
+        params = _arguments(obj.node.args)
+        if self._how(obj) != "staticmethod":
+            params = _drop_self(params, obj.node.name)
+        return params, f"{obj.module.path}:{obj.node.lineno}"
+
+    def _how(self, func: Func) -> str:
+        """"function", "staticmethod" or "classmethod"; Unknown for a decorator that may wrap."""
         how = "function"
         for dec in func.node.decorator_list:
             try:
@@ -89,14 +106,16 @@ class Resolver:
                 )
             if qual in ("builtins.staticmethod", "builtins.classmethod"):
                 how = qual.rpartition(".")[2]
+        return how
+
+    def _func_params(self, func: Func, bound: bool, method: bool = False) -> list[RawParam]:
+        """Parameters as called; `bound` drops self/cls, `method` says it was found on a class."""
+        how = self._how(func)
         params = _arguments(func.node.args)
         if (how == "classmethod" and method) or bound:
             if bound and how != "function":
                 raise Unknown(f"{func.node.name} is a {how}")
-            if params and params[0][1] in (POS_ONLY, POS_OR_KW):
-                params = params[1:]
-            elif not params or params[0][1] != VAR_POS:
-                raise Unknown(f"{func.node.name} takes no self/cls parameter")
+            params = _drop_self(params, func.node.name)
         return params
 
     # -- classes -----------------------------------------------------------------------------
@@ -170,6 +189,14 @@ def _arguments(args: ast.arguments) -> list[RawParam]:
     if args.kwarg is not None:
         params.append((args.kwarg.arg, VAR_KW, False))
     return params
+
+
+def _drop_self(params: list[RawParam], name: str) -> list[RawParam]:
+    if params and params[0][1] in (POS_ONLY, POS_OR_KW):
+        return params[1:]
+    if params and params[0][1] == VAR_POS:
+        return params  # def m(*args): self arrives in args
+    raise Unknown(f"{name} takes no self/cls parameter")
 
 
 def _text(default: ast.expr | None) -> str | None:
