@@ -183,3 +183,32 @@ BOUND_UNKNOWN = [
     ("vllm.funcs.plain.x", "vllm.funcs.plain is not a class"),
     ("vllm.funcs.wrapped", "vllm.funcs is not a class"),
 ]
+
+# (qualname, exists, part of the reason) for StaticSignatures.exists.
+EXISTS = [
+    ("vllm.enums", True, ""),
+    ("vllm.enums.Status", True, ""),
+    ("vllm.enums.Status.FINISHED_ABORTED", True, ""),
+    ("vllm.enums.Status.is_finished", True, ""),
+    ("vllm.enums.Status.value", True, ""),  # from enum.IntEnum
+    ("vllm.enums.Status.FINISHED_LENGTH", False, "vllm.enums.Status has no attribute 'FINISHED_LENGTH'"),
+    ("vllm.enums.Fields.count", True, ""),
+    ("vllm.enums.Fields.missing", False, "vllm.enums.Fields has no attribute 'missing'"),
+    ("vllm.enums.Worker.rank_in_group", True, ""),
+    ("vllm.enums.Worker.slot", True, ""),
+    ("vllm.enums.Worker.LIMIT", True, ""),
+    ("vllm.enums.Worker.__init__", True, ""),
+    ("vllm.enums.Worker.nothing", False, "vllm.enums.Worker has no attribute 'nothing'"),
+    ("vllm.enums.Dynamic.anything", None, "vllm.enums.Dynamic defines __getattr__"),
+    ("vllm.classes.FromExternal.popitem", None, "collections.OrderedDict, outside the source"),
+    ("vllm.lazy.Job", True, ""),
+    ("vllm.lazy.Nothing", False, "vllm/lazy.py does not define 'Nothing'"),
+    ("vllm.lazy.Chosen", None, "os.environ.get('LAZY_PICK')"),
+    ("vllm.reexport.Thing", True, ""),
+    ("vllm.reexport.hidden", False, "does not define 'hidden'"),
+    ("vllm.nowhere", False, "vllm/__init__.py does not define 'nowhere'"),
+    ("vllm.nowhere.f", False, "vllm/__init__.py does not define 'nowhere'"),
+    ("vllm.ntuple.Pair.left", True, ""),
+    ("vllm.ntuple.Pair._replace", True, ""),  # generated for every NamedTuple
+    ("vllm.ntuple.Pair.nothing", False, "vllm.ntuple.Pair has no attribute 'nothing'"),
+]

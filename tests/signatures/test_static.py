@@ -6,7 +6,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from sigcases import BOUND, BOUND_UNKNOWN, RESOLVED, TREE, UNKNOWN, render
+from sigcases import BOUND, BOUND_UNKNOWN, EXISTS, RESOLVED, TREE, UNKNOWN, render
 
 from vllm_shim_patch.errors import SignatureError
 from vllm_shim_patch.signatures import Param, Signature, StaticSignatures
@@ -44,6 +44,15 @@ def test_static_bound_unknown(qualname: str, reason: str) -> None:
     assert fresh.get_bound(qualname) is None
     assert reason in (fresh.bound_unknown_reason(qualname) or "")
     assert fresh.unknown_reason(qualname) is None  # the two kinds of answer are kept apart
+
+
+@pytest.mark.parametrize(("qualname", "expected", "reason"), EXISTS, ids=[q for q, _, _ in EXISTS])
+def test_static_exists(static: StaticSignatures, qualname: str, expected: bool | None, reason: str) -> None:
+    assert static.exists(qualname) is expected, static.exists_reason(qualname)
+    if expected:
+        assert static.exists_reason(qualname) is None
+    else:
+        assert reason in (static.exists_reason(qualname) or ""), static.exists_reason(qualname)
 
 
 def test_static_params_and_origin(static: StaticSignatures) -> None:

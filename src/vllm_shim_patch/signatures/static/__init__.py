@@ -21,7 +21,7 @@ from typing import Any
 from vllm_shim_patch.errors import SignatureError
 from vllm_shim_patch.signatures.model import PARAM_KINDS, Param, Signature
 from vllm_shim_patch.signatures.static.cache import SignatureCache
-from vllm_shim_patch.signatures.static.members import defines
+from vllm_shim_patch.signatures.static.members import defines, exists
 from vllm_shim_patch.signatures.static.resolver import Resolver
 from vllm_shim_patch.signatures.static.scope import Unknown
 
@@ -126,6 +126,27 @@ class StaticSignatures:
             self._store.save(self._resolver.names.accessed)
             self._dirty = False
 
+    def exists(self, qualname: str) -> bool | None:
+        """Whether `qualname` exists at run time: a module, a name a module defines or exports
+        (re-exports and lazy `__getattr__` exports included), or a class attribute, method, enum
+        member, field or instance attribute, inherited ones included. None when the source
+        cannot tell; `exists_reason` says why (and, for False, what is missing)."""
+        stored = self._stored("exists", qualname, _decode_exists)
+        if stored is _NO_ANSWER:
+            try:
+                stored = exists(self._resolver.names, qualname)
+            except RecursionError:
+                stored = (None, "the source nests too deeply to follow")
+            self._remember("exists", qualname, list(stored))  # type: ignore[arg-type]
+        answer, reason = stored  # type: ignore[misc]
+        if reason:
+            self._why[f"exists:{qualname}"] = reason
+        return answer  # type: ignore[no-any-return]
+
+    def exists_reason(self, qualname: str) -> str | None:
+        """Why `exists(qualname)` was not True (after an exists), else None."""
+        return self._why.get(f"exists:{qualname}")
+
     def unknown_reason(self, qualname: str) -> str | None:
         """Why `get(qualname)` gave None (after a get), else None."""
         return self._why.get(qualname)
@@ -173,3 +194,14 @@ def _decode_signature(qualname: str, entry: Any) -> Signature | str | object:
 
 def _decode_tristate(_key: str, entry: Any) -> bool | None | object:
     return entry if entry is None or isinstance(entry, bool) else _NO_ANSWER
+
+
+def _decode_exists(_key: str, entry: Any) -> tuple[bool | None, str] | object:
+    if (
+        isinstance(entry, list)
+        and len(entry) == 2
+        and (entry[0] is None or isinstance(entry[0], bool))
+        and isinstance(entry[1], str)
+    ):
+        return entry[0], entry[1]
+    return _NO_ANSWER
