@@ -121,6 +121,10 @@ RESOLVED = [
     ("vllm.passthru.PydOld", "a=, b=, c=, d=, **ignored_extra"),
     ("vllm.passthru.PydOldStrict", "size="),
     ("vllm.passthru.StdOld", "x, y="),
+    ("vllm.passthru.Called", "x="),
+    ("vllm.passthru.Linted", "req_id, n="),  # vLLM's @bc_linter_include
+    ("vllm.passthru.linted", "a, *, b="),
+    ("vllm.passthru.Methods.run", "self, q"),
     # typing.NamedTuple
     ("vllm.ntuple.Pair", "left, right=, label="),
     ("vllm.ntuple.SubPair", "left, right=, label="),
@@ -152,7 +156,7 @@ UNKNOWN = [
     ("vllm.classes.NewAndInit", "both __new__ and __init__"),
     ("vllm.classes.Methods.value", "bound 2 times"),
     ("vllm.passthru.Touched", "class decorator @touches on vllm.passthru.Touched may replace"),
-    ("vllm.passthru.Called", "class decorator @factory(flag=True) on vllm.passthru.Called may"),
+    ("vllm.passthru.Wrapped", "class decorator @wrapping(flag=True) on vllm.passthru.Wrapped may"),
     ("vllm.ntuple.NewOnSub", "vllm.ntuple.NewOnSub defines __new__ over a NamedTuple"),
     ("vllm.pyd.Aliased", "renames the constructor keyword"),
     ("vllm.pyd.OwnInit", "pydantic dataclass vllm.pyd.OwnInit defines __init__"),

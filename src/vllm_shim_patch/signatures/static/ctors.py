@@ -21,6 +21,7 @@ from vllm_shim_patch.signatures.static.scope import (
     Unknown,
     dotted,
     literal,
+    returns_argument,
 )
 
 __all__ = ["Constructors", "Spec"]
@@ -95,8 +96,10 @@ class Constructors:
             qual = obj.qualname if isinstance(obj, Ext) else None
             if qual in _PLAIN_CLASS_DECORATORS:
                 continue
-            if isinstance(obj, Func) and not isinstance(dec, ast.Call) and _passthrough(obj):
-                continue  # vLLM 0.10-0.15's @config: docs-only, `return cls`
+            if isinstance(obj, Func) and returns_argument(
+                obj.node, dec if isinstance(dec, ast.Call) else None
+            ):
+                continue  # vLLM 0.10-0.15's @config (docs only, `return cls`), @bc_linter_include
             kwargs = _call_kwargs(dec, f"@{ast.unparse(dec)}")
             if qual == _STDLIB_DATACLASS:
                 specs.append(
@@ -373,26 +376,6 @@ def _namedtuple_fields(cls: Class) -> dict[str, _Field]:
                 raise Unknown(f"{cls.label}.{name}: a NamedTuple field may not start with '_'")
             fields[name] = _Field(stmt.value is not None, False, True, _literal_text(stmt.value))
     return fields
-
-
-def _passthrough(func: Func) -> bool:
-    """Whether a decorator returns its one argument untouched: its body, past the docstring, is
-    `return <first parameter>` and nothing else, and no decorator of its own wraps it."""
-    args = func.node.args
-    positional = args.posonlyargs + args.args
-    if func.node.decorator_list or not positional or args.vararg or args.kwarg:
-        return False
-    if len(positional) - len(args.defaults) > 1 or any(d is None for d in args.kw_defaults):
-        return False  # a second required argument: not usable as a bare decorator
-    body = func.node.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        body = body[1:]
-    return (
-        len(body) == 1
-        and isinstance(body[0], ast.Return)
-        and isinstance(body[0].value, ast.Name)
-        and body[0].value.id == positional[0].arg
-    )
 
 
 def _order_fields(fields: dict[str, _Field], label: str) -> list[RawParam]:

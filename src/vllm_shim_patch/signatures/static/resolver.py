@@ -13,11 +13,13 @@ from vllm_shim_patch.signatures.static.ctors import Constructors
 from vllm_shim_patch.signatures.static.names import NAMEDTUPLES, STRUCT, Names
 from vllm_shim_patch.signatures.static.scope import (
     Class,
+    Ext,
     Func,
     Method,
     Module,
     RawParam,
     Unknown,
+    returns_argument,
 )
 
 __all__ = ["Resolver"]
@@ -97,9 +99,14 @@ class Resolver:
         how = "function"
         for dec in func.node.decorator_list:
             try:
-                qual = self.names.qual(func.module, dec.func if isinstance(dec, ast.Call) else dec)
+                obj = self.names.expr(func.module, dec.func if isinstance(dec, ast.Call) else dec)
             except Unknown as exc:
                 raise Unknown(f"decorator @{ast.unparse(dec)} on {func.node.name}: {exc}") from None
+            if isinstance(obj, Func) and returns_argument(
+                obj.node, dec if isinstance(dec, ast.Call) else None
+            ):
+                continue  # vLLM's @bc_linter_include: hands the function back
+            qual = obj.qualname if isinstance(obj, Ext) else None
             if qual not in _PLAIN_FUNC_DECORATORS:
                 raise Unknown(
                     f"decorator @{ast.unparse(dec)} on {func.node.name} may change its signature"
