@@ -30,6 +30,8 @@ def _live_rows() -> list[tuple[str, str]]:
     skip = set()
     if not _importable("pydantic"):
         skip.update(("vllm.pyd.", "vllm.passthru."))
+    if not _importable("torch"):
+        skip.add("vllm.layers.")
     if not _importable("msgspec"):
         skip.add("vllm.structs.")
     if sys.version_info < (3, 11) and not _importable("typing_extensions"):

@@ -28,7 +28,7 @@ from vllm_shim_patch.signatures.static.scope import (
     literal,
 )
 
-__all__ = ["NAMEDTUPLES", "STRUCT", "Names", "Stamp", "stamp"]
+__all__ = ["INIT_ONLY_BASES", "NAMEDTUPLES", "STRUCT", "Names", "Stamp", "stamp"]
 
 # External bases whose constructor is object's: they add no __init__ or __new__.
 _TRANSPARENT_BASES = frozenset(
@@ -43,6 +43,15 @@ _TRANSPARENT_BASES = frozenset(
 STRUCT = "msgspec.Struct"
 # typing.NamedTuple writes `__new__` from the fields of the class that names it as a base.
 NAMEDTUPLES = frozenset({"typing.NamedTuple", "typing_extensions.NamedTuple"})
+# Outside bases whose metaclass is `type` and whose `__new__` takes any arguments and passes them
+# on: a subclass is constructed by the first `__init__` in its MRO. Known only when the source
+# defines that `__init__` (a vLLM layer over torch's Module, an exception with its own __init__).
+_EXCEPTIONS = ("BaseException", "Exception", "ValueError", "RuntimeError", "TypeError",
+               "KeyError", "IndexError", "LookupError", "AttributeError", "NotImplementedError",
+               "AssertionError")
+INIT_ONLY_BASES = frozenset(
+    {"torch.nn.Module", "torch.nn.modules.module.Module", *(f"builtins.{e}" for e in _EXCEPTIONS)}
+)
 _PLAIN_METACLASSES = frozenset({"abc.ABCMeta", "builtins.type"})
 
 
@@ -334,6 +343,7 @@ class Names:
             return obj
         if isinstance(obj, Ext) and (
             obj.qualname in _TRANSPARENT_BASES or obj.qualname == STRUCT or obj.qualname in NAMEDTUPLES
+            or obj.qualname in INIT_ONLY_BASES
         ):
             return obj.qualname
         what = obj.qualname if isinstance(obj, Ext) else type(obj).__name__.lower()
@@ -400,6 +410,8 @@ def _canonical(qualname: str) -> str:
 def _external_mro(qualname: str) -> Mro:
     if qualname in NAMEDTUPLES:  # the class's real bases are (tuple,)
         return [qualname, "builtins.tuple", "builtins.object"]
+    if qualname.startswith("builtins.") and qualname in INIT_ONLY_BASES:
+        return [f"builtins.{k.__name__}" for k in getattr(builtins, qualname[9:]).__mro__]
     return [qualname] if qualname == "builtins.object" else [qualname, "builtins.object"]
 
 

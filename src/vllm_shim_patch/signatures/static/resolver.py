@@ -10,7 +10,7 @@ from pathlib import Path
 
 from vllm_shim_patch.signatures.model import KW_ONLY, POS_ONLY, POS_OR_KW, VAR_KW, VAR_POS
 from vllm_shim_patch.signatures.static.ctors import Constructors
-from vllm_shim_patch.signatures.static.names import NAMEDTUPLES, STRUCT, Names
+from vllm_shim_patch.signatures.static.names import INIT_ONLY_BASES, NAMEDTUPLES, STRUCT, Names
 from vllm_shim_patch.signatures.static.scope import (
     Class,
     Ext,
@@ -138,6 +138,10 @@ class Resolver:
         new: tuple[list[RawParam], str] | None = None
         for entry in mro:
             if isinstance(entry, str):
+                if entry in INIT_ONLY_BASES and init is None:
+                    raise Unknown(f"{cls.label} is constructed by the __init__ of {entry}")
+                if entry in INIT_ONLY_BASES:
+                    break  # its __new__ passes any arguments on to the __init__ found
                 continue
             spec = self.ctors.dataclass_spec(entry)
             own_init = entry.scope.bindings.get("__init__")
