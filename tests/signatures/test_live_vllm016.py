@@ -8,11 +8,13 @@ Slow: the vLLM venv is built once and cached by tests/e2e/build_env.py.
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from sigcases import render
 from test_release_matrix import FULL, REQUIRED
 
 from vllm_shim_patch.signatures import LiveSignatures, StaticSignatures
@@ -57,3 +59,42 @@ def test_static_equals_live_on_the_real_install(vllm_python: str) -> None:
     # Every callable of the tables exists in 0.16.0 (methods with self, as `inspect` sees them).
     assert compared == len(names) == 31
     assert literal_defaults > 200  # 229 on 0.16.0: the configs' and SamplingParams' literal defaults
+
+
+# Beyond speculators' own use: every public top-level class and function of vLLM's core modules.
+CORE_MODULES = ["vllm/config", "vllm/v1/core", "vllm/v1/request.py", "vllm/sampling_params.py",
+                "vllm/outputs.py", "vllm/v1/engine", "vllm/v1/executor", "vllm/v1/structured_output",
+                "vllm/sequence.py", "vllm/pooling_params.py", "vllm/v1/kv_cache_interface.py",
+                "vllm/distributed/parallel_state.py"]
+
+
+def _public_defs(site: Path) -> list[str]:
+    names = []
+    for entry in CORE_MODULES:
+        path = site / entry
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            module = ".".join(file.relative_to(site).with_suffix("").parts).removesuffix(".__init__")
+            for node in ast.parse(file.read_bytes()).body:
+                if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                    not node.name.startswith("_")
+                ):
+                    names.append(f"{module}.{node.name}")
+    return names
+
+
+def test_no_wrong_answer_on_vllm_core(vllm_python: str) -> None:
+    site = Path(subprocess.run([vllm_python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    names = _public_defs(site)
+    static = StaticSignatures(site)
+    live = LiveSignatures(vllm_python, timeout=600).get_many(names)
+    both = {n for n in names if live[n] is not None and static.get(n) is not None}
+    wrong = {n: (render(static.get(n)), render(live[n])) for n in sorted(both)
+             if [(p.name, p.kind, p.required) for p in static.get(n).params]
+             != [(p.name, p.kind, p.required) for p in live[n].params]}
+    assert wrong == {}
+    # What static leaves unknown is said why (enum and Protocol classes, an @instrument'ed __init__).
+    unknown = [n for n in names if live[n] is not None and static.get(n) is None]
+    assert all(static.unknown_reason(n) for n in unknown)
+    # 0.16.0: 301 names, 273 known and equal, 26 unknown statically (2 unknown live too).
+    assert len(names) > 280 and len(both) > 0.9 * (len(both) + len(unknown))
