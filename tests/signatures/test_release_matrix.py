@@ -300,3 +300,14 @@ def test_request_status_member(release: tuple[str, StaticSignatures]) -> None:
     assert src.exists("vllm.v1.request.RequestStatus.FINISHED_ABORTED") is True
     assert src.exists("vllm.v1.request.RequestStatus.NO_SUCH_STATUS") is False
     assert src.exists("vllm.v1.request.RequestStatus.value") is True  # from enum.IntEnum
+
+
+def test_moved_names_are_located() -> None:
+    # vLLM 0.33 moved three of speculators' kv-cache helpers out of kv_cache_utils.
+    src = StaticSignatures(realdata.vllm_source("0.33.0"))
+    names = ["get_kv_cache_config_from_groups", "_get_kv_cache_groups_uniform_spec",
+             "unify_hybrid_kv_cache_specs"]
+    assert src.locate_many(names) == {n: [f"vllm.v1.core.kv_cache_planning.{n}"] for n in names}
+    old = StaticSignatures(realdata.vllm_source("0.10.0"))
+    assert old.locate("get_kv_cache_config_from_groups") == []  # not yet written in 0.10.0
+    assert old.locate("get_kv_cache_config") == ["vllm.v1.core.kv_cache_utils.get_kv_cache_config"]

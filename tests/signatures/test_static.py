@@ -111,3 +111,21 @@ def test_static_errors(tmp_path: Path) -> None:
     bad.write_bytes(b"not a zip")
     with pytest.raises(SignatureError, match=r"^cannot read "):
         StaticSignatures(bad)
+
+
+def test_static_locate(static: StaticSignatures, tmp_path: Path) -> None:
+    assert static.locate("Thing") == ["vllm.reexport.impl.Thing"]  # where it is defined, not re-exported
+    assert static.locate("plain") == ["vllm.funcs.plain"]
+    assert static.locate("Base") == ["vllm.classes.Base"]
+    assert static.locate("no_such_name") == [] and static.locate("not a name") == []
+    # Nested definitions are not importable names.
+    assert static.locate("Inner") == []
+    wheel = tmp_path / "vllm-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("vllm/__init__.py", "")
+        zf.writestr("vllm/_private/mod.py", "def moved(x):\n    pass\n")
+        zf.writestr("vllm/public/mod.py", "async def moved(x):\n    pass\n")
+        zf.writestr("vllm/public/other.py", "moved = 1  # def moved in a comment does not count\n")
+    assert StaticSignatures(wheel).locate("moved") == ["vllm.public.mod.moved", "vllm._private.mod.moved"]
+    assert static.locate_many(["plain", "Base", "nothing", "1x"]) == {
+        "plain": ["vllm.funcs.plain"], "Base": ["vllm.classes.Base"], "nothing": [], "1x": []}

@@ -21,6 +21,7 @@ from typing import Any
 from vllm_shim_patch.errors import SignatureError
 from vllm_shim_patch.signatures.model import PARAM_KINDS, Param, Signature
 from vllm_shim_patch.signatures.static.cache import SignatureCache
+from vllm_shim_patch.signatures.static.locate import locate
 from vllm_shim_patch.signatures.static.members import defines, exists
 from vllm_shim_patch.signatures.static.resolver import Resolver
 from vllm_shim_patch.signatures.static.scope import Unknown
@@ -57,6 +58,7 @@ class StaticSignatures:
             raise SignatureError(f"no vllm package under {root}{hint}")
         self._cache: dict[str, Signature | None] = {}
         self._why: dict[str, str] = {}
+        self._root = root
         self._store = SignatureCache(Path(cache_dir), root) if cache_dir is not None else None
         self._batch = 0
         self._dirty = False
@@ -142,6 +144,15 @@ class StaticSignatures:
         if reason:
             self._why[f"exists:{qualname}"] = reason
         return answer  # type: ignore[no-any-return]
+
+    def locate(self, name: str) -> list[str]:
+        """Where a top-level def/class called `name` lives in this vLLM (public modules first):
+        for an import that no longer resolves. Scans the tree; not cached."""
+        return locate(self._root, [name])[name]
+
+    def locate_many(self, names: Iterable[str]) -> dict[str, list[str]]:
+        """`locate` for several names in one scan of the tree."""
+        return locate(self._root, list(names))
 
     def exists_reason(self, qualname: str) -> str | None:
         """Why `exists(qualname)` was not True (after an exists), else None."""
