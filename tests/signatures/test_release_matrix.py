@@ -311,3 +311,22 @@ def test_moved_names_are_located() -> None:
     old = StaticSignatures(realdata.vllm_source("0.10.0"))
     assert old.locate("get_kv_cache_config_from_groups") == []  # not yet written in 0.10.0
     assert old.locate("get_kv_cache_config") == ["vllm.v1.core.kv_cache_utils.get_kv_cache_config"]
+
+
+# Keywords speculators passes that bind only to be dropped (pydantic's extra="ignore"): the call
+# runs, the setting has no effect. (speculators version, callee, keyword, first, last release)
+IGNORED = [("0.4.0", "vllm.config.SchedulerConfig", "is_encoder_decoder", "0.10.0", "0.11.0")]
+
+
+def test_speculators_keywords_silently_ignored(release: tuple[str, StaticSignatures],
+                                               sites: dict[str, list[specuse.Site]]) -> None:
+    version, src = release
+    got = set()
+    for spec_version, version_sites in sites.items():
+        for site in version_sites:
+            sig = None if _is_method(site.callee) else src.get(site.callee)
+            for keyword in site.keywords if sig is not None else ():
+                if sig.ignores(keyword):
+                    got.add((spec_version, site.callee, keyword))
+    assert got == {(s, c, k) for s, c, k, first, last in IGNORED
+                   if _v(first) <= _v(version) <= _v(last)}

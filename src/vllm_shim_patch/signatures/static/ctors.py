@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from vllm_shim_patch.signatures.model import KW_ONLY, POS_OR_KW, VAR_KW
+from vllm_shim_patch.signatures.model import IGNORED_EXTRA, KW_ONLY, POS_OR_KW, VAR_KW
 from vllm_shim_patch.signatures.static.names import STRUCT, Names
 from vllm_shim_patch.signatures.static.scope import (
     Class,
@@ -272,7 +272,7 @@ class Constructors:
             params.append(("extra_data", VAR_KW, False))
         elif spec.extra == "ignore":
             # pydantic drops unknown keywords silently: passing one never fails.
-            params.append(("ignored_extra", VAR_KW, False))
+            params.append((IGNORED_EXTRA, VAR_KW, False))
         return params
 
     def _annotation_kind(self, mod: Module, ann: ast.expr) -> str:
