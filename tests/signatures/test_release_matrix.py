@@ -68,12 +68,12 @@ FULL: dict[str, list[tuple[str, str]]] = {
         ("0.11.1", "hash_fn_name"),
     ],
     SCHED: [
-        ("0.10.0", "vllm_config, kv_cache_config, structured_output_manager, mm_registry=, "
-                   "include_finished_set=, log_stats="),
-        ("0.11.1", "vllm_config, kv_cache_config, structured_output_manager, block_size, "
-                   "mm_registry=, include_finished_set=, log_stats="),
-        ("0.20.0", "vllm_config, kv_cache_config, structured_output_manager, block_size, "
-                   "hash_block_size=, mm_registry=, include_finished_set=, log_stats="),
+        ("0.10.0", ("vllm_config, kv_cache_config, structured_output_manager, mm_registry=, "
+                   "include_finished_set=, log_stats=")),
+        ("0.11.1", ("vllm_config, kv_cache_config, structured_output_manager, block_size, "
+                   "mm_registry=, include_finished_set=, log_stats=")),
+        ("0.20.0", ("vllm_config, kv_cache_config, structured_output_manager, block_size, "
+                   "hash_block_size=, mm_registry=, include_finished_set=, log_stats=")),
     ],
     f"{SCHED}.add_request": [("0.10.0", "request")],
     f"{SCHED}.schedule": [("0.10.0", ""), ("0.24.0", "throttle_prefills=")],
@@ -81,10 +81,10 @@ FULL: dict[str, list[tuple[str, str]]] = {
     EXEC: [("0.10.0", "vllm_config"), ("0.11.1", "vllm_config, monitor_workers=")],
     f"{EXEC}.collective_rpc": [
         ("0.10.0", "method, timeout=, args=, kwargs=, non_block=, unique_reply_rank="),
-        ("0.11.1", "method, timeout=, args=, kwargs=, non_block=, unique_reply_rank=, "
-                   "kv_output_aggregator="),
-        ("0.28.0", "method, timeout=, args=, kwargs=, non_block=, unique_reply_rank=, "
-                   "kv_output_aggregator=, ec_output_aggregator="),
+        ("0.11.1", ("method, timeout=, args=, kwargs=, non_block=, unique_reply_rank=, "
+                   "kv_output_aggregator=")),
+        ("0.28.0", ("method, timeout=, args=, kwargs=, non_block=, unique_reply_rank=, "
+                   "kv_output_aggregator=, ec_output_aggregator=")),
     ],
     f"{EXEC}.execute_model": [("0.10.0", "scheduler_output"), ("0.11.0", "scheduler_output, non_block=")],
     f"{EXEC}.initialize_from_config": [("0.10.0", "kv_cache_configs")],  # inherited from Executor
@@ -123,10 +123,10 @@ REQUIRED: dict[str, list[tuple[str, str]]] = {
     "vllm.sampling_params.SamplingParams": [("0.10.0", "")],  # a msgspec.Struct
     "vllm.SamplingParams": [("0.10.0", "")],  # vllm/__init__.py's lazy MODULE_ATTRS export
     "vllm.v1.request.Request": [
-        ("0.10.0", "request_id, prompt_token_ids, multi_modal_inputs, multi_modal_hashes, "
-                   "multi_modal_placeholders, sampling_params, pooling_params, eos_token_id"),
-        ("0.10.1", "request_id, prompt_token_ids, multi_modal_kwargs, multi_modal_hashes, "
-                   "multi_modal_placeholders, sampling_params, pooling_params, eos_token_id"),
+        ("0.10.0", ("request_id, prompt_token_ids, multi_modal_inputs, multi_modal_hashes, "
+                   "multi_modal_placeholders, sampling_params, pooling_params, eos_token_id")),
+        ("0.10.1", ("request_id, prompt_token_ids, multi_modal_kwargs, multi_modal_hashes, "
+                   "multi_modal_placeholders, sampling_params, pooling_params, eos_token_id")),
         ("0.10.2", "request_id, prompt_token_ids, sampling_params, pooling_params, eos_token_id"),
         ("0.17.0", "request_id, prompt_token_ids, sampling_params, pooling_params"),
     ],
@@ -176,13 +176,13 @@ BINDS: list[tuple[str, str, str, str]] = [
     ("0.3.0", SCHED, "0.11.1", "mismatch: missing required argument 'block_size'"),
     ("0.4.0", SCHED, "0.10.0", "mismatch: unexpected keyword argument 'block_size'"),
     ("0.4.0", SCHED, "0.11.1", "ok"),
-    ("0.3.0", "vllm.v1.request.Request", "0.10.0", "mismatch: missing required arguments "
-     "'multi_modal_inputs', 'multi_modal_hashes', 'multi_modal_placeholders'"),
+    ("0.3.0", "vllm.v1.request.Request", "0.10.0", ("mismatch: missing required arguments "
+     "'multi_modal_inputs', 'multi_modal_hashes', 'multi_modal_placeholders'")),
     ("0.4.0", "vllm.v1.request.Request", "0.10.0",
      "mismatch: unexpected keyword argument 'block_hasher'"),
     *((s, "vllm.v1.request.Request", v, r) for s in ("0.3.0", "0.4.0") for v, r in (
-        ("0.10.1", "mismatch: missing required arguments 'multi_modal_kwargs', "
-                   "'multi_modal_hashes', 'multi_modal_placeholders'"),
+        ("0.10.1", ("mismatch: missing required arguments 'multi_modal_kwargs', "
+                   "'multi_modal_hashes', 'multi_modal_placeholders'")),
         ("0.10.2", "ok"),
         ("0.17.0", "mismatch: unexpected keyword argument 'eos_token_id'"))),
     ("0.3.0", "vllm.config.SchedulerConfig", "0.10.0", "ok"),

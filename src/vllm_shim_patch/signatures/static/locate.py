@@ -27,7 +27,7 @@ def locate(root: Path, names: list[str], package: str = "vllm") -> dict[str, lis
     if not wanted:
         return found
     alternatives = b"|".join(re.escape(n.encode()) for n in wanted)
-    pattern = re.compile(rb"^(?:async\s+def|def|class)\s+(" + alternatives + rb")\b", re.M)
+    pattern = re.compile(rb"^(?:async\s+def|def|class)\s+(" + alternatives + rb")\b", re.MULTILINE)
     for rel, source in _sources(root, package):
         hits = {m.group(1).decode() for m in pattern.finditer(source)}
         if not hits:

@@ -156,14 +156,18 @@ def _binds(cls: Class, attr: str) -> bool:
     if cls.scope.bindings.get(attr) or attr in cls.scope.overloads:
         return True
     for stmt in cls.node.body:
-        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-            if stmt.target.id == attr:
-                return True  # a field: dataclass, pydantic, msgspec, NamedTuple or annotation
-        if isinstance(stmt, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "__slots__" for t in stmt.targets
+        if (
+            isinstance(stmt, ast.AnnAssign)
+            and isinstance(stmt.target, ast.Name)
+            and stmt.target.id == attr
         ):
-            if _in_literal(stmt.value, attr):
-                return True
+            return True  # a field: dataclass, pydantic, msgspec, NamedTuple or annotation
+        if (
+            isinstance(stmt, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__slots__" for t in stmt.targets)
+            and _in_literal(stmt.value, attr)
+        ):
+            return True
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             args = stmt.args.posonlyargs + stmt.args.args
             if args and _assigns_self(stmt, args[0].arg, attr):
