@@ -210,6 +210,8 @@ EXISTS = [
     ("vllm.enums.Worker.__init__", True, ""),
     ("vllm.enums.Worker.nothing", False, "vllm.enums.Worker has no attribute 'nothing'"),
     ("vllm.enums.Dynamic.anything", None, "vllm.enums.Dynamic defines __getattr__"),
+    ("vllm.enums.Worker.tagged_later", None, "but vllm/enums.py:59 sets an attribute of that name"),
+    ("vllm.enums.Worker.named_later", None, "but vllm/enums.py:60 sets an attribute of that name"),
     ("vllm.classes.FromExternal.popitem", None, "collections.OrderedDict, outside the source"),
     ("vllm.lazy.Job", True, ""),
     ("vllm.lazy.Nothing", False, "vllm/lazy.py does not define 'Nothing'"),

@@ -129,3 +129,22 @@ def test_static_locate(static: StaticSignatures, tmp_path: Path) -> None:
     assert StaticSignatures(wheel).locate("moved") == ["vllm.public.mod.moved", "vllm._private.mod.moved"]
     assert static.locate_many(["plain", "Base", "nothing", "1x"]) == {
         "plain": ["vllm.funcs.plain"], "Base": ["vllm.classes.Base"], "nothing": [], "1x": []}
+
+
+@pytest.mark.parametrize(
+    ("qualname", "expected", "reason"),
+    [
+        ("vllm.enums.get_worker", "vllm.enums.Worker", ""),
+        ("vllm.enums.get_worker_quoted", "vllm.enums.Worker", ""),
+        ("vllm.enums.Factory.make", "vllm.enums.Fields", ""),
+        ("vllm.enums.Worker", "vllm.enums.Worker", ""),
+        ("vllm.reexport.Thing", "vllm.reexport.impl.Thing", ""),  # where it is defined
+        ("vllm.enums.get_maybe", None, "vllm.enums.get_maybe returns Worker | None, not one class"),
+        ("vllm.enums.get_nothing", None, "vllm.enums.get_nothing has no return annotation"),
+        ("vllm.funcs.plain", None, "vllm.funcs.plain has no return annotation"),
+        ("vllm.enums.nowhere", None, "vllm/enums.py does not define 'nowhere'"),
+    ],
+)
+def test_static_returns(static: StaticSignatures, qualname: str, expected: str | None, reason: str) -> None:
+    assert static.returns(qualname) == expected
+    assert (static.returns_reason(qualname) or "") == reason

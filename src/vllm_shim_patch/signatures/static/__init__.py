@@ -21,7 +21,7 @@ from typing import Any
 from vllm_shim_patch.errors import SignatureError
 from vllm_shim_patch.signatures.model import PARAM_KINDS, Param, Signature
 from vllm_shim_patch.signatures.static.cache import SignatureCache
-from vllm_shim_patch.signatures.static.locate import locate
+from vllm_shim_patch.signatures.static.locate import assigned_anywhere, locate
 from vllm_shim_patch.signatures.static.members import defines, exists
 from vllm_shim_patch.signatures.static.resolver import Resolver
 from vllm_shim_patch.signatures.static.scope import Unknown
@@ -139,11 +139,37 @@ class StaticSignatures:
                 stored = exists(self._resolver.names, qualname)
             except RecursionError:
                 stored = (None, "the source nests too deeply to follow")
+            if stored[0] is False and " has no attribute " in stored[1]:
+                where = assigned_anywhere(self._root, qualname.rpartition(".")[2])
+                if where is not None:
+                    stored = (None, f"{stored[1]}, but {where} sets an attribute of that name")
             self._remember("exists", qualname, list(stored))  # type: ignore[arg-type]
         answer, reason = stored  # type: ignore[misc]
         if reason:
             self._why[f"exists:{qualname}"] = reason
         return answer  # type: ignore[no-any-return]
+
+    def returns(self, qualname: str) -> str | None:
+        """The vLLM class whose instance calling `qualname` gives (`get_pp_group` →
+        `vllm.distributed.parallel_state.GroupCoordinator`; a class → itself), for following
+        `get_pp_group().is_first_rank`. None when not one plain class (`returns_reason` says why)."""
+        stored = self._stored("returns", qualname, _decode_returns)
+        if stored is _NO_ANSWER:
+            try:
+                stored = [self._resolver.returns(qualname), ""]
+            except Unknown as exc:
+                stored = [None, str(exc)]
+            except RecursionError:
+                stored = [None, "the source nests too deeply to follow"]
+            self._remember("returns", qualname, stored)
+        answer, reason = stored  # type: ignore[misc]
+        if reason:
+            self._why[f"returns:{qualname}"] = reason
+        return answer  # type: ignore[no-any-return]
+
+    def returns_reason(self, qualname: str) -> str | None:
+        """Why `returns(qualname)` gave None (after a returns), else None."""
+        return self._why.get(f"returns:{qualname}")
 
     def locate(self, name: str) -> list[str]:
         """Where a top-level def/class called `name` lives in this vLLM (public modules first):
@@ -215,4 +241,15 @@ def _decode_exists(_key: str, entry: Any) -> tuple[bool | None, str] | object:
         and isinstance(entry[1], str)
     ):
         return entry[0], entry[1]
+    return _NO_ANSWER
+
+
+def _decode_returns(_key: str, entry: Any) -> list[Any] | object:
+    if (
+        isinstance(entry, list)
+        and len(entry) == 2
+        and (entry[0] is None or isinstance(entry[0], str))
+        and isinstance(entry[1], str)
+    ):
+        return entry
     return _NO_ANSWER

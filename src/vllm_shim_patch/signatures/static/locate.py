@@ -16,7 +16,7 @@ import re
 import zipfile
 from pathlib import Path
 
-__all__ = ["locate"]
+__all__ = ["assigned_anywhere", "locate"]
 
 
 def locate(root: Path, names: list[str], package: str = "vllm") -> dict[str, list[str]]:
@@ -46,6 +46,24 @@ def locate(root: Path, names: list[str], package: str = "vllm") -> dict[str, lis
         n: sorted(q, key=lambda q: (any(p.startswith("_") for p in q.split(".")[:-1]), q))
         for n, q in found.items()
     }
+
+
+def assigned_anywhere(root: Path, attr: str, package: str = "vllm") -> str | None:
+    """`path:line` of the first `<something>.attr = ...` or `setattr(..., "attr", ...)` in the
+    tree, else None: an attribute a class does not define may still be set on its instances from
+    outside it, so "no such attribute" needs this search to come up empty."""
+    if not attr.isidentifier():
+        return None
+    name = re.escape(attr.encode())
+    pattern = re.compile(
+        rb"\.\s*" + name + rb"\s*(?::[^=\n]*)?=(?!=)|setattr\([^,\n]*,\s*[\"']" + name + rb"[\"']"
+    )
+    for rel, source in _sources(root, package):
+        found = pattern.search(source)
+        if found:
+            line = source.count(b"\n", 0, found.start()) + 1
+            return f"{rel}:{line}"
+    return None
 
 
 def _sources(root: Path, package: str):  # type: ignore[no-untyped-def]

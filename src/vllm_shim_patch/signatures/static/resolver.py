@@ -94,6 +94,30 @@ class Resolver:
             params = _drop_self(params, obj.node.name)
         return params, f"{obj.module.path}:{obj.node.lineno}"
 
+    def returns(self, qualname: str) -> str:
+        """The vLLM class an instance of which `qualname` returns when called: a class itself, or
+        a function or method annotated `-> C` (or `-> "C"`), as `module.C`. Unknown for anything
+        else (no annotation, a union or Optional, a generic, a class outside the source)."""
+        func = self.names.lookup(qualname)
+        if isinstance(func, Class):
+            return f"{func.module.name}.{func.node.name}"
+        if not isinstance(func, Func):
+            raise Unknown(f"{qualname} is not a function or class")
+        ann = func.node.returns
+        if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+            try:
+                ann = ast.parse(ann.value, mode="eval").body
+            except SyntaxError:
+                raise Unknown(f"return annotation of {qualname} does not parse") from None
+        if ann is None:
+            raise Unknown(f"{qualname} has no return annotation")
+        if not isinstance(ann, (ast.Name, ast.Attribute)):
+            raise Unknown(f"{qualname} returns {ast.unparse(ann)}, not one class")
+        target = self.names.expr(func.module, ann)
+        if not isinstance(target, Class):
+            raise Unknown(f"{qualname} returns {ast.unparse(ann)}, not a class of the source")
+        return f"{target.module.name}.{target.node.name}"
+
     def _how(self, func: Func) -> str:
         """"function", "staticmethod" or "classmethod"; Unknown for a decorator that may wrap."""
         how = "function"
