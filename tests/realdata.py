@@ -64,6 +64,8 @@ def vllm_source(version: str = "0.16.0") -> Path:
 
 
 if __name__ == "__main__":
-    # `python tests/realdata.py vllm 0.16.0` prints the cached source folder; `speculators 0.3.0` the wheel.
-    what, version = sys.argv[1], sys.argv[2]
-    print(vllm_source(version) if what == "vllm" else speculators_wheel(version))
+    # `python tests/realdata.py vllm 0.16.0 [0.17.0 ...]` prints the cached source folders (one
+    # wheel downloaded, extracted and deleted at a time); `speculators 0.3.0` the wheel.
+    what, versions = sys.argv[1], sys.argv[2:]
+    for version in versions:
+        print(vllm_source(version) if what == "vllm" else speculators_wheel(version), flush=True)
