@@ -2,8 +2,9 @@
 speculators 0.3.0 and 0.4.0 wheels use (the release matrix's tables), the signature read from
 the installed source equals what `inspect` reports in the vLLM interpreter, parameter by
 parameter (name, kind, required, and every default the source spells as a literal); the same
-for every public class and function of vLLM's core modules; and, for every release 0.10.0-0.33.0,
-the release's own source imported by that interpreter.
+for every public class and function of vLLM's core modules; and, for every release 0.10.0-0.23.0,
+the release's own source imported by that interpreter (to 0.23.0: later ones need Transformers
+v5).
 
 Slow: the vLLM venv is built once and cached by tests/e2e/build_env.py.
 """
@@ -104,7 +105,12 @@ def test_no_wrong_answer_on_vllm_core(vllm_python: str) -> None:
     assert len(names) > 280 and len(both) > 0.9 * (len(both) + len(unknown))
 
 
-@pytest.fixture(scope="module", params=RELEASES)
+# From 0.24.0 vLLM needs Transformers v5, which the 0.16.0 environment does not have: those
+# releases are checked by the static matrix alone.
+IMPORTABLE = [r for r in RELEASES if tuple(int(p) for p in r.split(".")) < (0, 24)]
+
+
+@pytest.fixture(scope="module", params=IMPORTABLE)
 def release_source(request: pytest.FixtureRequest) -> tuple[str, Path]:
     return request.param, realdata.vllm_source(request.param)
 
