@@ -2,9 +2,8 @@
 speculators 0.3.0 and 0.4.0 wheels use (the release matrix's tables), the signature read from
 the installed source equals what `inspect` reports in the vLLM interpreter, parameter by
 parameter (name, kind, required, and every default the source spells as a literal); the same
-for every public class and function of vLLM's core modules; and, for every release 0.10.0-0.23.0,
-the release's own source imported by that interpreter (to 0.23.0: later ones need Transformers
-v5).
+for every public class and function of vLLM's core modules; and for every release from 0.10.0 to
+0.23.0 (later ones need Transformers v5), the release's own source imported by that interpreter.
 
 Slow: the vLLM venv is built once and cached by tests/e2e/build_env.py.
 """
