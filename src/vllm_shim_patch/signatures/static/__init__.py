@@ -139,6 +139,8 @@ class StaticSignatures:
                 stored = exists(self._resolver.names, qualname)
             except RecursionError:
                 stored = (None, "the source nests too deeply to follow")
+            # The scan reads the whole tree, which the cache's validity does not track: a later
+            # edit elsewhere is seen only once RECORD or the class's own module changes.
             if stored[0] is False and " has no attribute " in stored[1]:
                 where = assigned_anywhere(self._root, qualname.rpartition(".")[2])
                 if where is not None:
