@@ -56,7 +56,8 @@ def test_apply_verifies_the_rewritten_calls(sandbox: Sandbox, vllm016: Path) -> 
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == (
         "patched speculators 0.3.0 for vLLM 0.16: 7 edits in 2 files; vLLM 0.16 (static); verification passed: "
-        "imports 0/2 ok (pydantic missing in the target); calls 4/4 bind (static)"
+        "imports 0/2 ok (pydantic missing in the target); calls 4/4 bind (static); rehearsal not run "
+        "(no vLLM in the target)"
     )
     v = sandbox.run("--vllm-source", str(vllm016), "verify")
     assert v.returncode == 0

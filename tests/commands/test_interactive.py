@@ -2,35 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import pty
-import subprocess
-import sys
-
-from conftest import GENERATOR, Sandbox
-
-
-def run_on_tty(sb: Sandbox, answers: str, *args: str) -> tuple[int, str]:
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vllm_shim_patch", "--python", str(sb.python), "--state-dir", str(sb.state),
-         *sb.extra, *args],
-        stdin=slave, stdout=slave, stderr=slave, close_fds=True,
-        env={k: v for k, v in os.environ.items() if not k.startswith("VSP_TEST_")},
-    )
-    os.close(slave)
-    os.write(master, answers.encode())
-    out = b""
-    while True:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(master)
-    return proc.wait(timeout=120), out.decode(errors="replace").replace("\r\n", "\n")
+from conftest import GENERATOR, Sandbox, run_on_tty
 
 
 def test_decline_one_hunk_accept_the_next(sandbox: Sandbox) -> None:

@@ -1,27 +1,24 @@
-"""Verification in the target interpreter: an import smoke test plus binding of rewritten calls."""
+"""Verification in the target interpreter: an import smoke test, binding of rewritten calls, and
+(when asked) the rehearsal, all in one target process."""
 
 from __future__ import annotations
 
-import json
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import VerifyError
 from ..report.text import agree, plural
 from ..settings import BindStatus
-from ..target import run_remote
+from .session import run_session
 
 if TYPE_CHECKING:
     from ..rewrite.plan import Plan
     from ..target import Target
     from .calls import CallRecord
 
-# (qualname → Signature | None, kind, note): what `guard.binding_signatures` answers.
-Bindings = Callable[[set[str]], tuple[dict[str, Any], Any, str]]
-
-IMPORT_TIMEOUT = 600.0
+# (callees, the live probe's answer or None) → (qualname → Signature | None, kind, note):
+# what `signatures.select.binding_signatures` answers.
+Bindings = Callable[[set[str], "dict[str, Any] | None"], tuple[dict[str, Any], Any, str]]
 
 
 @dataclass
@@ -31,6 +28,7 @@ class VerifyResult:
     lines: list[str] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
     summary: str = ""
+    rehearsal: dict[str, Any] | None = None  # the rehearsal's answer, when one ran
 
 
 @dataclass(frozen=True)
@@ -53,20 +51,6 @@ def module_name(relpath: str) -> str:
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
-
-
-def import_check(target: Target, modules: list[str], timeout: float = IMPORT_TIMEOUT) -> list[dict[str, Any]]:
-    """Import each module in a fresh target interpreter, from a neutral folder (no cwd shadowing)."""
-    with tempfile.TemporaryDirectory(prefix="vsp-import-") as cwd:
-        request = json.dumps({"modules": modules, "own": target.package.replace("-", "_").split(".")[0]})
-        try:
-            proc = run_remote(target.python, "import_check.py", stdin=request, timeout=timeout, cwd=cwd)
-        except Exception as exc:
-            raise VerifyError(f"import smoke test could not run: {exc}") from None
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-        raise VerifyError(f"import smoke test crashed the interpreter (exit {proc.returncode}): {tail}")
-    return list(json.loads(proc.stdout))
 
 
 def bind_all(calls: Iterable[CallRecord], signatures: dict[str, Any], why_unknown: str) -> list[Binding]:
@@ -93,44 +77,57 @@ def _import_lines(results: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def run_checks(target: Target, bindings: Bindings, modules: list[str], calls: list[CallRecord]) -> VerifyResult:
-    """Import `modules`, bind `calls`; fail on an import failure or a binding mismatch."""
-    imports = import_check(target, modules) if modules else []
-    signatures, kind, note = bindings({c.callee for c in calls})
-    bindings = bind_all(calls, signatures, note)
+def run_checks(target: Target, bindings: Bindings, modules: list[str], calls: list[CallRecord], *,
+               live: bool = False, rehearse: dict[str, Any] | None = None) -> VerifyResult:
+    """Import `modules`, bind `calls` (live: asked in the same target process), and rehearse when
+    `rehearse` is a request; fail on an import failure or a binding mismatch. The rehearsal's
+    answer is returned for the caller to judge (it knows the rules that match a failure)."""
+    callees = sorted({c.callee for c in calls})
+    ask_live = live and bool(callees)
+    answer = None
+    if modules or ask_live or rehearse is not None:
+        answer = run_session(target, modules=modules or None, callees=callees if ask_live else None,
+                             rehearse=rehearse)
+    imports = (answer.imports if answer else None) or []
+    signatures, kind, note = bindings(set(callees), answer.signatures if answer and ask_live else None)
+    bound = bind_all(calls, signatures, note)
     lines = _import_lines(imports)
     if note:
         lines.append(f"note: {note}")
-    lines += [b.line() for b in bindings]
-    data = {"imports": imports, "signatures": kind, "bindings": [b.as_dict() for b in bindings]}
+    lines += [b.line() for b in bound]
+    rehearsal = answer.rehearsal if answer else None
+    data = {"imports": imports, "signatures": kind, "bindings": [b.as_dict() for b in bound]}
     failed = [r for r in imports if r["status"] == "failed"]
     missing = sorted({r["missing"] for r in imports if r["status"] == "missing-dependency"})
-    mismatches = [b for b in bindings if b.status is BindStatus.MISMATCH]
-    unknown = [b for b in bindings if b.status is BindStatus.UNKNOWN]
+    mismatches = [b for b in bound if b.status is BindStatus.MISMATCH]
+    unknown = [b for b in bound if b.status is BindStatus.UNKNOWN]
     if failed:
         last = failed[0]["traceback"].strip().splitlines()[-1]
-        return VerifyResult(False, f"import {failed[0]['module']} failed: {last}", lines, data)
+        return VerifyResult(False, f"import {failed[0]['module']} failed: {last}", lines, data, rehearsal=rehearsal)
     if mismatches:
         b = mismatches[0]
         n = len(mismatches)
-        return VerifyResult(False, f"{plural(n, 'call')} {agree(n, 'does', 'do')} not bind: {b.line()}", lines, data)
+        return VerifyResult(False, f"{plural(n, 'call')} {agree(n, 'does', 'do')} not bind: {b.line()}", lines, data,
+                            rehearsal=rehearsal)
     parts = []
     if imports:
         ok_imports = sum(r["status"] == "ok" for r in imports)
         parts.append(f"imports {ok_imports}/{len(imports)} ok"
                      + (f" ({', '.join(missing)} missing in the target)" if missing else ""))
-    if bindings and kind is None:
-        parts.append(f"{plural(len(bindings), 'call')} not bound (no vLLM signatures)")
-    elif bindings:
-        parts.append(f"calls {len(bindings) - len(unknown)}/{len(bindings)} bind ({kind})"
+    if bound and kind is None:
+        parts.append(f"{plural(len(bound), 'call')} not bound (no vLLM signatures)")
+    elif bound:
+        parts.append(f"calls {len(bound) - len(unknown)}/{len(bound)} bind ({kind})"
                      + (f", {len(unknown)} unknown" if unknown else ""))
-    return VerifyResult(True, "", lines, data, "passed: " + ("; ".join(parts) or "nothing to check"))
+    return VerifyResult(True, "", lines, data, "passed: " + ("; ".join(parts) or "nothing to check"),
+                        rehearsal=rehearsal)
 
 
-def verify_plan(target: Target, plan: Plan, bindings: Bindings) -> VerifyResult:
-    """Verification inside apply: the modules it changed, and the calls it rewrote."""
+def verify_plan(target: Target, plan: Plan, bindings: Bindings, *, live: bool = False,
+                rehearse: dict[str, Any] | None = None) -> VerifyResult:
+    """Verification inside apply: the modules it changed, the calls it rewrote, the rehearsal."""
     from .calls import rewritten
 
     modules = sorted({module_name(r.path) for r in plan.changed})
     calls = [c for r in plan.changed for c in rewritten(r.before, r.after, r.path)]
-    return run_checks(target, bindings, modules, calls)
+    return run_checks(target, bindings, modules, calls, live=live, rehearse=rehearse)

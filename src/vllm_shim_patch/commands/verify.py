@@ -22,7 +22,7 @@ def verify(ctx: Context, *, all_calls: bool = False) -> Outcome:
     else:
         modules = [module_name(p) for p in changed]
         calls = [c for p in changed for c in rewritten(originals[p], current[p], p)]
-    result = run_checks(target, ctx.bindings, modules, calls)
+    result = run_checks(target, ctx.bindings, modules, calls, live=ctx.live)
     if not all_calls and not changed:
         text = f"{ctx.who} is not patched: nothing to verify (verify --all checks every call into vLLM)"
         return Outcome(text, {"ok": True, **result.data}, 0)
