@@ -8,6 +8,7 @@ import pty
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,6 +18,15 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import realdata  # noqa: E402
+
+# The tool's signature cache (VSP_CACHE_DIR) goes to a folder of this run, never the user's
+# ~/.cache: every CLI run of the suite inherits it, and it is removed at the end.
+_SIGNATURE_CACHE = tempfile.mkdtemp(prefix="vsp-test-sigcache-")
+os.environ["VSP_CACHE_DIR"] = _SIGNATURE_CACHE
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(_SIGNATURE_CACHE, ignore_errors=True)
 
 GENERATOR = "speculators/data_generation/vllm_hidden_states_generator.py"
 

@@ -123,10 +123,12 @@ def debian_python(minor: str = "3.13", suite: str = "trixie") -> Path:
 
 
 if __name__ == "__main__":
-    # `python tests/realdata.py vllm 0.16.0` prints the cached source folder; `speculators 0.3.0` the
-    # wheel; `python 3.13` a Debian CPython 3.13 (for a target whose grammar is not the tool's).
-    what, version = sys.argv[1], sys.argv[2]
-    if what == "python":
-        print(debian_python(version))
-    else:
-        print(vllm_source(version) if what == "vllm" else speculators_wheel(version))
+    # `python tests/realdata.py vllm 0.16.0 [0.17.0 ...]` prints the cached source folders (one
+    # wheel downloaded, extracted and deleted at a time); `speculators 0.3.0` the wheel; `python 3.13`
+    # a Debian CPython 3.13 (for a target whose grammar is not the tool's).
+    what, versions = sys.argv[1], sys.argv[2:]
+    for version in versions:
+        if what == "python":
+            print(debian_python(version), flush=True)
+        else:
+            print(vllm_source(version) if what == "vllm" else speculators_wheel(version), flush=True)

@@ -67,6 +67,12 @@ RESOLVED = [
     ("vllm.shadow.starred", "a, b=, *, c, d="),
     ("vllm.star_chain.starred", "q"),
     ("vllm.star_chain.Thing", "size, *, color="),
+    # lazy exports through a module __getattr__
+    ("vllm.lazy.Lazy", "a, b=, *, flag="),
+    ("vllm.lazy.old_helper", "*args, **kwargs"),
+    ("vllm.lazy.Job", "*, name, retries=, tags="),
+    ("vllm.lazy.plain", "a, b=, *, c, d="),
+    ("vllm.lazy.Point", "x, y=, scale=, cache="),
     # classes and inheritance
     ("vllm.classes.NoInit", ""),
     ("vllm.classes.Base", "a, b=, *, flag="),
@@ -86,6 +92,10 @@ RESOLVED = [
     ("vllm.classes.Methods.helper", "x, y"),
     ("vllm.classes.Methods.Inner", "z"),
     ("vllm.classes.Child.__init__", "self, a, b=, *, flag="),
+    ("vllm.layers.Layer", "dim, *, bias="),
+    ("vllm.layers.SubLayer", "dim, *, bias="),
+    ("vllm.classes.Failure", "message, *, code="),
+    ("vllm.classes.SubFailure", "message, *, code="),
     # stdlib dataclasses
     ("vllm.dc.Point", "x, y=, scale=, cache="),
     ("vllm.dc.Point3", "x=, y=, scale=, cache=, z="),
@@ -111,10 +121,24 @@ RESOLVED = [
     ("vllm.pyd.AllowsExtra", "a=, **extra_data"),
     ("vllm.pyd.Loose", "a, b=, *, c, **ignored_extra"),
     ("vllm.pyd.Strict", "*, a=, b"),
+    # a pass-through decorator over a dataclass (vLLM 0.10-0.15's @config)
+    ("vllm.passthru.PydOld", "a=, b=, c=, d=, **ignored_extra"),
+    ("vllm.passthru.PydOldStrict", "size="),
+    ("vllm.passthru.StdOld", "x, y="),
+    ("vllm.passthru.Called", "x="),
+    ("vllm.passthru.Linted", "req_id, n="),  # vLLM's @bc_linter_include
+    ("vllm.passthru.linted", "a, *, b="),
+    ("vllm.passthru.Methods.run", "self, q"),
+    # typing.NamedTuple
+    ("vllm.ntuple.Pair", "left, right=, label="),
+    ("vllm.ntuple.SubPair", "left, right=, label="),
+    ("vllm.ntuple.Boxed", "item, count="),
+    ("vllm.ntuple.Pair.swapped", "self"),
     # msgspec.Struct, vLLM's SamplingParams pattern
     ("vllm.structs.Params", "n=, temperature=, _hidden=, renamed="),
     ("vllm.structs.KwParams", "*, x=, y"),
     ("vllm.structs.SubKw", "z, w=, *, x=, y"),
+    ("vllm.structs.WithClassVarMixin", "b=, c="),
 ]
 
 # (qualname, part of the reason); static reading must not guess these.
@@ -124,15 +148,22 @@ UNKNOWN = [
     ("vllm.funcs.rebound", "'rebound' is bound 2 times"),
     ("vllm.reexport.either", "'either' is bound 2 times"),
     ("vllm.reexport.hidden", "does not define 'hidden'"),
-    ("vllm.lazy.Lazy", "module __getattr__"),
+    ("vllm.lazy.Chosen", "module __getattr__ in vllm/lazy.py: os.environ.get('LAZY_PICK')"),
+    ("vllm.lazy.Gone", "vllm/dc.py does not define 'Gone'"),
+    ("vllm.lazy.Nothing", "vllm/lazy.py does not define 'Nothing' (its __getattr__ raises"),
     ("vllm.shadow_late.starred", "is bound and also star-imported after"),
     ("vllm.cycle_a.Loop", "refers back to itself"),
     ("vllm.classes.FromExternal", "collections.OrderedDict, whose constructor is not known"),
     ("vllm.classes.Registered", "class decorator @register"),
+    ("vllm.layers.NoInitLayer", "constructed by the __init__ of torch.nn.Module"),
+    ("vllm.classes.BareFailure", "constructed by the __init__ of builtins.ValueError"),
     ("vllm.classes.DecoratedInit", "decorator @_log_calls on __init__"),
     ("vllm.classes.WithMeta", "metaclass Meta"),
     ("vllm.classes.NewAndInit", "both __new__ and __init__"),
     ("vllm.classes.Methods.value", "bound 2 times"),
+    ("vllm.passthru.Touched", "class decorator @touches on vllm.passthru.Touched may replace"),
+    ("vllm.passthru.Wrapped", "class decorator @wrapping(flag=True) on vllm.passthru.Wrapped may"),
+    ("vllm.ntuple.NewOnSub", "vllm.ntuple.NewOnSub defines __new__ over a NamedTuple"),
     ("vllm.pyd.Aliased", "renames the constructor keyword"),
     ("vllm.pyd.OwnInit", "pydantic dataclass vllm.pyd.OwnInit defines __init__"),
     ("vllm.pyd.AnnotatedDefault", "has a Field(...) inside Annotated[...]"),
@@ -143,4 +174,53 @@ UNKNOWN = [
     ("vllm.nowhere.f", "does not define 'nowhere'"),
     ("os.path.join", "no module"),
     ("vllm.reexport", "is a module"),
+]
+
+# (qualname, parameters) of methods as called on an instance (StaticSignatures.get_bound).
+BOUND = [
+    ("vllm.classes.Methods.method", "a, b="),
+    ("vllm.classes.Methods.build", "spec, *, strict="),  # a classmethod binds cls
+    ("vllm.classes.Methods.helper", "x, y"),  # a staticmethod binds nothing
+    ("vllm.classes.Methods.Inner", "z"),
+    ("vllm.classes.Multi.helper", ""),  # inherited from Mixin
+    ("vllm.classes.Concrete.run", ""),
+    ("vllm.classes.GrandChild.__init__", "a, b=, *, flag="),
+    ("vllm.ntuple.SubPair.swapped", ""),
+]
+BOUND_UNKNOWN = [
+    ("vllm.classes.Methods.value", "bound 2 times"),
+    ("vllm.classes.Methods.nothing", "vllm.classes.Methods has no attribute 'nothing'"),
+    ("vllm.funcs.plain.x", "vllm.funcs.plain is not a class"),
+    ("vllm.funcs.wrapped", "vllm.funcs is not a class"),
+]
+
+# (qualname, exists, part of the reason) for StaticSignatures.exists.
+EXISTS = [
+    ("vllm.enums", True, ""),
+    ("vllm.enums.Status", True, ""),
+    ("vllm.enums.Status.FINISHED_ABORTED", True, ""),
+    ("vllm.enums.Status.is_finished", True, ""),
+    ("vllm.enums.Status.value", True, ""),  # from enum.IntEnum
+    ("vllm.enums.Status.FINISHED_LENGTH", False, "vllm.enums.Status has no attribute 'FINISHED_LENGTH'"),
+    ("vllm.enums.Fields.count", True, ""),
+    ("vllm.enums.Fields.missing", False, "vllm.enums.Fields has no attribute 'missing'"),
+    ("vllm.enums.Worker.rank_in_group", True, ""),
+    ("vllm.enums.Worker.slot", True, ""),
+    ("vllm.enums.Worker.LIMIT", True, ""),
+    ("vllm.enums.Worker.__init__", True, ""),
+    ("vllm.enums.Worker.nothing", False, "vllm.enums.Worker has no attribute 'nothing'"),
+    ("vllm.enums.Dynamic.anything", None, "vllm.enums.Dynamic defines __getattr__"),
+    ("vllm.enums.Worker.tagged_later", None, "but vllm/enums.py:59 sets an attribute of that name"),
+    ("vllm.enums.Worker.named_later", None, "but vllm/enums.py:60 sets an attribute of that name"),
+    ("vllm.classes.FromExternal.popitem", None, "collections.OrderedDict, outside the source"),
+    ("vllm.lazy.Job", True, ""),
+    ("vllm.lazy.Nothing", False, "vllm/lazy.py does not define 'Nothing'"),
+    ("vllm.lazy.Chosen", None, "os.environ.get('LAZY_PICK')"),
+    ("vllm.reexport.Thing", True, ""),
+    ("vllm.reexport.hidden", False, "does not define 'hidden'"),
+    ("vllm.nowhere", False, "vllm/__init__.py does not define 'nowhere'"),
+    ("vllm.nowhere.f", False, "vllm/__init__.py does not define 'nowhere'"),
+    ("vllm.ntuple.Pair.left", True, ""),
+    ("vllm.ntuple.Pair._replace", True, ""),  # generated for every NamedTuple
+    ("vllm.ntuple.Pair.nothing", False, "vllm.ntuple.Pair has no attribute 'nothing'"),
 ]

@@ -103,3 +103,12 @@ def test_sources_share_the_interface() -> None:
 
     assert kind_of(StaticSignatures(TREE)) == "static"
     assert kind_of(LiveSignatures(sys.executable)) == "live"
+
+
+def test_ignores_names_keywords_pydantic_drops() -> None:
+    loose = StaticSignatures(TREE).get("vllm.pyd.Loose")  # pydantic dataclass, extra="ignore"
+    assert loose.accepts("zzz") and loose.ignores("zzz")
+    assert loose.accepts("a") and not loose.ignores("a")
+    allows = StaticSignatures(TREE).get("vllm.pyd.AllowsExtra")  # extra="allow": kept
+    assert allows.accepts("zzz") and not allows.ignores("zzz")
+    assert not REQUEST_017.ignores("zzz") and not REQUEST_017.ignores("request_id")

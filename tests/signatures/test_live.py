@@ -29,7 +29,9 @@ def _importable(module: str) -> bool:
 def _live_rows() -> list[tuple[str, str]]:
     skip = set()
     if not _importable("pydantic"):
-        skip.add("vllm.pyd.")
+        skip.update(("vllm.pyd.", "vllm.passthru."))
+    if not _importable("torch"):
+        skip.add("vllm.layers.")
     if not _importable("msgspec"):
         skip.add("vllm.structs.")
     if sys.version_info < (3, 11) and not _importable("typing_extensions"):

@@ -6,7 +6,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from sigcases import RESOLVED, TREE, UNKNOWN, render
+from sigcases import BOUND, BOUND_UNKNOWN, EXISTS, RESOLVED, TREE, UNKNOWN, render
 
 from vllm_shim_patch.errors import SignatureError
 from vllm_shim_patch.signatures import Param, Signature, StaticSignatures
@@ -29,6 +29,30 @@ def test_static_resolves(static: StaticSignatures, qualname: str, expected: str)
 def test_static_unknown(static: StaticSignatures, qualname: str, reason: str) -> None:
     assert static.get(qualname) is None
     assert reason in (static.unknown_reason(qualname) or "")
+
+
+@pytest.mark.parametrize(("qualname", "expected"), BOUND, ids=[q for q, _ in BOUND])
+def test_static_bound_methods(static: StaticSignatures, qualname: str, expected: str) -> None:
+    sig = static.get_bound(qualname)
+    assert sig is not None, static.bound_unknown_reason(qualname)
+    assert render(sig) == expected
+
+
+@pytest.mark.parametrize(("qualname", "reason"), BOUND_UNKNOWN, ids=[q for q, _ in BOUND_UNKNOWN])
+def test_static_bound_unknown(qualname: str, reason: str) -> None:
+    fresh = StaticSignatures(TREE)
+    assert fresh.get_bound(qualname) is None
+    assert reason in (fresh.bound_unknown_reason(qualname) or "")
+    assert fresh.unknown_reason(qualname) is None  # the two kinds of answer are kept apart
+
+
+@pytest.mark.parametrize(("qualname", "expected", "reason"), EXISTS, ids=[q for q, _, _ in EXISTS])
+def test_static_exists(static: StaticSignatures, qualname: str, expected: bool | None, reason: str) -> None:
+    assert static.exists(qualname) is expected, static.exists_reason(qualname)
+    if expected:
+        assert static.exists_reason(qualname) is None
+    else:
+        assert reason in (static.exists_reason(qualname) or ""), static.exists_reason(qualname)
 
 
 def test_static_params_and_origin(static: StaticSignatures) -> None:
@@ -87,3 +111,40 @@ def test_static_errors(tmp_path: Path) -> None:
     bad.write_bytes(b"not a zip")
     with pytest.raises(SignatureError, match=r"^cannot read "):
         StaticSignatures(bad)
+
+
+def test_static_locate(static: StaticSignatures, tmp_path: Path) -> None:
+    assert static.locate("Thing") == ["vllm.reexport.impl.Thing"]  # where it is defined, not re-exported
+    assert static.locate("plain") == ["vllm.funcs.plain"]
+    assert static.locate("Base") == ["vllm.classes.Base"]
+    assert static.locate("no_such_name") == [] and static.locate("not a name") == []
+    # Nested definitions are not importable names.
+    assert static.locate("Inner") == []
+    wheel = tmp_path / "vllm-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("vllm/__init__.py", "")
+        zf.writestr("vllm/_private/mod.py", "def moved(x):\n    pass\n")
+        zf.writestr("vllm/public/mod.py", "async def moved(x):\n    pass\n")
+        zf.writestr("vllm/public/other.py", "moved = 1  # def moved in a comment does not count\n")
+    assert StaticSignatures(wheel).locate("moved") == ["vllm.public.mod.moved", "vllm._private.mod.moved"]
+    assert static.locate_many(["plain", "Base", "nothing", "1x"]) == {
+        "plain": ["vllm.funcs.plain"], "Base": ["vllm.classes.Base"], "nothing": [], "1x": []}
+
+
+@pytest.mark.parametrize(
+    ("qualname", "expected", "reason"),
+    [
+        ("vllm.enums.get_worker", "vllm.enums.Worker", ""),
+        ("vllm.enums.get_worker_quoted", "vllm.enums.Worker", ""),
+        ("vllm.enums.Factory.make", "vllm.enums.Fields", ""),
+        ("vllm.enums.Worker", "vllm.enums.Worker", ""),
+        ("vllm.reexport.Thing", "vllm.reexport.impl.Thing", ""),  # where it is defined
+        ("vllm.enums.get_maybe", None, "vllm.enums.get_maybe returns Worker | None, not one class"),
+        ("vllm.enums.get_nothing", None, "vllm.enums.get_nothing has no return annotation"),
+        ("vllm.funcs.plain", None, "vllm.funcs.plain has no return annotation"),
+        ("vllm.enums.nowhere", None, "vllm/enums.py does not define 'nowhere'"),
+    ],
+)
+def test_static_returns(static: StaticSignatures, qualname: str, expected: str | None, reason: str) -> None:
+    assert static.returns(qualname) == expected
+    assert (static.returns_reason(qualname) or "") == reason

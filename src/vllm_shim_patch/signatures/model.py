@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 __all__ = [
+    "IGNORED_EXTRA",
     "KW_ONLY",
     "PARAM_KINDS",
     "POS_ONLY",
@@ -32,6 +33,8 @@ POS_ONLY, POS_OR_KW, VAR_POS, KW_ONLY, VAR_KW = (
     "var_keyword",
 )
 PARAM_KINDS = (POS_ONLY, POS_OR_KW, VAR_POS, KW_ONLY, VAR_KW)
+# The catch-all both sources write for a pydantic dataclass that ignores unknown keywords.
+IGNORED_EXTRA = "ignored_extra"
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,15 @@ class Signature:
         if param is not None and param.kind in (POS_OR_KW, KW_ONLY):
             return True
         return self._has(VAR_KW)
+
+    def ignores(self, name: str) -> bool:
+        """Whether keyword `name` binds only to be dropped: a pydantic dataclass with
+        extra="ignore" (vLLM's configs before 0.16) takes unknown keywords without error, and
+        without effect. Both sources name that catch-all `ignored_extra`."""
+        param = self._param(name)
+        if param is not None and param.kind in (POS_OR_KW, KW_ONLY):
+            return False
+        return any(p.kind == VAR_KW and p.name == IGNORED_EXTRA for p in self.params)
 
     def default_of(self, name: str) -> str | None:
         """The literal default of parameter `name` as source text, or None (none, computed, absent)."""

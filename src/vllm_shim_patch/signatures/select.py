@@ -17,14 +17,20 @@ if TYPE_CHECKING:
     from ..target import Target
 
 
-def guard_source(target: Target, vllm_source: str | None) -> Any:
-    """The static source that guards rules, or None when no vLLM source is known (unguarded)."""
-    from . import StaticSignatures
+def guard_source(target: Target, vllm_source: str | None, cache_dir: Path | None = None) -> Any:
+    """The static source that guards rules, or None when no vLLM source is known (unguarded).
 
+    Its answers are cached under `cache_dir` (default: the tool's cache dir, never the target's
+    site-packages), so a second run over an unchanged vLLM reads no source.
+    """
+    from . import StaticSignatures
+    from .static.cache import default_cache_dir
+
+    cache = cache_dir if cache_dir is not None else default_cache_dir()
     if vllm_source:
-        return StaticSignatures(Path(vllm_source).expanduser())
+        return StaticSignatures(Path(vllm_source).expanduser(), cache_dir=cache)
     if target.vllm_location is not None:
-        return StaticSignatures(target.vllm_location)
+        return StaticSignatures(target.vllm_location, cache_dir=cache)
     return None
 
 

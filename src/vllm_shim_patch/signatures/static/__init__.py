@@ -16,26 +16,32 @@ from __future__ import annotations
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from vllm_shim_patch.errors import SignatureError
-from vllm_shim_patch.signatures.model import Param, Signature
-from vllm_shim_patch.signatures.static.members import defines
+from vllm_shim_patch.signatures.model import PARAM_KINDS, Param, Signature
+from vllm_shim_patch.signatures.static.cache import SignatureCache
+from vllm_shim_patch.signatures.static.locate import assigned_anywhere, locate
+from vllm_shim_patch.signatures.static.members import defines, exists
 from vllm_shim_patch.signatures.static.resolver import Resolver
 from vllm_shim_patch.signatures.static.scope import Unknown
 
 __all__ = ["StaticSignatures"]
+
+_NO_ANSWER = object()
 
 
 class StaticSignatures:
     """Signatures read from vLLM's source with `ast`, importing nothing.
 
     `root` is a directory holding the `vllm/` package (e.g. site-packages) or a vLLM wheel.
-    Modules are parsed on demand, once each.
+    Modules are parsed on demand, once each. With `cache_dir`, answers are kept on disk for the
+    next run while the source they were read from is unchanged (`static/cache.py`).
     """
 
     kind = "static"
 
-    def __init__(self, root: Path | str):
+    def __init__(self, root: Path | str, cache_dir: Path | str | None = None):
         root = Path(root)
         if not root.exists():
             raise SignatureError(f"no vLLM source at {root}: the path does not exist")
@@ -52,35 +58,200 @@ class StaticSignatures:
             raise SignatureError(f"no vllm package under {root}{hint}")
         self._cache: dict[str, Signature | None] = {}
         self._why: dict[str, str] = {}
+        self._root = root
+        self._store = SignatureCache(Path(cache_dir), root) if cache_dir is not None else None
+        self._batch = 0
+        self._dirty = False
 
     def get(self, qualname: str) -> Signature | None:
-        if qualname not in self._cache:
-            try:
-                raw, origin = self._resolver.signature(qualname)
-                self._cache[qualname] = Signature(qualname, tuple(Param(*p) for p in raw), origin)
-            except Unknown as exc:
-                self._cache[qualname] = None
-                self._why[qualname] = str(exc)
-            except RecursionError:
-                self._cache[qualname] = None
-                self._why[qualname] = "the source nests too deeply to follow"
-        return self._cache[qualname]
+        return self._signature("signatures", qualname, qualname, self._resolver.signature)
+
+    def get_bound(self, qualname: str) -> Signature | None:
+        """The signature of method `a.b.C.m` as called on an instance of C (`obj.m(...)`): self
+        bound, inherited methods found along the MRO. None when unknown (`bound_unknown_reason`)."""
+        return self._signature("bound", f"bound:{qualname}", qualname, self._resolver.bound_signature)
+
+    def _signature(self, table: str, key: str, qualname: str, resolve: Any) -> Signature | None:
+        if key not in self._cache:
+            stored = self._stored(table, qualname, _decode_signature)
+            if stored is _NO_ANSWER:
+                try:
+                    raw, origin = resolve(qualname)
+                    stored = Signature(qualname, tuple(Param(*p) for p in raw), origin)
+                except Unknown as exc:
+                    stored = str(exc)
+                except RecursionError:
+                    stored = "the source nests too deeply to follow"
+                self._remember(table, qualname, _encode_signature(stored))
+            if isinstance(stored, str):
+                self._cache[key] = None
+                self._why[key] = stored
+            else:
+                self._cache[key] = stored  # type: ignore[assignment]
+        return self._cache[key]
 
     def get_many(self, qualnames: Iterable[str]) -> dict[str, Signature | None]:
-        return {name: self.get(name) for name in qualnames}
+        self._batch += 1
+        try:
+            return {name: self.get(name) for name in qualnames}
+        finally:
+            self._batch -= 1
+            self._flush()
 
     def defines(self, qualname: str) -> bool | None:
         """Whether class attribute `a.b.C.attr` exists (None: cannot be told from the source)."""
+        stored = self._stored("defines", qualname, _decode_tristate)
+        if stored is not _NO_ANSWER:
+            return stored  # type: ignore[return-value]
         try:
-            return defines(self._resolver.names, qualname)
+            answer = defines(self._resolver.names, qualname)
         except RecursionError:
-            return None
+            answer = None
+        self._remember("defines", qualname, answer)
+        return answer
+
+    # -- the on-disk cache (signatures/static/cache.py) ---------------------------------------
+
+    def _stored(self, table: str, key: str, decode: Any) -> Any:
+        if self._store is None or key not in self._store.table(table):
+            return _NO_ANSWER
+        return decode(key, self._store.table(table)[key])
+
+    def _remember(self, table: str, key: str, value: Any) -> None:
+        if self._store is not None:
+            self._store.table(table)[key] = value
+            self._dirty = True
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._store is not None and self._dirty and not self._batch:
+            self._store.save(self._resolver.names.accessed)
+            self._dirty = False
+
+    def exists(self, qualname: str) -> bool | None:
+        """Whether `qualname` exists at run time: a module, a name a module defines or exports
+        (re-exports and lazy `__getattr__` exports included), or a class attribute, method, enum
+        member, field or instance attribute, inherited ones included. None when the source
+        cannot tell; `exists_reason` says why (and, for False, what is missing)."""
+        stored = self._stored("exists", qualname, _decode_exists)
+        if stored is _NO_ANSWER:
+            try:
+                stored = exists(self._resolver.names, qualname)
+            except RecursionError:
+                stored = (None, "the source nests too deeply to follow")
+            # The scan reads the whole tree, which the cache's validity does not track: a later
+            # edit elsewhere is seen only once RECORD or the class's own module changes.
+            if stored[0] is False and " has no attribute " in stored[1]:
+                where = assigned_anywhere(self._root, qualname.rpartition(".")[2])
+                if where is not None:
+                    stored = (None, f"{stored[1]}, but {where} sets an attribute of that name")
+            self._remember("exists", qualname, list(stored))  # type: ignore[arg-type]
+        answer, reason = stored  # type: ignore[misc]
+        if reason:
+            self._why[f"exists:{qualname}"] = reason
+        return answer  # type: ignore[no-any-return]
+
+    def returns(self, qualname: str) -> str | None:
+        """The vLLM class whose instance calling `qualname` gives (`get_pp_group` →
+        `vllm.distributed.parallel_state.GroupCoordinator`; a class → itself), for following
+        `get_pp_group().is_first_rank`. None when not one plain class (`returns_reason` says why)."""
+        stored = self._stored("returns", qualname, _decode_returns)
+        if stored is _NO_ANSWER:
+            try:
+                stored = [self._resolver.returns(qualname), ""]
+            except Unknown as exc:
+                stored = [None, str(exc)]
+            except RecursionError:
+                stored = [None, "the source nests too deeply to follow"]
+            self._remember("returns", qualname, stored)
+        answer, reason = stored  # type: ignore[misc]
+        if reason:
+            self._why[f"returns:{qualname}"] = reason
+        return answer  # type: ignore[no-any-return]
+
+    def returns_reason(self, qualname: str) -> str | None:
+        """Why `returns(qualname)` gave None (after a returns), else None."""
+        return self._why.get(f"returns:{qualname}")
+
+    def locate(self, name: str) -> list[str]:
+        """Where a top-level def/class called `name` lives in this vLLM (public modules first):
+        for an import that no longer resolves. Scans the tree; not cached."""
+        return locate(self._root, [name])[name]
+
+    def locate_many(self, names: Iterable[str]) -> dict[str, list[str]]:
+        """`locate` for several names in one scan of the tree."""
+        return locate(self._root, list(names))
+
+    def exists_reason(self, qualname: str) -> str | None:
+        """Why `exists(qualname)` was not True (after an exists), else None."""
+        return self._why.get(f"exists:{qualname}")
 
     def unknown_reason(self, qualname: str) -> str | None:
         """Why `get(qualname)` gave None (after a get), else None."""
         return self._why.get(qualname)
 
+    def bound_unknown_reason(self, qualname: str) -> str | None:
+        """Why `get_bound(qualname)` gave None (after a get_bound), else None."""
+        return self._why.get(f"bound:{qualname}")
+
     @property
     def parsed_modules(self) -> list[str]:
         """The modules read so far (lookups parse only what they need)."""
         return self._resolver.parsed_modules()
+
+
+def _encode_signature(answer: Signature | str) -> dict[str, Any]:
+    if isinstance(answer, str):
+        return {"unknown": answer}
+    params = [[p.name, p.kind, p.required, p.default] for p in answer.params]
+    return {"params": params, "origin": answer.origin}
+
+
+def _decode_signature(qualname: str, entry: Any) -> Signature | str | object:
+    """The stored answer, or _NO_ANSWER for an entry of the wrong shape (it is read anew)."""
+    if not isinstance(entry, dict):
+        return _NO_ANSWER
+    if isinstance(entry.get("unknown"), str):
+        return entry["unknown"]
+    params, origin = entry.get("params"), entry.get("origin")
+    if not isinstance(params, list) or not isinstance(origin, str):
+        return _NO_ANSWER
+    out = []
+    for p in params:
+        if not (
+            isinstance(p, list)
+            and len(p) == 4
+            and isinstance(p[0], str)
+            and p[1] in PARAM_KINDS
+            and isinstance(p[2], bool)
+            and (p[3] is None or isinstance(p[3], str))
+        ):
+            return _NO_ANSWER
+        out.append(Param(*p))
+    return Signature(qualname, tuple(out), origin)
+
+
+def _decode_tristate(_key: str, entry: Any) -> bool | None | object:
+    return entry if entry is None or isinstance(entry, bool) else _NO_ANSWER
+
+
+def _decode_exists(_key: str, entry: Any) -> tuple[bool | None, str] | object:
+    if (
+        isinstance(entry, list)
+        and len(entry) == 2
+        and (entry[0] is None or isinstance(entry[0], bool))
+        and isinstance(entry[1], str)
+    ):
+        return entry[0], entry[1]
+    return _NO_ANSWER
+
+
+def _decode_returns(_key: str, entry: Any) -> list[Any] | object:
+    if (
+        isinstance(entry, list)
+        and len(entry) == 2
+        and (entry[0] is None or isinstance(entry[0], str))
+        and isinstance(entry[1], str)
+    ):
+        return entry
+    return _NO_ANSWER

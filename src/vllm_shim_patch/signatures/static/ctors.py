@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from vllm_shim_patch.signatures.model import KW_ONLY, POS_OR_KW, VAR_KW
+from vllm_shim_patch.signatures.model import IGNORED_EXTRA, KW_ONLY, POS_OR_KW, VAR_KW
 from vllm_shim_patch.signatures.static.names import STRUCT, Names
 from vllm_shim_patch.signatures.static.scope import (
     Class,
@@ -21,6 +21,7 @@ from vllm_shim_patch.signatures.static.scope import (
     Unknown,
     dotted,
     literal,
+    returns_argument,
 )
 
 __all__ = ["Constructors", "Spec"]
@@ -95,6 +96,10 @@ class Constructors:
             qual = obj.qualname if isinstance(obj, Ext) else None
             if qual in _PLAIN_CLASS_DECORATORS:
                 continue
+            if isinstance(obj, Func) and returns_argument(
+                obj.node, dec if isinstance(dec, ast.Call) else None
+            ):
+                continue  # vLLM 0.10-0.15's @config (docs only, `return cls`), @bc_linter_include
             kwargs = _call_kwargs(dec, f"@{ast.unparse(dec)}")
             if qual == _STDLIB_DATACLASS:
                 specs.append(
@@ -267,7 +272,7 @@ class Constructors:
             params.append(("extra_data", VAR_KW, False))
         elif spec.extra == "ignore":
             # pydantic drops unknown keywords silently: passing one never fails.
-            params.append(("ignored_extra", VAR_KW, False))
+            params.append((IGNORED_EXTRA, VAR_KW, False))
         return params
 
     def _annotation_kind(self, mod: Module, ann: ast.expr) -> str:
@@ -326,6 +331,13 @@ class Constructors:
         return _Field(has_default, _flag(kwargs, "kw_only", kw_only), _flag(kwargs, "init", True),
                       None if required_marker else _literal_text(default))
 
+    def namedtuple_params(self, cls: Class) -> list[RawParam]:
+        """typing.NamedTuple: every annotated name of the class body is a field, in order (the
+        typing module does not exempt ClassVar), each positional-or-keyword."""
+        if cls.scope.nested_annotations:
+            raise Unknown(f"{cls.label} annotates names inside if/try/with blocks")
+        return _order_fields(_namedtuple_fields(cls), cls.label)
+
     def struct_params(self, cls: Class, mro: Mro) -> list[RawParam]:
         """msgspec.Struct: the fields of the Struct classes in the MRO (no own __init__/__new__)."""
         fields: dict[str, _Field] = {}
@@ -345,14 +357,25 @@ class Constructors:
             for stmt in entry.node.body:
                 if not isinstance(stmt, ast.AnnAssign) or not isinstance(stmt.target, ast.Name):
                     continue
+                if self._annotation_kind(entry.module, stmt.annotation) == "classvar":
+                    continue  # vLLM 0.18's PydanticMsgspecMixin annotates only ClassVars
                 if not is_struct:
                     raise Unknown(f"mixin {entry.label} of a msgspec.Struct has annotations")
-                if self._annotation_kind(entry.module, stmt.annotation) == "classvar":
-                    continue
                 fields[stmt.target.id] = self._field(
                     entry.module, stmt.value, kw_only, frozenset({_MSGSPEC_FIELD})
                 )
         return _order_fields(fields, cls.label)
+
+
+def _namedtuple_fields(cls: Class) -> dict[str, _Field]:
+    fields: dict[str, _Field] = {}
+    for stmt in cls.node.body:
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            name = stmt.target.id
+            if name.startswith("_"):
+                raise Unknown(f"{cls.label}.{name}: a NamedTuple field may not start with '_'")
+            fields[name] = _Field(stmt.value is not None, False, True, _literal_text(stmt.value))
+    return fields
 
 
 def _order_fields(fields: dict[str, _Field], label: str) -> list[RawParam]:

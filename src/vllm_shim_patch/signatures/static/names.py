@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import ast
 import builtins
+import os
+import stat
 import zipfile
 from pathlib import Path
 
+from vllm_shim_patch.signatures.static.lazy import lazy_export
 from vllm_shim_patch.signatures.static.scope import (
     Binding,
     Class,
     Ext,
     Func,
     Method,
+    Missing,
     Module,
     Mro,
     Obj,
@@ -24,7 +28,7 @@ from vllm_shim_patch.signatures.static.scope import (
     literal,
 )
 
-__all__ = ["STRUCT", "Names"]
+__all__ = ["INIT_ONLY_BASES", "NAMEDTUPLES", "STRUCT", "Names", "Stamp", "stamp"]
 
 # External bases whose constructor is object's: they add no __init__ or __new__.
 _TRANSPARENT_BASES = frozenset(
@@ -37,6 +41,17 @@ _TRANSPARENT_BASES = frozenset(
 )
 # msgspec writes the constructor of a Struct subclass from its fields (see ctors.py).
 STRUCT = "msgspec.Struct"
+# typing.NamedTuple writes `__new__` from the fields of the class that names it as a base.
+NAMEDTUPLES = frozenset({"typing.NamedTuple", "typing_extensions.NamedTuple"})
+# Outside bases whose metaclass is `type` and whose `__new__` takes any arguments and passes them
+# on: a subclass is constructed by the first `__init__` in its MRO. Known only when the source
+# defines that `__init__` (a vLLM layer over torch's Module, an exception with its own __init__).
+_EXCEPTIONS = ("BaseException", "Exception", "ValueError", "RuntimeError", "TypeError",
+               "KeyError", "IndexError", "LookupError", "AttributeError", "NotImplementedError",
+               "AssertionError")
+INIT_ONLY_BASES = frozenset(
+    {"torch.nn.Module", "torch.nn.modules.module.Module", *(f"builtins.{e}" for e in _EXCEPTIONS)}
+)
 _PLAIN_METACLASSES = frozenset({"abc.ABCMeta", "builtins.type"})
 
 
@@ -56,6 +71,9 @@ class Names:
                 parts = name.split("/")[:-1]
                 self._zip_dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
         self._modules: dict[str, Module | None] = {}
+        # Every path of a source directory looked at, with what it was then: the signature cache
+        # is valid while each still stats the same (absent paths included: a new file can shadow).
+        self.accessed: dict[str, Stamp | None] = {}
         self._classes: dict[int, Class] = {}
         self._mros: dict[int, Mro] = {}
         self._active: set[tuple[int, str]] = set()
@@ -73,12 +91,16 @@ class Names:
         if self._zip is not None:
             return self._zip.read(rel) if rel in self._zip_names else None
         path = self.root / rel
-        return path.read_bytes() if path.is_file() else None
+        seen = stamp(path)
+        self.accessed[rel] = seen
+        return path.read_bytes() if seen is not None and seen[0] == "f" else None
 
     def _is_dir(self, rel: str) -> bool:
         if self._zip is not None:
             return rel in self._zip_dirs
-        return (self.root / rel).is_dir()
+        seen = stamp(self.root / rel)
+        self.accessed[rel + "/"] = seen
+        return seen is not None and seen[0] == "d"
 
     def module(self, name: str) -> Module | None:
         if name in self._modules:
@@ -143,8 +165,28 @@ class Names:
         if sub is not None:
             return sub
         if "__getattr__" in mod.scope.bindings:
-            raise Unknown(f"{mod.name}.{name} comes from the module __getattr__ in {mod.path}")
-        raise Unknown(f"{mod.path} does not define {name!r}")
+            return self._lazy(mod, name)
+        # A star import from outside the parsed packages raised Unknown in _scope_name already.
+        raise Missing(f"{mod.path} does not define {name!r}")
+
+    def _lazy(self, mod: Module, name: str) -> Obj:
+        bindings = mod.scope.bindings["__getattr__"]
+        where = f"{mod.name}.{name} comes from the module __getattr__ in {mod.path}"
+        node = bindings[0].node
+        if len(bindings) != 1 or not isinstance(node, ast.FunctionDef) or node.decorator_list:
+            raise Unknown(f"{where}, which is not one plain def")
+        key = (id(node), name)
+        if key in self._active:
+            raise Unknown(f"{where}, which asks for {name!r} again")
+        self._active.add(key)
+        try:
+            return lazy_export(self, mod, node, name)
+        except Missing:
+            raise
+        except Unknown as exc:
+            raise Unknown(f"{where}: {exc}") from None
+        finally:
+            self._active.discard(key)
 
     def _scope_name(self, mod: Module, scope: Scope, name: str) -> Obj | None:
         key = (id(scope), name)
@@ -249,7 +291,8 @@ class Names:
             found = self._scope_name(mod, mod.scope, expr.id)
             if found is not None:
                 return found
-            if "__getattr__" in mod.scope.bindings or not hasattr(builtins, expr.id):
+            # A module __getattr__ serves attribute access from outside, never a global name.
+            if not hasattr(builtins, expr.id):
                 raise Unknown(f"name {expr.id!r} is not defined in {mod.path}")
             return Ext(f"builtins.{expr.id}")
         if isinstance(expr, ast.Attribute):
@@ -298,7 +341,10 @@ class Names:
             raise Unknown(f"base {ast.unparse(expr)} of {cls.label}: {exc}") from None
         if isinstance(obj, Class):
             return obj
-        if isinstance(obj, Ext) and (obj.qualname in _TRANSPARENT_BASES or obj.qualname == STRUCT):
+        if isinstance(obj, Ext) and (
+            obj.qualname in _TRANSPARENT_BASES or obj.qualname == STRUCT or obj.qualname in NAMEDTUPLES
+            or obj.qualname in INIT_ONLY_BASES
+        ):
             return obj.qualname
         what = obj.qualname if isinstance(obj, Ext) else type(obj).__name__.lower()
         raise Unknown(
@@ -333,6 +379,20 @@ class Names:
         return result
 
 
+Stamp = tuple  # ("f", size, mtime_ns) | ("d", 0, 0)
+
+
+def stamp(path: Path) -> Stamp | None:
+    """What the cache compares to tell whether a path changed: kind, size and mtime."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return ("d", 0, 0)
+    return ("f", st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
+
+
 def _same(a: Obj, b: Obj) -> bool:
     if isinstance(a, Ext) and isinstance(b, Ext):
         return _canonical(a.qualname) == _canonical(b.qualname)
@@ -348,6 +408,10 @@ def _canonical(qualname: str) -> str:
 
 
 def _external_mro(qualname: str) -> Mro:
+    if qualname in NAMEDTUPLES:  # the class's real bases are (tuple,)
+        return [qualname, "builtins.tuple", "builtins.object"]
+    if qualname.startswith("builtins.") and qualname in INIT_ONLY_BASES:
+        return [f"builtins.{k.__name__}" for k in getattr(builtins, qualname[9:]).__mro__]
     return [qualname] if qualname == "builtins.object" else [qualname, "builtins.object"]
 
 

@@ -10,14 +10,16 @@ from pathlib import Path
 
 from vllm_shim_patch.signatures.model import KW_ONLY, POS_ONLY, POS_OR_KW, VAR_KW, VAR_POS
 from vllm_shim_patch.signatures.static.ctors import Constructors
-from vllm_shim_patch.signatures.static.names import STRUCT, Names
+from vllm_shim_patch.signatures.static.names import INIT_ONLY_BASES, NAMEDTUPLES, STRUCT, Names
 from vllm_shim_patch.signatures.static.scope import (
     Class,
+    Ext,
     Func,
     Method,
     Module,
     RawParam,
     Unknown,
+    returns_argument,
 )
 
 __all__ = ["Resolver"]
@@ -75,28 +77,76 @@ class Resolver:
             raise Unknown(f"{qualname} is a module")
         raise Unknown(f"{qualname} resolves to {obj.qualname}, outside the parsed source")
 
-    def _func_params(self, func: Func, bound: bool, method: bool = False) -> list[RawParam]:
-        """Parameters as called; `bound` drops self/cls, `method` says it was found on a class."""
+    def bound_signature(self, qualname: str) -> tuple[list[RawParam], str]:
+        """The parameters of `a.b.C.m` called on an instance (`obj.m(...)`), inherited ones
+        included: self (or cls) is bound, a staticmethod takes all of its own."""
+        owner, _, attr = qualname.rpartition(".")
+        cls = self.names.lookup(owner)
+        if not isinstance(cls, Class):
+            raise Unknown(f"{owner} is not a class")
+        obj = self.names.class_attr(cls, attr)
+        if isinstance(obj, Class):
+            return self._class_signature(obj)
+        if not isinstance(obj, Func):
+            raise Unknown(f"{qualname} is not a def")
+        params = _arguments(obj.node.args)
+        if self._how(obj) != "staticmethod":
+            params = _drop_self(params, obj.node.name)
+        return params, f"{obj.module.path}:{obj.node.lineno}"
+
+    def returns(self, qualname: str) -> str:
+        """The vLLM class an instance of which `qualname` returns when called: a class itself, or
+        a function or method annotated `-> C` (or `-> "C"`), as `module.C`. Unknown for anything
+        else (no annotation, a union or Optional, a generic, a class outside the source)."""
+        func = self.names.lookup(qualname)
+        if isinstance(func, Class):
+            return f"{func.module.name}.{func.node.name}"
+        if not isinstance(func, Func):
+            raise Unknown(f"{qualname} is not a function or class")
+        ann = func.node.returns
+        if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+            try:
+                ann = ast.parse(ann.value, mode="eval").body
+            except SyntaxError:
+                raise Unknown(f"return annotation of {qualname} does not parse") from None
+        if ann is None:
+            raise Unknown(f"{qualname} has no return annotation")
+        if not isinstance(ann, (ast.Name, ast.Attribute)):
+            raise Unknown(f"{qualname} returns {ast.unparse(ann)}, not one class")
+        target = self.names.expr(func.module, ann)
+        if not isinstance(target, Class):
+            raise Unknown(f"{qualname} returns {ast.unparse(ann)}, not a class of the source")
+        return f"{target.module.name}.{target.node.name}"
+
+    def _how(self, func: Func) -> str:
+        """"function", "staticmethod" or "classmethod"; Unknown for a decorator that may wrap."""
         how = "function"
         for dec in func.node.decorator_list:
             try:
-                qual = self.names.qual(func.module, dec.func if isinstance(dec, ast.Call) else dec)
+                obj = self.names.expr(func.module, dec.func if isinstance(dec, ast.Call) else dec)
             except Unknown as exc:
                 raise Unknown(f"decorator @{ast.unparse(dec)} on {func.node.name}: {exc}") from None
+            if isinstance(obj, Func) and returns_argument(
+                obj.node, dec if isinstance(dec, ast.Call) else None
+            ):
+                continue  # vLLM's @bc_linter_include: hands the function back
+            qual = obj.qualname if isinstance(obj, Ext) else None
             if qual not in _PLAIN_FUNC_DECORATORS:
                 raise Unknown(
                     f"decorator @{ast.unparse(dec)} on {func.node.name} may change its signature"
                 )
             if qual in ("builtins.staticmethod", "builtins.classmethod"):
                 how = qual.rpartition(".")[2]
+        return how
+
+    def _func_params(self, func: Func, bound: bool, method: bool = False) -> list[RawParam]:
+        """Parameters as called; `bound` drops self/cls, `method` says it was found on a class."""
+        how = self._how(func)
         params = _arguments(func.node.args)
         if (how == "classmethod" and method) or bound:
             if bound and how != "function":
                 raise Unknown(f"{func.node.name} is a {how}")
-            if params and params[0][1] in (POS_ONLY, POS_OR_KW):
-                params = params[1:]
-            elif not params or params[0][1] != VAR_POS:
-                raise Unknown(f"{func.node.name} takes no self/cls parameter")
+            params = _drop_self(params, func.node.name)
         return params
 
     # -- classes -----------------------------------------------------------------------------
@@ -105,10 +155,17 @@ class Resolver:
         mro = self.names.mro(cls)
         if STRUCT in mro:
             return self.ctors.struct_params(cls, mro), cls.origin
+        marker = next((i for i, e in enumerate(mro) if isinstance(e, str) and e in NAMEDTUPLES), None)
+        if marker is not None:
+            return self._namedtuple_signature(cls, mro, marker)
         init: tuple[list[RawParam], str] | None = None
         new: tuple[list[RawParam], str] | None = None
         for entry in mro:
             if isinstance(entry, str):
+                if entry in INIT_ONLY_BASES and init is None:
+                    raise Unknown(f"{cls.label} is constructed by the __init__ of {entry}")
+                if entry in INIT_ONLY_BASES:
+                    break  # its __new__ passes any arguments on to the __init__ found
                 continue
             spec = self.ctors.dataclass_spec(entry)
             own_init = entry.scope.bindings.get("__init__")
@@ -132,6 +189,19 @@ class Resolver:
             raise Unknown(f"both __new__ and __init__ of {cls.label} take parameters")
         return init or new or ([], cls.origin)
 
+    def _namedtuple_signature(self, cls: Class, mro: list, marker: int) -> tuple[list[RawParam], str]:
+        owner = mro[marker - 1]
+        for entry in mro[:marker]:
+            if not isinstance(entry, Class):
+                raise Unknown(f"{cls.label} mixes NamedTuple with {entry}")
+            for special in ("__new__", "__init__"):
+                if special in entry.scope.bindings or special in entry.scope.overloads:
+                    raise Unknown(f"{entry.label} defines {special} over a NamedTuple")
+            if self.ctors.dataclass_spec(entry) is not None:
+                raise Unknown(f"{entry.label} is a dataclass and a NamedTuple")
+        assert isinstance(owner, Class)
+        return self.ctors.namedtuple_params(owner), owner.origin
+
     def _special(self, cls: Class, name: str) -> tuple[list[RawParam], str]:
         obj = self.names.class_attr(cls, name)
         if not isinstance(obj, Func):
@@ -154,6 +224,14 @@ def _arguments(args: ast.arguments) -> list[RawParam]:
     if args.kwarg is not None:
         params.append((args.kwarg.arg, VAR_KW, False))
     return params
+
+
+def _drop_self(params: list[RawParam], name: str) -> list[RawParam]:
+    if params and params[0][1] in (POS_ONLY, POS_OR_KW):
+        return params[1:]
+    if params and params[0][1] == VAR_POS:
+        return params  # def m(*args): self arrives in args
+    raise Unknown(f"{name} takes no self/cls parameter")
 
 
 def _text(default: ast.expr | None) -> str | None:

@@ -14,6 +14,7 @@ __all__ = [
     "Ext",
     "Func",
     "Method",
+    "Missing",
     "Module",
     "Mro",
     "Obj",
@@ -22,6 +23,7 @@ __all__ = [
     "Unknown",
     "dotted",
     "literal",
+    "returns_argument",
 ]
 
 # (name, one of model.PARAM_KINDS, required[, the default as literal source text or None])
@@ -30,6 +32,10 @@ RawParam = tuple  # type: ignore[type-arg]
 
 class Unknown(Exception):
     """The source does not decide the signature; the message says why."""
+
+
+class Missing(Unknown):
+    """The source decides that the name does not exist (a module or class that surely lacks it)."""
 
 
 # Matched by spelling: the scope reader runs before any name can be resolved.
@@ -214,3 +220,89 @@ def literal(expr: ast.AST | None, what: str) -> object:
         return ast.literal_eval(expr)
     except (ValueError, TypeError, SyntaxError):
         raise Unknown(f"{what} is not a literal: {ast.unparse(expr)}") from None
+
+
+_OBJ, _NONE = "the decorated object", "None"
+
+
+def returns_argument(func: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call | None) -> bool:
+    """Whether decorating with `func` (bare, or as `func(...)` when `call` is given) hands back
+    the decorated object itself: vLLM 0.10-0.15's `@config` (`return cls`), `@bc_linter_include`
+    (`return _wrap if obj is None else obj`, `_wrap` returning its argument).
+
+    Read without resolving names: the first parameter is the object (bare) or absent and None
+    (`func(reason=...)`, keywords only); the body may hold a docstring, nested defs, `if`s on
+    `param is None` and returns, and every return must give back the object, or, when called,
+    a nested def that does so. Anything else (an assignment that could touch the object, a
+    call, a loop) is no pass-through.
+    """
+    if isinstance(func, ast.AsyncFunctionDef) or func.decorator_list:
+        return False
+    args = func.args
+    positional = args.posonlyargs + args.args
+    if not positional or args.vararg or any(d is None for d in args.kw_defaults):
+        return False
+    if len(positional) - len(args.defaults) > (0 if call is not None else 1):
+        return False  # another required parameter: not a one-argument decorator
+    param = positional[0].arg
+    if call is not None:
+        if call.args or any(kw.arg in (None, param) for kw in call.keywords):
+            return False
+        first_default = args.defaults[0] if len(args.defaults) == len(positional) else None
+        if not (isinstance(first_default, ast.Constant) and first_default.value is None):
+            return False
+    nested = {n.name: n for n in func.body if isinstance(n, ast.FunctionDef)}
+    value = _NONE if call is not None else _OBJ
+
+    def gives_back(expr: ast.expr) -> bool:
+        if isinstance(expr, ast.IfExp):
+            test = _is_none_test(expr.test, param)
+            if test is None:
+                return gives_back(expr.body) and gives_back(expr.orelse)
+            return gives_back(expr.body if test == (value == _NONE) else expr.orelse)
+        if isinstance(expr, ast.Name) and expr.id == param:
+            return value == _OBJ
+        if isinstance(expr, ast.Name) and expr.id in nested and value == _NONE:
+            return returns_argument(nested[expr.id], None)
+        return False
+
+    def body_ok(body: list[ast.stmt]) -> bool:
+        for i, stmt in enumerate(body):
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+                continue
+            if isinstance(stmt, ast.FunctionDef) and stmt.name in nested:
+                continue
+            if isinstance(stmt, ast.Return):
+                return stmt.value is not None and gives_back(stmt.value)
+            if isinstance(stmt, ast.If):
+                test = _is_none_test(stmt.test, param)
+                branches = [stmt.body, stmt.orelse] if test is None else [
+                    stmt.body if test == (value == _NONE) else stmt.orelse
+                ]
+                ends = [b for b in branches if b and isinstance(b[-1], ast.Return)]
+                if not all(body_ok(b) for b in branches if b):
+                    return False
+                if len(ends) == len(branches) and all(branches):
+                    return True  # every branch returned
+                continue
+            return False
+        return False  # falls off the end: returns None
+
+    return body_ok(func.body)
+
+
+def _is_none_test(test: ast.expr, param: str) -> bool | None:
+    """`param is None` → True, `param is not None` → False (as "is the parameter None?"), else None."""
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.left, ast.Name)
+        and test.left.id == param
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
+        if isinstance(test.ops[0], ast.Is):
+            return True
+        if isinstance(test.ops[0], ast.IsNot):
+            return False
+    return None
