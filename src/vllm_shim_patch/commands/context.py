@@ -114,16 +114,24 @@ class Context:
 
     @cached_property
     def _guard_source(self) -> Any:
-        from ..signatures.select import guard_source
-
         if self.settings.no_guard:
             return None
+        return self.static_source
+
+    @cached_property
+    def static_source(self) -> Any:
+        """vLLM's source read statically (--vllm-source, else the installed vLLM's), or None."""
+        from ..signatures.select import guard_source
+
         return guard_source(self.target, self.settings.vllm_source)
 
     def bindings(self, callees: set[str]) -> tuple[dict[str, Any], SignatureKind | None, str]:
         """Signatures to bind calls against (live unless --static or --vllm-source)."""
         from ..signatures.select import binding_signatures
 
+        if self.settings.vllm_source or (self.settings.static and self.target.vllm_location is not None):
+            # The source the guards already read: one parse of each vLLM module per run.
+            return self.static_source.get_many(sorted(callees)), SignatureKind.STATIC, ""
         return binding_signatures(self.target, callees, vllm_source=self.settings.vllm_source,
                                   static=self.settings.static)
 

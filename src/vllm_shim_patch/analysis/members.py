@@ -1,0 +1,218 @@
+"""Whether a name the package uses exists in vLLM's source: modules, module names, class and
+instance attributes, enum members, and where a public name of that name lives when it is gone.
+
+Answers are True, False (surely absent at run time) or None with the reason it cannot be told.
+It is False only when everything that could define the name was read: every class of the MRO is
+in vLLM's source or is a standard-library class (asked directly), no `__getattr__`, no
+`setattr`, no decorator that may add attributes. This reads the static reader's parsed modules
+(`signatures.static`'s `Names`); it adds no parsing of its own except the search for a moved
+name, which greps the source only when something is missing.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+Answer = tuple[bool | None, str]
+
+_MODULE_DUNDERS = frozenset({"__name__", "__file__", "__path__", "__doc__", "__spec__", "__loader__",
+                             "__package__", "__dict__", "__all__"})
+# Class decorators that add no public attributes (dataclass-like code generators).
+_PLAIN_CLASS_DECORATORS = frozenset({"dataclass", "config", "total_ordering", "final", "runtime_checkable",
+                                     "unique", "dataclass_transform"})
+
+
+class Members:
+    """Existence checks over one `Names` (the static reader's module cache)."""
+
+    def __init__(self, names: Any):
+        self.names = names
+        from ..signatures.static.scope import Class, Ext, Func, Module, Unknown
+
+        self._Class, self._Ext, self._Func, self._Module, self._Unknown = Class, Ext, Func, Module, Unknown
+
+    # -- modules and names ---------------------------------------------------------------
+
+    def module_exists(self, name: str) -> bool:
+        try:
+            return self.names.module(name) is not None
+        except self._Unknown:
+            return True  # present but unparsable: not our finding
+
+    def exists(self, qualname: str, on_instance: bool = False) -> Answer:
+        """Whether `a.b.C.attr` (an attribute of module/class `a.b.C`) exists."""
+        owner, _, attr = qualname.rpartition(".")
+        if not owner:
+            return (True, "") if self.module_exists(qualname) else (False, f"no module {qualname}")
+        try:
+            obj = self.names.lookup(owner)
+        except self._Unknown as exc:
+            found, why = self.exists(owner)
+            if found is False:
+                return False, why
+            return None, str(exc)
+        except RecursionError:
+            return None, "the source nests too deeply to follow"
+        if isinstance(obj, self._Module):
+            return self._module_attr(obj, attr)
+        if isinstance(obj, self._Class):
+            return self._class_attr(obj, attr, on_instance)
+        if isinstance(obj, self._Func):
+            if on_instance:
+                return None, f"the type {owner}() returns is not followed"
+            return None, f"{owner} is a function"
+        return None, f"{owner} resolves to {obj.qualname}, outside vLLM's source"
+
+    def _module_attr(self, mod: Any, attr: str) -> Answer:
+        scope = mod.scope
+        if attr in scope.bindings or attr in scope.overloads or attr in _MODULE_DUNDERS:
+            return True, ""
+        if self.module_exists(f"{mod.name}.{attr}"):
+            return True, ""
+        if scope.star_imports or "__getattr__" in scope.bindings:
+            try:
+                self.names.lookup(f"{mod.name}.{attr}")
+                return True, ""
+            except self._Unknown as exc:
+                return None, str(exc)
+        return False, f"{mod.name} has no name {attr!r}"
+
+    def _class_attr(self, cls: Any, attr: str, on_instance: bool) -> Answer:
+        seen: set[int] = set()
+        stack = [cls]
+        undecided = ""
+        while stack:
+            entry = stack.pop(0)
+            if id(entry.node) in seen:
+                continue
+            seen.add(id(entry.node))
+            if _defines(entry, attr, on_instance):
+                return True, ""
+            dynamic = _dynamic(entry, on_instance)
+            if dynamic and not undecided:
+                undecided = f"{entry.label} {dynamic}"
+            for base in entry.node.bases:
+                target = base.value if isinstance(base, ast.Subscript) else base
+                try:
+                    obj = self.names.expr(entry.module, target)
+                except self._Unknown as exc:
+                    undecided = undecided or f"base {ast.unparse(base)} of {entry.label}: {exc}"
+                    continue
+                if isinstance(obj, self._Class):
+                    stack.append(obj)
+                elif isinstance(obj, self._Ext):
+                    has = _stdlib_has(obj.qualname, attr)
+                    if has:
+                        return True, ""
+                    if has is None:
+                        undecided = undecided or f"base {obj.qualname} of {entry.label} is outside vLLM's source"
+                else:
+                    undecided = undecided or f"base {ast.unparse(base)} of {entry.label} is not a class"
+        if undecided:
+            return None, undecided
+        if _stdlib_has("builtins.object", attr):
+            return True, ""
+        what = "instance of " if on_instance else ""
+        return False, f"{what}{cls.label} has no attribute {attr!r}"
+
+
+def _defines(entry: Any, attr: str, on_instance: bool) -> bool:
+    scope = entry.scope
+    if attr in scope.bindings or attr in scope.overloads:
+        return True
+    for stmt in entry.node.body:  # annotated fields without a value (dataclasses, pydantic, msgspec)
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == attr:
+            return True
+    if not on_instance:
+        return False
+    for fn in entry.node.body:
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        args = [*fn.args.posonlyargs, *fn.args.args]
+        if not args:
+            continue
+        me = args[0].arg
+        for node in ast.walk(fn):
+            if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+                    and isinstance(node.value, ast.Name) and node.value.id == me and node.attr == attr):
+                return True
+    slots = scope.bindings.get("__slots__")
+    if slots and slots[0].kind == "assign":
+        try:
+            return attr in ast.literal_eval(slots[0].node)
+        except (ValueError, TypeError, SyntaxError):
+            return False
+    return False
+
+
+def _dynamic(entry: Any, on_instance: bool) -> str:
+    """Why attributes of this class may come from code the reader does not follow ("" if none)."""
+    scope = entry.scope
+    if on_instance and ("__getattr__" in scope.bindings or "__getattribute__" in scope.bindings):
+        return "defines __getattr__"
+    for dec in entry.node.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if name not in _PLAIN_CLASS_DECORATORS:
+            return f"is decorated with @{ast.unparse(target)}, which may add attributes"
+    for kw in entry.node.keywords:
+        if kw.arg == "metaclass":
+            return f"has the metaclass {ast.unparse(kw.value)}"
+    if on_instance:
+        for node in ast.walk(entry.node):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+                return "sets attributes with setattr"
+            if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+                return "writes its __dict__"
+    return ""
+
+
+def _stdlib_has(qualname: str, attr: str) -> bool | None:
+    """Whether standard-library class `qualname` has `attr` (None: not a standard-library class)."""
+    module, _, name = qualname.rpartition(".")
+    if module.split(".")[0] not in sys.stdlib_module_names:
+        return None
+    try:
+        obj = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
+    return hasattr(obj, attr)
+
+
+# ---------------------------------------------------------------------------- where it moved
+
+def relocated(root: Path, name: str, limit: int = 3) -> list[str]:
+    """Public modules of vLLM (no `_` component) that define `name` at top level, shortest first."""
+    pattern = re.compile(
+        rb"^(?:(?:async\s+)?def|class)\s+" + re.escape(name.encode()) + rb"\b|^" + re.escape(name.encode())
+        + rb"\s*(?::|=(?!=))", re.M)
+    found = []
+    for rel, read in _sources(root):
+        parts = rel[: -len(".py")].split("/")
+        if parts[-1] == "__init__":
+            parts.pop()
+        if any(p.startswith("_") for p in parts):
+            continue
+        data = read()
+        if name.encode() in data and pattern.search(data):
+            found.append(".".join(parts))
+    found.sort(key=lambda m: (m.count("."), m))
+    return found[:limit]
+
+
+def _sources(root: Path) -> Any:
+    if root.is_file():
+        zf = zipfile.ZipFile(root)
+        for info in zf.infolist():
+            if info.filename.startswith("vllm/") and info.filename.endswith(".py"):
+                yield info.filename, (lambda n=info.filename: zf.read(n))
+        return
+    base = root / "vllm"
+    for path in sorted(base.rglob("*.py")):
+        yield path.relative_to(root).as_posix(), path.read_bytes
