@@ -225,9 +225,10 @@ class _Scanner:
             env[self_name] = ("self", cls.name)
         for default in [*fn.args.defaults, *(d for d in fn.args.kw_defaults if d is not None)]:
             self._expr(default, outer, {}, None)
-        for arg in args:
-            if arg.annotation is not None:
-                self._expr(arg.annotation, outer, {}, None)
+        # Annotations are evaluated when the def runs (unless postponed): uses like any other.
+        for ann in [*(a.annotation for a in args), fn.returns]:
+            if ann is not None:
+                self._expr(ann, outer, {}, None)
         self._body(fn.body, names, env, cls)
 
     def _stmt(self, stmt: ast.stmt, names: dict[str, str], env: dict[str, Val], cls: _ClassInfo | None) -> None:

@@ -64,9 +64,19 @@ class Members:
         if isinstance(obj, self._Class):
             return self._class_attr(obj, attr, on_instance)
         if isinstance(obj, self._Func):
-            if on_instance:
-                return None, f"the type {owner}() returns is not followed"
-            return None, f"{owner} is a function"
+            if not on_instance:
+                return None, f"{owner} is a function"
+            # What the function returns, when its annotation names one class of vLLM's source.
+            returns = _plain_annotation(obj.node.returns)
+            if returns is None:
+                return None, f"{owner}() has no plain class as its return annotation"
+            try:
+                cls = self.names.expr(obj.module, returns)
+            except self._Unknown as exc:
+                return None, f"the return annotation of {owner}: {exc}"
+            if not isinstance(cls, self._Class):
+                return None, f"{owner}() returns {ast.unparse(returns)}, outside vLLM's source"
+            return self._class_attr(cls, attr, True)
         return None, f"{owner} resolves to {obj.qualname}, outside vLLM's source"
 
     def _module_attr(self, mod: Any, attr: str) -> Answer:
@@ -120,6 +130,16 @@ class Members:
             return True, ""
         what = "instance of " if on_instance else ""
         return False, f"{what}{cls.label} has no attribute {attr!r}"
+
+
+def _plain_annotation(node: ast.expr | None) -> ast.expr | None:
+    """`C`, `"C"`, `m.C` -> that expression; Optional, unions and generics -> None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return None
+    return node if isinstance(node, (ast.Name, ast.Attribute)) else None
 
 
 def _defines(entry: Any, attr: str, on_instance: bool) -> bool:
@@ -182,7 +202,8 @@ def _stdlib_has(qualname: str, attr: str) -> bool | None:
         obj = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError):
         return None
-    return hasattr(obj, attr)
+    # In a class's own namespace, not hasattr: an enum's `name` answers only on instances.
+    return any(attr in vars(k) for k in getattr(obj, "__mro__", (type(obj),))) or hasattr(obj, attr)
 
 
 # ---------------------------------------------------------------------------- where it moved

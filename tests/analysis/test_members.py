@@ -1,0 +1,143 @@
+"""Existence of vLLM names read off a tiny source tree: True, False, or unknown with the reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import write_tree
+
+from vllm_shim_patch.analysis.audit import Checker
+from vllm_shim_patch.analysis.calls import scan_uses
+from vllm_shim_patch.analysis.members import Members, relocated
+from vllm_shim_patch.signatures.static import StaticSignatures
+
+TREE = {
+    "vllm/__init__.py": b"from .version import __version__\n",
+    "vllm/version.py": b"__version__ = '9.9.9'\n",
+    "vllm/utils/__init__.py": b"def get_hash_fn_by_name(name):\n    pass\n",
+    "vllm/_private.py": b"def get_hash_fn_by_name(name):\n    pass\n",
+    "vllm/lazy.py": b"def __getattr__(name):\n    raise AttributeError(name)\n",
+    "vllm/request.py": b"""\
+import enum
+import torch
+
+
+class RequestStatus(enum.IntEnum):
+    WAITING = enum.auto()
+    FINISHED_ABORTED = enum.auto()
+
+
+class Base:
+    def __init__(self, cfg):
+        self.cfg = cfg
+
+    def collective_rpc(self, method, *, unique_reply_rank=None):
+        pass
+
+    @staticmethod
+    def helper(x):
+        pass
+
+
+class Executor(Base):
+    field: int
+
+    def execute_model(self, out):
+        pass
+
+
+class Model(torch.nn.Module):
+    pass
+
+
+class Dynamic(Base):
+    def __getattr__(self, name):
+        return 1
+
+
+def make() -> Executor:
+    return Executor(1)
+""",
+}
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> StaticSignatures:
+    return StaticSignatures(write_tree(tmp_path, TREE))
+
+
+@pytest.mark.parametrize(("qualname", "on_instance", "answer"), [
+    ("vllm.__version__", False, (True, "")),
+    ("vllm.utils", False, (True, "")),
+    ("vllm.request.RequestStatus.FINISHED_ABORTED", False, (True, "")),
+    ("vllm.request.RequestStatus.FINISHED", False, (False, "vllm.request.RequestStatus has no attribute 'FINISHED'")),
+    ("vllm.request.RequestStatus.name", True, (True, "")),
+    ("vllm.request.Executor.collective_rpc", True, (True, "")),
+    ("vllm.request.Executor.cfg", True, (True, "")),
+    ("vllm.request.Executor.cfg", False, (False, "vllm.request.Executor has no attribute 'cfg'")),
+    ("vllm.request.Executor.field", False, (True, "")),
+    ("vllm.request.Executor.__class__", True, (True, "")),
+    ("vllm.request.Executor.sample_tokens", True,
+     (False, "instance of vllm.request.Executor has no attribute 'sample_tokens'")),
+    ("vllm.request.Model.to", True, (None, "base torch.nn.Module of vllm.request.Model is outside vLLM's source")),
+    ("vllm.request.Dynamic.anything", True, (None, "vllm.request.Dynamic defines __getattr__")),
+    ("vllm.request.make.execute_model", True, (True, "")),
+    ("vllm.request.make.nothing", True, (False, "instance of vllm.request.Executor has no attribute 'nothing'")),
+    ("vllm.request.missing", False, (False, "vllm.request has no name 'missing'")),
+    ("vllm.nomodule.name", False, (False, "vllm has no name 'nomodule'")),
+    ("vllm.lazy.thing", False, (None, "vllm.lazy.thing comes from the module __getattr__ in vllm/lazy.py")),
+])
+def test_exists(source: StaticSignatures, qualname: str, on_instance: bool, answer: tuple[object, str]) -> None:
+    assert Members(source._resolver.names).exists(qualname, on_instance) == answer
+
+
+def test_a_moved_name_is_found_in_public_modules_only(tmp_path: Path) -> None:
+    root = write_tree(tmp_path, TREE)
+    assert relocated(root, "get_hash_fn_by_name") == ["vllm.utils"]
+    assert relocated(root, "nowhere") == []
+
+
+PACKAGE = b"""\
+from vllm.request import Executor, RequestStatus, Gone
+from vllm.utils.hashing import get_hash_fn_by_name
+
+
+class Gen:
+    def __init__(self):
+        self.ex = Executor(1)
+
+    def run(self):
+        self.ex.collective_rpc("m", unique_reply_rank=0)
+        self.ex.collective_rpc("m", 0)
+        self.ex.helper(1)
+        self.ex.sample_tokens(None)
+        get_hash_fn_by_name("sha256")
+        return RequestStatus.FINISHED_ABORTED
+"""
+
+
+def test_the_checker_binds_methods_without_self_and_says_where_a_name_went(source: StaticSignatures) -> None:
+    uses = scan_uses(PACKAGE, "pkg/gen.py")
+    sigs = source.get_many(sorted({u.callee for u in uses if u.is_call}))
+    checker = Checker(sigs, "", Members(source._resolver.names), source)
+    from vllm_shim_patch.analysis.audit import _check_file
+
+    got = [(b.call.line, b.call.kind, b.call.callee.rpartition(".")[2], str(b.status), b.reason)
+           for b in _check_file(uses, checker)]
+    assert got == [
+        (1, "import", "Executor", "ok", ""),
+        (1, "import", "RequestStatus", "ok", ""),
+        (1, "import", "Gone", "mismatch",
+         "vllm.request has no name 'Gone'; no public module of this vLLM defines Gone"),
+        (2, "import", "get_hash_fn_by_name", "mismatch",
+         "no module vllm.utils.hashing; get_hash_fn_by_name is in vllm.utils now"),
+        (7, "call", "Executor", "ok", ""),
+        (10, "method", "collective_rpc", "ok", ""),
+        (11, "method", "collective_rpc", "mismatch", "too many positional arguments (2 given, 1 accepted)"),
+        (12, "method", "helper", "unknown",
+         "cannot tell whether vllm.request.Executor.helper takes self (its first parameter is not named self)"),
+        (13, "method", "sample_tokens", "mismatch", "instance of vllm.request.Executor has no attribute 'sample_tokens'"),
+        (14, "call", "get_hash_fn_by_name", "unknown", "not bound: vllm.utils has no name 'hashing' (see the import)"),
+        (15, "attribute", "FINISHED_ABORTED", "ok", ""),
+    ]
