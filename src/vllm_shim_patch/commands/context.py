@@ -58,6 +58,7 @@ class Context:
 
         if "target" in self.__dict__:
             self.pack  # noqa: B018
+            self.check_version()
             return
         from ..target import probe
 
@@ -67,6 +68,15 @@ class Context:
             import libcst  # noqa: F401  (every caller runs the engine next)
 
             self.__dict__["target"] = target.result()
+        self.check_version()
+
+    def check_version(self) -> None:
+        """Fail on a --vllm-version that contradicts the installed vLLM or --vllm-source before
+        anything is read further or written (make_plan resolves it again, cheaply)."""
+        from ..rewrite.plan import resolve_version
+
+        resolve_version(self.settings.vllm_version, self.target.vllm_version, self.target.python,
+                        self.source_version)
 
     @property
     def who(self) -> str:
@@ -144,7 +154,19 @@ class Context:
         signatures, kind = self.guard
         return make_plan(self.target, self.pack, self.settings.vllm_version, signatures, kind,
                          files=self.originals() if files is None else files, declined=declined,
-                         facts=self.facts)
+                         facts=self.facts, source=self.source_version)
+
+    @cached_property
+    def source_version(self) -> tuple[str, str | None] | None:
+        """--vllm-source and the version it carries (None without --vllm-source)."""
+        from pathlib import Path
+
+        from ..target import source_version
+
+        if not self.settings.vllm_source:
+            return None
+        path = Path(self.settings.vllm_source).expanduser()
+        return str(path), source_version(path)
 
     # ------------------------------------------------------------------ shared checks
 
