@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .context import Context, Outcome
 
 
@@ -32,4 +34,27 @@ def audit(ctx: Context, *, verbose: bool = False, emit_rules: str | None = None)
         text = f"note: {note}\n{text}"
     data.update({"package": target.package, "version": target.version, "vllm": target.vllm_version,
                  "rules_for": str(plan.version), "signatures": sig_kind})
+    if emit_rules is not None:
+        line, data["emitted"] = _emit(ctx, rows, signatures, str(plan.version), emit_rules)
+        text = f"{text}\n{line}"
     return Outcome(text, data, 1 if data["summary"]["remaining"] else 0)
+
+
+def _emit(ctx: Context, rows: list[Any], signatures: dict[str, Any], version: str, dest: str
+          ) -> tuple[str, dict[str, Any]]:
+    """Write the draft rule file for the remaining mismatches (nothing when no rule can say any)."""
+    from pathlib import Path
+
+    from ..analysis.draft import drafts, render
+    from ..fsutil import atomic_write
+
+    items, left = drafts(rows, signatures, version, {r.id for r in ctx.pack.rules})
+    if not items:
+        return (f"no mismatch a rule can express: {dest} not written",
+                {"path": None, "rules": 0, "not_expressible": left})
+    path = Path(dest).expanduser()
+    atomic_write(path, render(items, left, version, ctx.who, ctx.target.package).encode("utf-8"))
+    placeholders = sum('"TODO: an expression"' in d.op for d in items)
+    todo = f"; fill {placeholders} placeholder{'s' if placeholders != 1 else ''} before use" if placeholders else ""
+    return (f"draft rules for {len(items)} mismatch{'es' if len(items) != 1 else ''} written to {path}{todo}",
+            {"path": str(path), "rules": len(items), "ids": [d.id for d in items], "not_expressible": left})
