@@ -272,6 +272,8 @@ def verify(ctx: click.Context, **options: Any) -> None:
 @_VLLM_VERSION
 @click.option("--emit-rules", "emit_rules", metavar="FILE", default=None,
               help="write draft rules for the mismatches no rule fixes (fill their TODOs, then rules test)")
+@click.option("--no-rules", "no_rules", is_flag=True, default=None,
+              help="check the package as installed only: do not plan the rules (faster)")
 @common_options
 @click.pass_context
 def audit(ctx: click.Context, **options: Any) -> None:
@@ -279,7 +281,8 @@ def audit(ctx: click.Context, **options: Any) -> None:
     from .commands.audit import audit as run_audit
 
     c, given = _context(ctx, options)
-    emit(c.settings, run_audit(c, verbose=c.settings.verbose > 0, emit_rules=given.get("emit_rules")))
+    emit(c.settings, run_audit(c, verbose=c.settings.verbose > 0, emit_rules=given.get("emit_rules"),
+                               rules=not given.get("no_rules")))
 
 
 @main.group()

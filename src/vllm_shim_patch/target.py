@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,42 +112,3 @@ def probe(python: str | None, package: str) -> Target:
         vllm_location=Path(vllm["location"]) if vllm else None,
     )
 
-
-_VERSION_ASSIGN = re.compile(r"""^(?:__version__|version)\s*(?::\s*str\s*)?=\s*(?:\w+\s*=\s*)?['"]([^'"]+)['"]""", re.M)
-
-
-def source_version(root: Path) -> str | None:
-    """The vLLM version a source folder or wheel carries, read without importing it: the
-    dist-info's METADATA, else the version setuptools-scm wrote into vllm/_version.py (or an
-    older vllm/version.py). None when it carries none (a bare checkout)."""
-    def metadata(text: str) -> str | None:
-        head = text.split("\n\n", 1)[0]
-        names = re.findall(r"^Name:\s*(\S+)", head, re.M)
-        found = re.findall(r"^Version:\s*(\S+)", head, re.M)
-        return found[0] if found and names and names[0].lower() == "vllm" else None
-
-    try:
-        if root.is_file():
-            with zipfile.ZipFile(root) as zf:
-                names = zf.namelist()
-                for name in names:
-                    if re.fullmatch(r"vllm-[^/]+\.dist-info/METADATA", name):
-                        found = metadata(zf.read(name).decode("utf-8", "replace"))
-                        if found:
-                            return found
-                texts = [zf.read(n).decode("utf-8", "replace") for n in ("vllm/_version.py", "vllm/version.py")
-                         if n in names]
-        else:
-            versions = {v for meta in sorted(root.glob("vllm-*.dist-info/METADATA"))
-                        if (v := metadata(meta.read_text("utf-8", "replace")))}
-            if len(versions) == 1:
-                return versions.pop()
-            texts = [p.read_text("utf-8", "replace") for p in (root / "vllm" / "_version.py", root / "vllm" / "version.py")
-                     if p.is_file()]
-    except (OSError, zipfile.BadZipFile):
-        return None
-    for text in texts:
-        match = _VERSION_ASSIGN.search(text)
-        if match:
-            return match.group(1)
-    return None

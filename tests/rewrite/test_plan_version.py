@@ -14,7 +14,7 @@ from packaging.version import Version
 
 from vllm_shim_patch.errors import TargetError, UsageError
 from vllm_shim_patch.rewrite.plan import resolve_version
-from vllm_shim_patch.target import source_version
+from vllm_shim_patch.versions import source_version
 
 META = b"Metadata-Version: 2.1\nName: vllm\nVersion: 0.16.0\n\nlong description\nVersion: 9\n"
 SCM = b"__all__ = []\nversion: str\n__version__ = version = '0.17.0rc1.dev5+gabc'\n"

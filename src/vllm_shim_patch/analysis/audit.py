@@ -11,7 +11,6 @@ from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any
 
-from ..rewrite.ops import OPERATIONS
 from ..settings import Action, BindStatus
 from .calls import ATTRIBUTE, CALL, IMPORT, METHOD, CallRecord
 from .verify import Binding
@@ -41,9 +40,10 @@ class AuditRow:
 
 def suggest(call: CallRecord, reason: str, version: str) -> str:
     """A rule skeleton for one mismatch, in the bundled pack's own format."""
+    from .draft import operation
+
     short = call.callee.rsplit(".", 1)[1].lower()
-    found = next((hit for op in OPERATIONS.values() if op.suggest and (hit := op.suggest(reason))), None)
-    suffix, op_line = found or ("notice", f'notice: "{reason}"')
+    suffix, op_line = operation(reason) or ("notice", f'notice: "{reason}"')
     rid = f"{short}-{suffix}".replace("_", "-")
     return "\n".join([
         f"- id: {rid}",
@@ -136,10 +136,12 @@ def _bound(sig: Any) -> tuple[Any, str]:
     return None, f"cannot tell whether {sig.qualname} takes self (its first parameter is not named self)"
 
 
-def audit_plan(plan: Plan, uses: dict[str, list[CallRecord]], after_uses: dict[str, list[CallRecord]],
-               checker: Checker) -> list[AuditRow]:
-    """Check every use of vLLM in the original files and, where the plan changes a file, after it."""
-    changed = {r.path: r for r in plan.changed}
+def audit_plan(plan: Plan | None, uses: dict[str, list[CallRecord]], after_uses: dict[str, list[CallRecord]],
+               checker: Checker, version: str = "") -> list[AuditRow]:
+    """Check every use of vLLM in the original files and, where the plan changes a file, after it
+    (no plan: the package as installed only)."""
+    changed = {r.path: r for r in plan.changed} if plan is not None else {}
+    version = str(plan.version) if plan is not None else version
     rows = []
     for path in sorted(uses):
         before_uses = uses[path]
@@ -161,7 +163,7 @@ def audit_plan(plan: Plan, uses: dict[str, list[CallRecord]], after_uses: dict[s
             final = a if a is not None else b
             text = ""
             if final.status is BindStatus.MISMATCH and b.call.is_call:
-                text = suggest(b.call, final.reason, str(plan.version))
+                text = suggest(b.call, final.reason, version)
             moved = checker.moved(b.call) if b.call.kind == IMPORT and b.status is BindStatus.MISMATCH else ()
             rows.append(AuditRow(b, a, rules, text, moved))
     return rows

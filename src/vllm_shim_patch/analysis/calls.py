@@ -111,7 +111,7 @@ def _absolute(stmt: ast.ImportFrom, module: str) -> str:
 class _Scanner:
     def __init__(self, source: str, path: str, prefixes: tuple[str, ...]):
         self.source = source
-        self.lines = source.splitlines(keepends=True)
+        self.blines = source.encode("utf-8").splitlines(keepends=True)
         self.path = path
         self.prefixes = prefixes
         # The package's own modules resolve relative imports; the vLLM ones are all that count.
@@ -125,7 +125,18 @@ class _Scanner:
         return qualname.startswith(self.prefixes) or qualname + "." in self.prefixes
 
     def _code(self, node: ast.AST) -> str:
-        return ast.get_source_segment(self.source, node) or ""
+        # ast.get_source_segment splits the whole source on every call; offsets are UTF-8 bytes.
+        start, end = node.lineno - 1, node.end_lineno  # type: ignore[attr-defined]
+        if end is None:
+            return ""
+        chunk = self.blines[start:end]
+        if not chunk:
+            return ""
+        if len(chunk) == 1:
+            text = chunk[0][node.col_offset:node.end_col_offset]  # type: ignore[attr-defined]
+        else:
+            text = chunk[0][node.col_offset:] + b"".join(chunk[1:-1]) + chunk[-1][:node.end_col_offset]  # type: ignore[attr-defined]
+        return text.decode("utf-8", "replace").replace("\r\n", "\n")
 
     def _record(self, node: ast.AST, kind: str, qualname: str, on_instance: bool = False,
                 call: ast.Call | None = None) -> None:

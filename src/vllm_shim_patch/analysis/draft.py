@@ -18,14 +18,13 @@ import difflib
 import json
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..settings import BindStatus
 from .calls import CALL, IMPORT
 
-if TYPE_CHECKING:
-    from .audit import AuditRow
-
+# Rows are analysis.audit's AuditRow (not imported: audit imports this module for suggestions).
+AuditRow = Any
 PLACEHOLDER = "TODO: an expression"
 _SENTINEL = "__vsp_todo__"  # stands for the placeholder while the engine computes `after`
 _UNEXPECTED = re.compile(r"unexpected keyword argument '(\w+)'")
@@ -85,19 +84,25 @@ def _rule(use: Any, reason: str, sig: Any, row: AuditRow, called: set[tuple[str,
         return None
     if use.kind != CALL:
         return None  # a method call or attribute: a rule's `call` names an imported callable
-    if m := _UNEXPECTED.search(reason):
+    if (m := _UNEXPECTED.search(reason)) and sig is not None:
         old = m.group(1)
-        if sig is not None:
-            free = [p.name for p in sig.params if p.kind in ("positional_or_keyword", "keyword_only")
-                    and p.name not in use.keywords]
-            close = difflib.get_close_matches(old, free, n=2, cutoff=0.75)
-            if len(close) == 1:
-                return short, f"rename-{old}", f"rename: {{{old}: {close[0]}}}"
-        return short, f"drop-{old}", f"drop: [{old}]"
+        free = [p.name for p in sig.params if p.kind in ("positional_or_keyword", "keyword_only")
+                and p.name not in use.keywords]
+        close = difflib.get_close_matches(old, free, n=2, cutoff=0.75)
+        if len(close) == 1:
+            return short, f"rename-{old}", f"rename: {{{old}: {close[0]}}}"
+    found = operation(reason)
+    return (short, *found) if found else None
+
+
+def operation(reason: str) -> tuple[str, str] | None:
+    """(id suffix, YAML operation line) for a binding mismatch `drop` or `add` can fix, else None."""
+    if m := _UNEXPECTED.search(reason):
+        return f"drop-{m.group(1)}", f"drop: [{m.group(1)}]"
     if m := _MISSING.search(reason):
         names = re.findall(r"'(\w+)'", m.group(1))
         body = ", ".join(f"{n}: {json.dumps(PLACEHOLDER)}" for n in names)
-        return short, f"add-{'-'.join(names)}", "add: {" + body + "}"
+        return f"add-{'-'.join(names)}", "add: {" + body + "}"
     return None
 
 

@@ -70,13 +70,14 @@ class Context:
             self.__dict__["target"] = target.result()
         self.check_version()
 
-    def check_version(self) -> None:
-        """Fail on a --vllm-version that contradicts the installed vLLM or --vllm-source before
-        anything is read further or written (make_plan resolves it again, cheaply)."""
-        from ..rewrite.plan import resolve_version
+    def check_version(self) -> Any:
+        """The vLLM version rules are for; fails on a --vllm-version that contradicts the installed
+        vLLM or --vllm-source before anything is read further or written (make_plan resolves it
+        again, cheaply)."""
+        from ..versions import resolve_version
 
-        resolve_version(self.settings.vllm_version, self.target.vllm_version, self.target.python,
-                        self.source_version)
+        return resolve_version(self.settings.vllm_version, self.target.vllm_version, self.target.python,
+                               self.source_version)[0]
 
     @property
     def who(self) -> str:
@@ -161,7 +162,7 @@ class Context:
         """--vllm-source and the version it carries (None without --vllm-source)."""
         from pathlib import Path
 
-        from ..target import source_version
+        from ..versions import source_version
 
         if not self.settings.vllm_source:
             return None

@@ -22,7 +22,8 @@ def line(b: Binding, after: Binding | None = None) -> str:
     return f"{b.call.path}:{b.call.line}: {_KIND_LABEL[b.call.kind]}{b.call.callee}: {final.status}{why}"
 
 
-def render(rows: list[AuditRow], who: str, against: str, verbose: bool) -> tuple[str, dict[str, Any]]:
+def render(rows: list[AuditRow], who: str, against: str, verbose: bool,
+           rules: bool = True) -> tuple[str, dict[str, Any]]:
     counts = {k: sum(r.before.call.kind == k for r in rows) for k in _KIND_NOUN}
     parts = ", ".join(plural(n, _KIND_NOUN[k]) for k, n in counts.items() if n)
     lines = [f"{who} against {against}: {plural(len(rows), 'use')} of vLLM" + (f" ({parts})" if parts else "")]
@@ -31,11 +32,12 @@ def render(rows: list[AuditRow], who: str, against: str, verbose: bool) -> tuple
         if row.fixed:
             lines.append(f"  {line(b)} -> fixed by {', '.join(row.rules) or 'the rules'}")
         elif row.remaining:
+            verdict = " -> no rule fixes this" if rules else ""
             if row.suggestion:
-                lines.append(f"  {line(b, row.after)} -> no rule fixes this; suggested rule:")
+                lines.append(f"  {line(b, row.after)}{verdict}{';' if rules else ' ->'} suggested rule:")
                 lines += ["      " + text for text in row.suggestion.splitlines()]
             else:
-                lines.append(f"  {line(b, row.after)} -> no rule fixes this")
+                lines.append(f"  {line(b, row.after)}{verdict}")
         elif (row.after or b).status == "unknown" or verbose:
             lines.append(f"  {line(b, row.after)}")
     fixed = sum(r.fixed for r in rows)
@@ -45,6 +47,7 @@ def render(rows: list[AuditRow], who: str, against: str, verbose: bool) -> tuple
     lines.append(
         f"{plural(len(rows), 'use')}: {ok} ok, {fixed} fixed by the rules, "
         f"{remaining} still mismatched, {unknown} unknown"
+        if rules else f"{plural(len(rows), 'use')}: {ok} ok, {remaining} mismatched, {unknown} unknown"
     )
     data = {
         "uses": [
