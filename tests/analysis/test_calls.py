@@ -104,3 +104,27 @@ def test_relative_imports_and_other_packages_are_not_vllm() -> None:
 
 def test_a_file_that_does_not_parse_has_no_uses() -> None:
     assert scan_uses(b"import vllm\ndef broken(:\n", "pkg/bad.py") == []
+
+
+def test_a_name_two_imports_bind_differently_is_not_typed_and_feature_tests_are_marked() -> None:
+    src = b'''\
+import sys
+if sys.platform == "linux":
+    from vllm import _custom_ops as ops
+else:
+    from vllm._xpu_ops import xpu_ops as ops
+try:
+    from vllm.new import Thing
+except (ValueError, ImportError):
+    Thing = None
+if vllm_version >= (0, 12):
+    import vllm.x
+ops.reshape_and_cache(1)
+'''
+    got = [(u.line, u.kind, u.callee, u.conditional) for u in scan_uses(src, "pkg/m.py")]
+    assert got == [
+        (3, "import", "vllm._custom_ops", ""),
+        (5, "import", "vllm._xpu_ops.xpu_ops", ""),
+        (7, "import", "vllm.new.Thing", "in the try/except ImportError at line 6"),
+        (11, "import", "vllm.x", "under `if vllm_version >= (0, 12)` at line 10"),
+    ]

@@ -18,6 +18,7 @@ TREE = {
     "vllm/utils/__init__.py": b"def get_hash_fn_by_name(name):\n    pass\n",
     "vllm/_private.py": b"def get_hash_fn_by_name(name):\n    pass\n",
     "vllm/lazy.py": b"def __getattr__(name):\n    raise AttributeError(name)\n",
+    "vllm-9.9.9.dist-info/RECORD": b"vllm/__init__.py,,\nvllm/_C.abi3.so,sha256=x,1\n",
     "vllm/request.py": b"""\
 import enum
 import torch
@@ -83,9 +84,17 @@ def source(tmp_path: Path) -> StaticSignatures:
     ("vllm.request.Model.to", True, (None, "base torch.nn.Module of vllm.request.Model is outside vLLM's source")),
     ("vllm.request.Dynamic.anything", True, (None, "vllm.request.Dynamic defines __getattr__")),
     ("vllm.request.make.execute_model", True, (True, "")),
-    ("vllm.request.make.nothing", True, (False, "instance of vllm.request.Executor has no attribute 'nothing'")),
+    ("vllm.request.make.nothing", True,
+     (False, "instance of vllm.request.Executor has no attribute 'nothing' (nor does any class of this vLLM)")),
+    ("vllm.request.make.field", True, (True, "")),
+    # What a function returns may be a subclass: a name some class defines is not a sure miss.
+    ("vllm.request.make.WAITING", True, (None, "vllm.request.Executor has no attribute 'WAITING', but the object "
+                                               "is only annotated as vllm.request.Executor: a subclass may define "
+                                               "it (vllm.request does)")),
     ("vllm.request.missing", False, (False, "vllm.request has no name 'missing'")),
     ("vllm.nomodule.name", False, (False, "vllm has no name 'nomodule'")),
+    ("vllm._C", False, (True, "")),
+    ("vllm._D", False, (False, "vllm has no name '_D'")),
     ("vllm.lazy.thing", False, (None, "vllm.lazy.thing comes from the module __getattr__ in vllm/lazy.py")),
 ])
 def test_exists(source: StaticSignatures, qualname: str, on_instance: bool, answer: tuple[object, str]) -> None:
@@ -101,6 +110,10 @@ def test_a_moved_name_is_found_in_public_modules_only(tmp_path: Path) -> None:
 PACKAGE = b"""\
 from vllm.request import Executor, RequestStatus, Gone
 from vllm.utils.hashing import get_hash_fn_by_name
+try:
+    from vllm.newer import Thing
+except ImportError:
+    from vllm.request import Base as Thing
 
 
 class Gen:
@@ -114,6 +127,12 @@ class Gen:
         self.ex.sample_tokens(None)
         get_hash_fn_by_name("sha256")
         return RequestStatus.FINISHED_ABORTED
+
+    def declared(self, ex: Executor):
+        ex.WAITING
+        ex.not_anywhere
+        if hasattr(ex, "sample_tokens"):
+            self.ex.sample_tokens(None)
 """
 
 
@@ -132,12 +151,24 @@ def test_the_checker_binds_methods_without_self_and_says_where_a_name_went(sourc
          "vllm.request has no name 'Gone'; no public module of this vLLM defines Gone"),
         (2, "import", "get_hash_fn_by_name", "mismatch",
          "no module vllm.utils.hashing; get_hash_fn_by_name is in vllm.utils now"),
-        (7, "call", "Executor", "ok", ""),
-        (10, "method", "collective_rpc", "ok", ""),
-        (11, "method", "collective_rpc", "mismatch", "too many positional arguments (2 given, 1 accepted)"),
-        (12, "method", "helper", "unknown",
+        (4, "import", "Thing", "unknown",
+         "no module vllm.newer; no public module of this vLLM defines Thing; "
+         "in the try/except ImportError at line 3"),
+        (6, "import", "Base", "ok", ""),
+        (11, "call", "Executor", "ok", ""),
+        (14, "method", "collective_rpc", "ok", ""),
+        (15, "method", "collective_rpc", "mismatch", "too many positional arguments (2 given, 1 accepted)"),
+        (16, "method", "helper", "unknown",
          "cannot tell whether vllm.request.Executor.helper takes self (its first parameter is not named self)"),
-        (13, "method", "sample_tokens", "mismatch", "instance of vllm.request.Executor has no attribute 'sample_tokens'"),
-        (14, "call", "get_hash_fn_by_name", "unknown", "not bound: vllm.utils has no name 'hashing' (see the import)"),
-        (15, "attribute", "FINISHED_ABORTED", "ok", ""),
+        (17, "method", "sample_tokens", "mismatch", "instance of vllm.request.Executor has no attribute 'sample_tokens'"),
+        (18, "call", "get_hash_fn_by_name", "unknown", "not bound: vllm.utils has no name 'hashing' (see the import)"),
+        (19, "attribute", "FINISHED_ABORTED", "ok", ""),
+        (22, "attribute", "WAITING", "unknown",
+         "vllm.request.Executor has no attribute 'WAITING', but the object is only annotated as "
+         "vllm.request.Executor: a subclass may define it (vllm.request does)"),
+        (23, "attribute", "not_anywhere", "mismatch",
+         "instance of vllm.request.Executor has no attribute 'not_anywhere' (nor does any class of this vLLM)"),
+        (25, "method", "sample_tokens", "unknown",
+         "instance of vllm.request.Executor has no attribute 'sample_tokens'; "
+         "under `if hasattr(ex, 'sample_tokens')` at line 24"),
     ]

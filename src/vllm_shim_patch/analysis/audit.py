@@ -78,13 +78,20 @@ class Checker:
         return self._moved[name]
 
     def check(self, use: CallRecord, missing_imports: frozenset[str] = frozenset()) -> Binding:
+        found = self._check(use, missing_imports)
+        if found.status is BindStatus.MISMATCH and use.conditional:
+            # Compatibility code: the other branch is what runs on this vLLM.
+            return Binding(use, BindStatus.UNKNOWN, f"{found.reason}; {use.conditional}")
+        return found
+
+    def _check(self, use: CallRecord, missing_imports: frozenset[str] = frozenset()) -> Binding:
         if use.kind == IMPORT:
             return self._import(use)
         if self.members is None:
             found: bool | None = None
             why = "no vLLM source to read"
         else:
-            found, why = self.members.exists(use.callee, use.on_instance)
+            found, why = self.members.exists(use.callee, use.on_instance, use.declared)
         if found is False:
             if use.kind == CALL and any(use.callee == m or use.callee.startswith(m + ".") for m in missing_imports):
                 return Binding(use, BindStatus.UNKNOWN, f"not bound: {why} (see the import)")
@@ -107,12 +114,12 @@ class Checker:
         if self.members is None:
             return Binding(use, BindStatus.UNKNOWN, "no vLLM source to check imports against")
         if use.code.lstrip().startswith("import "):
-            ok = self.members.module_exists(use.callee)
-            return Binding(use, BindStatus.OK if ok else BindStatus.MISMATCH, "" if ok else f"no module {use.callee}")
+            found, why = self.members.module_answer(use.callee)
+            status = BindStatus.OK if found else BindStatus.MISMATCH if found is False else BindStatus.UNKNOWN
+            return Binding(use, status, why)
         module = use.callee.rpartition(".")[0]
-        if not self.members.module_exists(module):
-            found, why = False, f"no module {module}"
-        else:
+        found, why = self.members.module_answer(module)
+        if found:
             found, why = self.members.exists(use.callee)
         if found is None:
             return Binding(use, BindStatus.UNKNOWN, why)
@@ -162,7 +169,7 @@ def audit_plan(plan: Plan | None, uses: dict[str, list[CallRecord]], after_uses:
             rules = tuple(edited.get(b.call.line, ()))
             final = a if a is not None else b
             text = ""
-            if final.status is BindStatus.MISMATCH and b.call.is_call:
+            if final.status is BindStatus.MISMATCH and b.call.kind == CALL:  # a rule's call: an imported name
                 text = suggest(b.call, final.reason, version)
             moved = checker.moved(b.call) if b.call.kind == IMPORT and b.status is BindStatus.MISMATCH else ()
             rows.append(AuditRow(b, a, rules, text, moved))

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 CALL, METHOD, IMPORT, ATTRIBUTE = "call", "method", "import", "attribute"
+_INSTANCE = ("inst", "decl")
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,11 @@ class CallRecord:
     kind: str = CALL  # CALL | METHOD | IMPORT | ATTRIBUTE
     # METHOD and ATTRIBUTE: the owner is an instance of the class `callee` is under (self bound).
     on_instance: bool = False
+    # ... known only from an annotation: at run time it may be a subclass that has the name.
+    declared: bool = False
+    # Inside a feature test (`try: ... except ImportError`, `if hasattr(...)`, a version check):
+    # what it says, e.g. "in the try/except ImportError at line 12". A miss there is by design.
+    conditional: str = ""
 
     @property
     def is_call(self) -> bool:
@@ -56,7 +62,9 @@ class CallRecord:
 # ---------------------------------------------------------------------------- types in the package
 
 # What an expression evaluates to, as far as the package's source shows: ("ref", qualname) for a
-# vLLM module, class or function named through imports; ("inst", qualname) for an instance of it.
+# vLLM module, class or function named through imports; ("inst", qualname) for what calling it
+# made (an instance of exactly that class, or what that function returns); ("decl", qualname) for
+# an object only annotated as that class (at run time it may be a subclass).
 Val = tuple[str, str]
 
 
@@ -82,8 +90,10 @@ def _unwrap_annotation(node: ast.expr | None) -> ast.expr | None:
 
 
 def _import_names(stmts: Iterable[ast.stmt], module: str, prefixes: tuple[str, ...]) -> dict[str, str]:
-    """local name -> qualified name for the imports among `stmts` (nested blocks included)."""
-    out: dict[str, str] = {}
+    """local name -> qualified name for the imports among `stmts` (nested blocks included); a name
+    two imports bind to different things (`if cuda: from a import ops / else: from b import
+    ops`) depends on the run and is left out."""
+    out = _Bindings()
     for node in stmts:
         for sub in ast.walk(node) if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ():
             if isinstance(sub, ast.Import):
@@ -97,7 +107,21 @@ def _import_names(stmts: Iterable[ast.stmt], module: str, prefixes: tuple[str, .
                 for a in sub.names:
                     if a.name != "*":
                         out[a.asname or a.name] = f"{base}.{a.name}"
-    return out
+    return out.resolved()
+
+
+class _Bindings(dict):  # type: ignore[type-arg]
+    def __init__(self) -> None:
+        super().__init__()
+        self.clashes: set[str] = set()
+
+    def __setitem__(self, key: str, value: str) -> None:
+        if key in self and self[key] != value:
+            self.clashes.add(key)
+        super().__setitem__(key, value)
+
+    def resolved(self) -> dict[str, str]:
+        return {k: v for k, v in self.items() if k not in self.clashes}
 
 
 def _absolute(stmt: ast.ImportFrom, module: str) -> str:
@@ -139,7 +163,7 @@ class _Scanner:
         return text.decode("utf-8", "replace").replace("\r\n", "\n")
 
     def _record(self, node: ast.AST, kind: str, qualname: str, on_instance: bool = False,
-                call: ast.Call | None = None) -> None:
+                call: ast.Call | None = None, declared: bool = False) -> None:
         args = call.args if call is not None else []
         kws = call.keywords if call is not None else []
         self.found.append(CallRecord(
@@ -153,11 +177,21 @@ class _Scanner:
             code=self._code(call if call is not None else node),
             kind=kind,
             on_instance=on_instance,
+            declared=declared,
+            conditional=self._conditional(node.lineno),  # type: ignore[attr-defined]
         ))
+
+    def _conditional(self, line: int) -> str:
+        # Innermost first: the ranges are collected outside in.
+        for start, end, why in reversed(self.guards):
+            if start <= line <= end:
+                return why
+        return ""
 
     # -- the module ----------------------------------------------------------------------
 
     def run(self, tree: ast.Module) -> list[CallRecord]:
+        self.guards = _feature_tests(tree)
         names = _import_names(tree.body, self.module, self.prefixes)
         self._imports(tree)
         self._body(tree.body, names, {}, None)
@@ -202,7 +236,7 @@ class _Scanner:
             ann = _unwrap_annotation(arg.annotation)
             val = self._value_of_name_chain(ann, names) if ann is not None else None
             if val is not None and val[0] == "ref":
-                env[arg.arg] = ("inst", val[1])
+                env[arg.arg] = ("decl", val[1])
         self_name = args[0].arg if cls is not None and args and not _is_static(fn) else None
         # Locals: typed only when every assignment to the name gives the same evident vLLM class.
         assigned: dict[str, set[Val | None]] = {}
@@ -214,7 +248,7 @@ class _Scanner:
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
                 ann = _unwrap_annotation(node.annotation)
                 val = self._value_of_name_chain(ann, names) if ann is not None else None
-                assigned.setdefault(node.target.id, set()).add(("inst", val[1]) if val and val[0] == "ref" else None)
+                assigned.setdefault(node.target.id, set()).add(("decl", val[1]) if val and val[0] == "ref" else None)
                 continue
             elif isinstance(node, (ast.AugAssign, ast.For, ast.AsyncFor, ast.withitem, ast.NamedExpr)):
                 target = node.optional_vars if isinstance(node, ast.withitem) else node.target
@@ -223,7 +257,7 @@ class _Scanner:
                 for name in _stored_names(target):
                     typed = (isinstance(target, ast.Name) and value is not None
                              and self._type(value, names, {}, cls, self_name))
-                    assigned.setdefault(name, set()).add(typed if typed and typed[0] == "inst" else None)
+                    assigned.setdefault(name, set()).add(typed if typed and typed[0] in _INSTANCE else None)
         for name, vals in assigned.items():
             if name in env:
                 continue
@@ -314,8 +348,9 @@ class _Scanner:
             if callee is not None and callee[0] == "ref":
                 self._record(node, CALL, callee[1], call=node)
                 self._inner(func, names, env, cls)
-            elif isinstance(func, ast.Attribute) and (owner := self._type(func.value, names, env, cls)) and owner[0] == "inst":
-                self._record(node, METHOD, f"{owner[1]}.{func.attr}", on_instance=True, call=node)
+            elif isinstance(func, ast.Attribute) and (owner := self._type(func.value, names, env, cls)) and owner[0] in _INSTANCE:
+                self._record(node, METHOD, f"{owner[1]}.{func.attr}", on_instance=True, call=node,
+                             declared=owner[0] == "decl")
                 self._expr(func.value, names, env, cls)
             else:
                 self._expr(func, names, env, cls)
@@ -326,8 +361,9 @@ class _Scanner:
             return
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
             owner = self._type(node.value, names, env, cls)
-            if owner is not None and owner[0] in ("ref", "inst"):
-                self._record(node, ATTRIBUTE, f"{owner[1]}.{node.attr}", on_instance=owner[0] == "inst")
+            if owner is not None and owner[0] in ("ref", *_INSTANCE):
+                self._record(node, ATTRIBUTE, f"{owner[1]}.{node.attr}", on_instance=owner[0] != "ref",
+                             declared=owner[0] == "decl")
                 self._inner(node.value, names, env, cls)
                 return
         if isinstance(node, ast.Lambda):
@@ -347,8 +383,9 @@ class _Scanner:
         (an instance's own attribute reads are uses; a module path's prefixes are not)."""
         if isinstance(node, ast.Attribute):
             owner = self._type(node.value, names, env, cls)
-            if owner is not None and owner[0] == "inst":
-                self._record(node, ATTRIBUTE, f"{owner[1]}.{node.attr}", on_instance=True)
+            if owner is not None and owner[0] in _INSTANCE:
+                self._record(node, ATTRIBUTE, f"{owner[1]}.{node.attr}", on_instance=True,
+                             declared=owner[0] == "decl")
                 return
             if owner is not None and owner[0] == "ref":
                 return
@@ -363,8 +400,8 @@ _KIND_ORDER = {IMPORT: 0, CALL: 1, METHOD: 1, ATTRIBUTE: 2}
 @dataclass
 class _ClassInfo:
     name: str
-    attrs: dict[str, Val]  # self.x -> ("inst", qualname): only when every assignment agrees
-    returns: dict[str, Val]  # method -> ("inst", qualname) from its return annotation
+    attrs: dict[str, Val]  # self.x -> ("inst"/"decl", qualname): only when every assignment agrees
+    returns: dict[str, Val]  # method -> ("decl", qualname) from its return annotation
 
     @classmethod
     def read(cls, node: ast.ClassDef, scanner: _Scanner, names: dict[str, str]) -> _ClassInfo:
@@ -372,12 +409,12 @@ class _ClassInfo:
         seen: dict[str, set[Val | None]] = {}
 
         def note(attr: str, val: Val | None) -> None:
-            seen.setdefault(attr, set()).add(val if val is not None and val[0] == "inst" else None)
+            seen.setdefault(attr, set()).add(val if val is not None and val[0] in _INSTANCE else None)
 
         def annotated(ann: ast.expr | None) -> Val | None:
             target = _unwrap_annotation(ann)
             val = scanner._value_of_name_chain(target, names) if target is not None else None
-            return ("inst", val[1]) if val is not None else None
+            return ("decl", val[1]) if val is not None else None
 
         for stmt in node.body:
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
@@ -418,6 +455,35 @@ class _ClassInfo:
                             note(t.attr, scanner._type(value, fn_names, {}, info, me))
         info.attrs = {k: next(iter(v)) for k, v in seen.items() if len(v) == 1 and None not in v}  # type: ignore[misc]
         return info
+
+
+_TOLERANT = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError", "TypeError", "Exception",
+                       "BaseException"})
+
+
+def _feature_tests(tree: ast.Module) -> list[tuple[int, int, str]]:
+    """Line ranges whose code runs only if a feature test says so: the body, handlers and else of
+    a try that catches ImportError/AttributeError/TypeError/Exception (or anything), and both
+    branches of an if testing hasattr/getattr, a version or TYPE_CHECKING."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            caught = []
+            for h in node.handlers:  # type: ignore[attr-defined]
+                types = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
+                caught += ["everything" if t is None else ast.unparse(t).rpartition(".")[2] for t in types]
+            hit = next((c for c in caught if c == "everything" or c in _TOLERANT), None)
+            if hit is not None:
+                why = f"in the try/except {'' if hit == 'everything' else hit + ' '}at line {node.lineno}"
+                out.append((node.lineno, node.end_lineno or node.lineno, why.replace("  ", " ")))
+        elif isinstance(node, ast.If):
+            words = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+            words |= {n.attr for n in ast.walk(node.test) if isinstance(n, ast.Attribute)}
+            if words & {"hasattr", "getattr", "TYPE_CHECKING"} or any("version" in w.lower() for w in words):
+                out.append((node.lineno, node.end_lineno or node.lineno,
+                            f"under `if {ast.unparse(node.test)}` at line {node.lineno}"))
+    out.sort(key=lambda r: (r[0], -r[1]))
+    return out
 
 
 def _is_static(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -39,17 +39,26 @@ class Members:
 
     # -- modules and names ---------------------------------------------------------------
 
-    def module_exists(self, name: str) -> bool:
+    def module_exists(self, name: str) -> bool | None:
+        """True, False, or None for a module that may be compiled (an extension such as vllm._C)
+        in a source that holds no compiled files (the `.py` files of a wheel)."""
         try:
-            return self.names.module(name) is not None
+            if self.names.module(name) is not None:
+                return True
         except self._Unknown:
             return True  # present but unparsable: not our finding
+        compiled = _compiled(self.names.root, name)
+        return None if compiled is None else compiled
 
-    def exists(self, qualname: str, on_instance: bool = False) -> Answer:
-        """Whether `a.b.C.attr` (an attribute of module/class `a.b.C`) exists."""
+    def exists(self, qualname: str, on_instance: bool = False, declared: bool = False) -> Answer:
+        """Whether `a.b.C.attr` (an attribute of module/class `a.b.C`) exists.
+
+        `declared`: the instance is only annotated as `C` (or returned by a function annotated
+        so): at run time it may be a subclass, so an attribute `C` lacks is missing only when no
+        class of vLLM's source defines a name of that spelling."""
         owner, _, attr = qualname.rpartition(".")
         if not owner:
-            return (True, "") if self.module_exists(qualname) else (False, f"no module {qualname}")
+            return self.module_answer(qualname)
         try:
             obj = self.names.lookup(owner)
         except self._Unknown as exc:
@@ -62,7 +71,8 @@ class Members:
         if isinstance(obj, self._Module):
             return self._module_attr(obj, attr)
         if isinstance(obj, self._Class):
-            return self._class_attr(obj, attr, on_instance)
+            found = self._class_attr(obj, attr, on_instance)
+            return self._subclass_may_define(found, obj, attr) if declared and on_instance else found
         if isinstance(obj, self._Func):
             if not on_instance:
                 return None, f"{owner} is a function"
@@ -76,15 +86,34 @@ class Members:
                 return None, f"the return annotation of {owner}: {exc}"
             if not isinstance(cls, self._Class):
                 return None, f"{owner}() returns {ast.unparse(returns)}, outside vLLM's source"
-            return self._class_attr(cls, attr, True)
+            return self._subclass_may_define(self._class_attr(cls, attr, True), cls, attr)
         return None, f"{owner} resolves to {obj.qualname}, outside vLLM's source"
+
+    def module_answer(self, name: str) -> Answer:
+        found = self.module_exists(name)
+        if found is None:
+            return None, f"no source for module {name}, and this vLLM source holds no compiled modules to look in"
+        return (True, "") if found else (False, f"no module {name}")
+
+    def _subclass_may_define(self, found: Answer, cls: Any, attr: str) -> Answer:
+        if found[0] is not False:
+            return found
+        where = defined_somewhere(self.names.root, attr)
+        if where:
+            return None, (f"{cls.label} has no attribute {attr!r}, but the object is only annotated as "
+                          f"{cls.label}: a subclass may define it ({where} does)")
+        return False, f"{found[1]} (nor does any class of this vLLM)"
 
     def _module_attr(self, mod: Any, attr: str) -> Answer:
         scope = mod.scope
         if attr in scope.bindings or attr in scope.overloads or attr in _MODULE_DUNDERS:
             return True, ""
-        if self.module_exists(f"{mod.name}.{attr}"):
+        sub = self.module_exists(f"{mod.name}.{attr}")
+        if sub:
             return True, ""
+        if sub is None:
+            return None, (f"{mod.name} has no name {attr!r} in its source, and this vLLM source holds no "
+                          f"compiled modules to look in")
         if scope.star_imports or "__getattr__" in scope.bindings:
             try:
                 self.names.lookup(f"{mod.name}.{attr}")
@@ -225,6 +254,50 @@ def relocated(root: Path, name: str, limit: int = 3) -> list[str]:
             found.append(".".join(parts))
     found.sort(key=lambda m: (m.count("."), m))
     return found[:limit]
+
+
+_EXTENSIONS = (".so", ".pyd")
+_COMPILED: dict[str, list[str] | None] = {}
+
+
+def _compiled(root: Path, name: str) -> bool | None:
+    """Whether a compiled module `name` is in the source, or listed in its dist-info RECORD (None:
+    neither holds a compiled file, e.g. a git checkout)."""
+    key = str(root)
+    if key not in _COMPILED:
+        if root.is_file():
+            with zipfile.ZipFile(root) as zf:
+                files = [n for n in zf.namelist() if n.startswith("vllm/") and n.endswith(_EXTENSIONS)]
+        else:
+            files = [p.relative_to(root).as_posix() for ext in _EXTENSIONS for p in (root / "vllm").rglob("*" + ext)]
+            if not files:  # the `.py` files of a wheel: its RECORD still lists the compiled ones
+                for record in root.glob("vllm-*.dist-info/RECORD"):
+                    rows = record.read_text("utf-8", "replace").splitlines()
+                    files += [r.split(",", 1)[0] for r in rows if r.split(",", 1)[0].endswith(_EXTENSIONS)]
+        _COMPILED[key] = files or None
+    files = _COMPILED[key]
+    if files is None:
+        return None
+    rel = name.replace(".", "/")
+    return any(f.startswith(rel + ".") and f.count("/") == rel.count("/") for f in files)
+
+
+_DEFINED: dict[tuple[str, str], str] = {}
+
+
+def defined_somewhere(root: Path, attr: str) -> str:
+    """The first vLLM module that defines or assigns `attr` in any spelling ("" if none)."""
+    key = (str(root), attr)
+    if key not in _DEFINED:
+        name = re.escape(attr.encode())
+        pattern = re.compile(rb"def\s+" + name + rb"\b|\b" + name + rb"\s*(?::|=(?!=))|\." + name + rb"\s*=(?!=)")
+        _DEFINED[key] = ""
+        for rel, read in _sources(root):
+            data = read()
+            if attr.encode() in data and pattern.search(data):
+                _DEFINED[key] = rel[: -len(".py")].replace("/", ".")
+                break
+    return _DEFINED[key]
 
 
 def _sources(root: Path) -> Any:
