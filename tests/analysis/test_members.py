@@ -18,9 +18,11 @@ TREE = {
     "vllm/utils/__init__.py": b"def get_hash_fn_by_name(name):\n    pass\n",
     "vllm/_private.py": b"def get_hash_fn_by_name(name):\n    pass\n",
     "vllm/lazy.py": b"def __getattr__(name):\n    raise AttributeError(name)\n",
+    "vllm/pb.py": b"from google.protobuf.internal import builder\nbuilder.Build(DESCRIPTOR, globals())\n",
     "vllm-9.9.9.dist-info/RECORD": b"vllm/__init__.py,,\nvllm/_C.abi3.so,sha256=x,1\n",
     "vllm/request.py": b"""\
 import enum
+import typing
 import torch
 
 
@@ -59,6 +61,14 @@ class Dynamic(Base):
 
 def make() -> Executor:
     return Executor(1)
+
+
+class SupportsLoRA(typing.Protocol):
+    def lora(self): ...
+
+
+def model() -> SupportsLoRA:
+    pass
 """,
 }
 
@@ -94,6 +104,11 @@ def source(tmp_path: Path) -> StaticSignatures:
     ("vllm.request.missing", False, (False, "vllm.request has no name 'missing'")),
     ("vllm.nomodule.name", False, (False, "vllm has no name 'nomodule'")),
     ("vllm._C", False, (True, "")),
+    ("vllm.pb.Request", False, (None, "vllm/pb.py passes or writes globals(): its names are made at run time")),
+    ("vllm.request.model.lora", True, (True, "")),
+    ("vllm.request.model.named_modules", True,
+     (None, "vllm.request.SupportsLoRA has no attribute 'named_modules', but it is a Protocol: the object is an "
+            "instance of some subclass, which may have it")),
     ("vllm._D", False, (False, "vllm has no name '_D'")),
     ("vllm.lazy.thing", False, (None, "vllm.lazy.thing comes from the module __getattr__ in vllm/lazy.py")),
 ])

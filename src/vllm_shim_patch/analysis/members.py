@@ -98,11 +98,43 @@ class Members:
     def _subclass_may_define(self, found: Answer, cls: Any, attr: str) -> Answer:
         if found[0] is not False:
             return found
+        abstract = self._abstract(cls)
+        if abstract:
+            return None, (f"{cls.label} has no attribute {attr!r}, but it is {abstract}: the object is "
+                          f"an instance of some subclass, which may have it")
         where = defined_somewhere(self.names.root, attr)
         if where:
             return None, (f"{cls.label} has no attribute {attr!r}, but the object is only annotated as "
                           f"{cls.label}: a subclass may define it ({where} does)")
         return False, f"{found[1]} (nor does any class of this vLLM)"
+
+    def _abstract(self, cls: Any) -> str:
+        """Why instances of `cls` are always of a subclass ("" when it looks concrete)."""
+        seen: set[int] = set()
+        stack = [cls]
+        while stack:
+            entry = stack.pop()
+            if id(entry.node) in seen:
+                continue
+            seen.add(id(entry.node))
+            for kw in entry.node.keywords:
+                if kw.arg == "metaclass" and ast.unparse(kw.value).endswith("ABCMeta"):
+                    return "an abstract class"
+            for fn in entry.node.body:
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                        ast.unparse(d).endswith("abstractmethod") for d in fn.decorator_list):
+                    return "an abstract class"
+            for base in entry.node.bases:
+                target = base.value if isinstance(base, ast.Subscript) else base
+                try:
+                    obj = self.names.expr(entry.module, target)
+                except self._Unknown:
+                    continue
+                if isinstance(obj, self._Class):
+                    stack.append(obj)
+                elif isinstance(obj, self._Ext) and obj.qualname.rpartition(".")[2] in ("Protocol", "ABC"):
+                    return "a Protocol" if obj.qualname.endswith("Protocol") else "an abstract class"
+        return ""
 
     def _module_attr(self, mod: Any, attr: str) -> Answer:
         scope = mod.scope
@@ -114,6 +146,9 @@ class Members:
         if sub is None:
             return None, (f"{mod.name} has no name {attr!r} in its source, and this vLLM source holds no "
                           f"compiled modules to look in")
+        dynamic = _dynamic_module(self.names.root, mod.path)
+        if dynamic:
+            return None, f"{mod.path} {dynamic}: its names are made at run time"
         if scope.star_imports or "__getattr__" in scope.bindings:
             try:
                 self.names.lookup(f"{mod.name}.{attr}")
@@ -254,6 +289,23 @@ def relocated(root: Path, name: str, limit: int = 3) -> list[str]:
             found.append(".".join(parts))
     found.sort(key=lambda m: (m.count("."), m))
     return found[:limit]
+
+
+_DYNAMIC_MARKS = ((b"globals()", "passes or writes globals()"), (b"sys.modules[__name__]", "writes itself"),
+                  (b"vars()", "writes vars()"))
+
+
+def _dynamic_module(root: Path, path: str) -> str:
+    """Why a module's names may be made at run time (generated protobuf code fills globals())."""
+    try:
+        if root.is_file():
+            with zipfile.ZipFile(root) as zf:
+                data = zf.read(path)
+        else:
+            data = (root / path).read_bytes()
+    except (OSError, KeyError, IsADirectoryError):
+        return ""
+    return next((why for mark, why in _DYNAMIC_MARKS if mark in data), "")
 
 
 _EXTENSIONS = (".so", ".pyd")
