@@ -463,8 +463,9 @@ _TOLERANT = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError", "
 
 def _feature_tests(tree: ast.Module) -> list[tuple[int, int, str]]:
     """Line ranges whose code runs only if a feature test says so: the body, handlers and else of
-    a try that catches ImportError/AttributeError/TypeError/Exception (or anything), and both
-    branches of an if testing hasattr/getattr, a version or TYPE_CHECKING."""
+    a try that catches ImportError/AttributeError/TypeError/Exception (or anything), a
+    `with contextlib.suppress(ImportError)`, and both branches of an if testing hasattr/getattr, a
+    version or TYPE_CHECKING."""
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
@@ -476,6 +477,14 @@ def _feature_tests(tree: ast.Module) -> list[tuple[int, int, str]]:
             if hit is not None:
                 why = f"in the try/except {'' if hit == 'everything' else hit + ' '}at line {node.lineno}"
                 out.append((node.lineno, node.end_lineno or node.lineno, why.replace("  ", " ")))
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                call = item.context_expr
+                if (isinstance(call, ast.Call) and ast.unparse(call.func).rpartition(".")[2] == "suppress"
+                        and any(ast.unparse(a).rpartition(".")[2] in _TOLERANT for a in call.args)):
+                    out.append((node.lineno, node.end_lineno or node.lineno,
+                                f"under `with {ast.unparse(call)}` at line {node.lineno}"))
+                    break
         elif isinstance(node, ast.If):
             words = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
             words |= {n.attr for n in ast.walk(node.test) if isinstance(n, ast.Attribute)}

@@ -23,6 +23,12 @@ Answer = tuple[bool | None, str]
 
 _MODULE_DUNDERS = frozenset({"__name__", "__file__", "__path__", "__doc__", "__spec__", "__loader__",
                              "__package__", "__dict__", "__all__"})
+# Standard-library bases whose instances have no attributes their class does not show.
+_NO_INSTANCE_ATTRIBUTES = frozenset({
+    "builtins.object", "abc.ABC", "typing.Generic", "typing.Protocol", "typing_extensions.Protocol",
+    "enum.Enum", "enum.IntEnum", "enum.StrEnum", "enum.Flag", "enum.IntFlag", "builtins.str", "builtins.int",
+    "builtins.float", "builtins.bytes", "builtins.tuple", "typing.NamedTuple",
+})
 # Class decorators that add no public attributes (dataclass-like code generators).
 _PLAIN_CLASS_DECORATORS = frozenset({"dataclass", "config", "total_ordering", "final", "runtime_checkable",
                                      "unique", "dataclass_transform"})
@@ -186,6 +192,9 @@ class Members:
                         return True, ""
                     if has is None:
                         undecided = undecided or f"base {obj.qualname} of {entry.label} is outside vLLM's source"
+                    elif on_instance and obj.qualname not in _NO_INSTANCE_ATTRIBUTES:
+                        undecided = undecided or (f"base {obj.qualname} of {entry.label} may set instance "
+                                                  f"attributes in its __init__")
                 else:
                     undecided = undecided or f"base {ast.unparse(base)} of {entry.label} is not a class"
         if undecided:
