@@ -150,7 +150,8 @@ def main() -> None:
             if cap.returncode not in (0, 1):
                 bl.die(f"{name} exited {cap.returncode}: {cap.stderr.strip()[-400:]}")
         print(f"# speculators 0.3.0 ({len(FILES)} vLLM-facing files) against the vLLM {args.vllm} source {src}")
-        print(f"# pyright {PYRIGHT_VERSION} on node {subprocess.run([node, '--version'], capture_output=True, text=True).stdout.strip()}")
+        node_version = subprocess.run([node, '--version'], capture_output=True, text=True, check=False).stdout.strip()
+        print(f"# pyright {PYRIGHT_VERSION} on node {node_version}")
         bl.measure(contenders, args.runs, scratch)
         print(f"\nwhole process, {args.runs} runs each, round-robin:")
         pyright = contenders[2]

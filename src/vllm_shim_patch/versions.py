@@ -12,6 +12,7 @@ from packaging.version import InvalidVersion, Version
 
 from .errors import TargetError, UsageError
 
+
 def parse_version(text: str, what: str) -> Version:
     try:
         return Version(text)
@@ -70,7 +71,7 @@ def resolve_version(requested: str | None, installed: str | None, python: str,
     return parse_version(installed, "installed vLLM version"), None
 
 
-_VERSION_ASSIGN = re.compile(r"""^(?:__version__|version)\s*(?::\s*str\s*)?=\s*(?:\w+\s*=\s*)?['"]([^'"]+)['"]""", re.M)
+_VERSION_ASSIGN = re.compile(r"""^(?:__version__|version)\s*(?::\s*str\s*)?=\s*(?:\w+\s*=\s*)?['"]([^'"]+)['"]""", re.MULTILINE)
 
 
 def source_version(root: Path) -> str | None:
@@ -79,8 +80,8 @@ def source_version(root: Path) -> str | None:
     older vllm/version.py). None when it carries none (a bare checkout)."""
     def metadata(text: str) -> str | None:
         head = text.split("\n\n", 1)[0]
-        names = re.findall(r"^Name:\s*(\S+)", head, re.M)
-        found = re.findall(r"^Version:\s*(\S+)", head, re.M)
+        names = re.findall(r"^Name:\s*(\S+)", head, re.MULTILINE)
+        found = re.findall(r"^Version:\s*(\S+)", head, re.MULTILINE)
         return found[0] if found and names and names[0].lower() == "vllm" else None
 
     try:

@@ -285,7 +285,7 @@ def relocated(root: Path, name: str, limit: int = 3) -> list[str]:
     """Public modules of vLLM (no `_` component) that define `name` at top level, shortest first."""
     pattern = re.compile(
         rb"^(?:(?:async\s+)?def|class)\s+" + re.escape(name.encode()) + rb"\b|^" + re.escape(name.encode())
-        + rb"\s*(?::|=(?!=))", re.M)
+        + rb"\s*(?::|=(?!=))", re.MULTILINE)
     found = []
     for rel, read in _sources(root):
         parts = rel[: -len(".py")].split("/")
