@@ -29,7 +29,7 @@ def _configs(lines: dict[int, int] | None = None, version: str = "0.11.0",
              rules: dict[str, list[str]] | None = None) -> list[tuple[str, int, str, str, str, str, list[str]]]:
     out = []
     for line, cls, mod in CONFIGS_011:
-        mod = mod or ("vllm" if version == "0.12.0" else None)  # 0.12 moved VllmConfig to vllm.config.vllm
+        mod = mod or ("vllm" if version != "0.11.0" else None)  # 0.11.1 moved VllmConfig to vllm.config.vllm
         where = f"vllm.config.{cls}" if mod is None else f"vllm.config.{mod}.{cls}"
         out.append((GENERATOR, (lines or {}).get(line, line), "call", f"vllm.config.{cls}", "unknown",
                     f"class decorator @config on {where} may replace the class", (rules or {}).get(cls, [])))
@@ -171,3 +171,22 @@ def test_emit_rules_writes_nothing_when_no_rule_can_say_it(sandbox: Sandbox, tmp
     assert r.returncode == 0
     assert r.stdout.splitlines()[-1] == f"no mismatch a rule can express: {draft} not written"
     assert not draft.exists()
+
+
+@pytest.mark.parametrize("version", ["0.11.1", "0.11.2"])
+def test_speculators_030_and_040_on_vllm_0111_and_0112(sandbox: Sandbox, version: str) -> None:
+    rows, summary = findings(sandbox, version)
+    assert rows == [
+        (GENERATOR, 148, "call", "vllm.v1.core.sched.scheduler.Scheduler", "ok", "", ["scheduler-add-block-size"]),
+        *_configs(version=version),
+    ]
+    assert (summary["uses"], summary["fixed"], summary["remaining"], summary["exit"]) == (59, 1, 0, 0)
+    sandbox.pip_reinstall(realdata.speculators_wheel("0.4.0"))
+    rows, summary = findings(sandbox, version)
+    assert rows == [
+        # speculators 0.4.0 passes no kv_cache_specs: right from vLLM 0.12.0 on, not before.
+        (GENERATOR, 143, "call", "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups", "mismatch",
+         "missing required argument 'kv_cache_specs'", []),
+        *_configs(LINES_040, version),
+    ]
+    assert (summary["uses"], summary["remaining"], summary["exit"]) == (67, 1, 1)
