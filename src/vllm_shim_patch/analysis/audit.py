@@ -113,7 +113,7 @@ class Checker:
     def _import(self, use: CallRecord) -> Binding:
         if self.members is None:
             return Binding(use, BindStatus.UNKNOWN, "no vLLM source to check imports against")
-        if use.code.lstrip().startswith("import "):
+        if use.code.lstrip().startswith("import ") or use.code.rstrip().endswith("import *"):
             found, why = self.members.module_answer(use.callee)
             status = BindStatus.OK if found else BindStatus.MISMATCH if found is False else BindStatus.UNKNOWN
             return Binding(use, status, why)
