@@ -327,7 +327,9 @@ class _Scanner:
                 return ("ref", f"{owner[1]}.{node.attr}")
             if owner[0] == "self" and cls is not None:
                 return cls.attrs.get(node.attr)
-            return None
+            # An attribute of a vLLM object: its type is what vLLM's class annotates (the checker
+            # reads it); at run time it may be a subclass of that.
+            return ("decl", f"{owner[1]}.{node.attr}") if owner[0] in _INSTANCE else None
         if isinstance(node, ast.Call):
             func = self._type(node.func, names, env, cls, self_name)
             if func is not None and func[0] == "ref":
@@ -362,9 +364,9 @@ class _Scanner:
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
             owner = self._type(node.value, names, env, cls)
             if owner is not None and owner[0] in ("ref", *_INSTANCE):
+                self._inner(node.value, names, env, cls)  # `a.b` before `a.b.c`, as they run
                 self._record(node, ATTRIBUTE, f"{owner[1]}.{node.attr}", on_instance=owner[0] != "ref",
                              declared=owner[0] == "decl")
-                self._inner(node.value, names, env, cls)
                 return
         if isinstance(node, ast.Lambda):
             self._expr(node.body, names, {k: v for k, v in env.items() if k not in _lambda_args(node)}, cls)
@@ -384,6 +386,7 @@ class _Scanner:
         if isinstance(node, ast.Attribute):
             owner = self._type(node.value, names, env, cls)
             if owner is not None and owner[0] in _INSTANCE:
+                self._inner(node.value, names, env, cls)
                 self._record(node, ATTRIBUTE, f"{owner[1]}.{node.attr}", on_instance=True,
                              declared=owner[0] == "decl")
                 return

@@ -68,6 +68,12 @@ class Members:
         try:
             obj = self.names.lookup(owner)
         except self._Unknown as exc:
+            if on_instance:
+                cls, why = self.instance_class(owner)
+                if cls is not None:
+                    return self._subclass_may_define(self._class_attr(cls, attr, True), cls, attr)
+                if why:
+                    return None, why
             found, why = self.exists(owner)
             if found is False:
                 return False, why
@@ -94,6 +100,68 @@ class Members:
                 return None, f"{owner}() returns {ast.unparse(returns)}, outside vLLM's source"
             return self._subclass_may_define(self._class_attr(cls, attr, True), cls, attr)
         return None, f"{owner} resolves to {obj.qualname}, outside vLLM's source"
+
+    def instance_class(self, path: str) -> tuple[Any, str]:
+        """The class of the object `path` names: `a.b.C.f.g` is what field `g` of what field `f`
+        of a `C` is annotated as; `a.b.func.f` starts from `func`'s return annotation. (None, why)
+        when an annotation is missing or names no class of vLLM's source; (None, "") when `path`
+        does not start at a class or function."""
+        parts = path.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            try:
+                obj = self.names.lookup(".".join(parts[:i]))
+            except self._Unknown:
+                continue
+            break
+        else:
+            return None, ""
+        if isinstance(obj, self._Func):
+            obj = self._annotated_class(obj.module, obj.node.returns)
+            if obj is None:
+                return None, f"{'.'.join(parts[:i])}() has no plain vLLM class as its return annotation"
+        if not isinstance(obj, self._Class):
+            return None, ""
+        for field in parts[i:]:
+            owner = obj
+            obj = None
+            for entry in [e for e in self._mro_classes(owner)]:
+                ann = next((st.annotation for st in entry.node.body if isinstance(st, ast.AnnAssign)
+                            and isinstance(st.target, ast.Name) and st.target.id == field), None)
+                if ann is not None:
+                    obj = self._annotated_class(entry.module, ann)
+                    break
+            if obj is None:
+                return None, f"the type of {owner.label}.{field} is not annotated as one vLLM class"
+        return obj, ""
+
+    def _annotated_class(self, module: Any, ann: ast.expr | None) -> Any:
+        target = _plain_annotation(_optional(ann))
+        if target is None:
+            return None
+        try:
+            found = self.names.expr(module, target)
+        except self._Unknown:
+            return None
+        return found if isinstance(found, self._Class) else None
+
+    def _mro_classes(self, cls: Any) -> list[Any]:
+        """`cls` and the bases of it in vLLM's source, depth first (enough to find an annotation)."""
+        out, stack, seen = [], [cls], set()
+        while stack:
+            entry = stack.pop(0)
+            if id(entry.node) in seen:
+                continue
+            seen.add(id(entry.node))
+            out.append(entry)
+            for base in entry.node.bases:
+                target = base.value if isinstance(base, ast.Subscript) else base
+                try:
+                    obj = self.names.expr(entry.module, target)
+                except self._Unknown:
+                    continue
+                if isinstance(obj, self._Class):
+                    stack.append(obj)
+        return out
 
     def module_answer(self, name: str) -> Answer:
         found = self.module_exists(name)
@@ -203,6 +271,21 @@ class Members:
             return True, ""
         what = "instance of " if on_instance else ""
         return False, f"{what}{cls.label} has no attribute {attr!r}"
+
+
+def _optional(node: ast.expr | None) -> ast.expr | None:
+    """`X | None`, `Optional[X]`, `"X | None"` -> X; anything else as it is."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        sides = [x for x in (node.left, node.right) if not (isinstance(x, ast.Constant) and x.value is None)]
+        return sides[0] if len(sides) == 1 else None
+    if isinstance(node, ast.Subscript) and ast.unparse(node.value).rpartition(".")[2] == "Optional":
+        return node.slice
+    return node
 
 
 def _plain_annotation(node: ast.expr | None) -> ast.expr | None:
