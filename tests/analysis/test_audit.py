@@ -43,13 +43,14 @@ def findings(sandbox: Sandbox, version: str) -> tuple[list[tuple[object, ...]], 
     data = json.loads(r.stdout)
     rows = [(u["path"], u["line"], u["kind"], u["callee"], (u["after"] or u)["status"], (u["after"] or u)["reason"],
              u["rules"]) for u in data["uses"] if u["status"] != "ok" or (u["after"] and u["after"]["status"] != "ok")]
+    assert all(u["after"]["status"] == "ok" for u in data["uses"] if u["added"])  # what the rules write binds
     return rows, {**data["summary"], "exit": r.returncode}
 
 
 def test_speculators_030_on_vllm_0110(sandbox: Sandbox) -> None:
     rows, summary = findings(sandbox, "0.11.0")
     assert rows == _configs()
-    assert summary == {"uses": 60, "ok": 53, "fixed": 0, "remaining": 0, "unknown": 7, "call": 20, "method": 10,
+    assert summary == {"uses": 60, "added": 0, "ok": 53, "fixed": 0, "remaining": 0, "unknown": 7, "call": 20, "method": 10,
                        "import": 21, "attribute": 9, "exit": 0}
 
 
@@ -78,7 +79,8 @@ def test_speculators_030_on_vllm_016_and_017(sandbox: Sandbox, version: str) -> 
     if version == "0.17.0":
         expected.append((GENERATOR, 234, "call", "vllm.v1.request.Request", "ok", "", ["request-drop-eos-token-id"]))
     assert rows == expected
-    assert (summary["uses"], summary["fixed"], summary["remaining"], summary["unknown"]) == (60, len(expected), 0, 0)
+    assert (summary["uses"], summary["fixed"], summary["remaining"], summary["unknown"]) == (63, len(expected), 0, 0)
+    assert summary["added"] == 3  # cache_config.block_size (twice: a.b, a.b.c) and sample_tokens
 
 
 def test_speculators_040_on_vllm_0110_finds_what_is_gone(sandbox: Sandbox) -> None:
@@ -97,7 +99,7 @@ def test_speculators_040_on_vllm_0110_finds_what_is_gone(sandbox: Sandbox) -> No
         (GENERATOR, 315, "method", "vllm.v1.executor.multiproc_executor.MultiprocExecutor.sample_tokens", "mismatch",
          "instance of vllm.v1.executor.multiproc_executor.MultiprocExecutor has no attribute 'sample_tokens'", []),
     ]
-    assert summary == {"uses": 70, "ok": 58, "fixed": 0, "remaining": 4, "unknown": 8, "call": 22, "method": 12,
+    assert summary == {"uses": 70, "added": 0, "ok": 58, "fixed": 0, "remaining": 4, "unknown": 8, "call": 22, "method": 12,
                        "import": 23, "attribute": 13, "exit": 1}
 
 
@@ -180,7 +182,7 @@ def test_speculators_030_and_040_on_vllm_0111_and_0112(sandbox: Sandbox, version
         (GENERATOR, 148, "call", "vllm.v1.core.sched.scheduler.Scheduler", "ok", "", ["scheduler-add-block-size"]),
         *_configs(version=version),
     ]
-    assert (summary["uses"], summary["fixed"], summary["remaining"], summary["exit"]) == (60, 1, 0, 0)
+    assert (summary["uses"], summary["fixed"], summary["remaining"], summary["exit"]) == (63, 1, 0, 0)
     sandbox.pip_reinstall(realdata.speculators_wheel("0.4.0"))
     rows, summary = findings(sandbox, version)
     assert rows == [

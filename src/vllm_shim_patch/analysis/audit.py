@@ -27,6 +27,7 @@ class AuditRow:
     rules: tuple[str, ...]
     suggestion: str  # a YAML rule for a mismatch no rule fixes
     moved_to: tuple[str, ...] = ()  # a missing import: public modules that define the name now
+    added: bool = False  # a use the rules add (before is after: its line is in the patched file)
 
     @property
     def fixed(self) -> bool:
@@ -161,10 +162,14 @@ def audit_plan(plan: Plan | None, uses: dict[str, list[CallRecord]], after_uses:
                 edited.setdefault(site.line, []).append(site.rule_id)
         before = _check_file(before_uses, checker)
         after: list[Binding | None] = [None] * len(before)
+        added: list[Binding] = []
         if result is not None:
             checked_after = _check_file(after_uses.get(path, []), checker)
-            for i, j in _pair(before_uses, after_uses.get(path, [])):
+            pairs = _pair(before_uses, after_uses.get(path, []))
+            for i, j in pairs:
                 after[i] = checked_after[j]
+            paired = {j for _, j in pairs}
+            added = [b for j, b in enumerate(checked_after) if j not in paired]
         for b, a in zip(before, after):
             rules = tuple(edited.get(b.call.line, ()))
             final = a if a is not None else b
@@ -173,6 +178,8 @@ def audit_plan(plan: Plan | None, uses: dict[str, list[CallRecord]], after_uses:
                 text = suggest(b.call, final.reason, version)
             moved = checker.moved(b.call) if b.call.kind == IMPORT and b.status is BindStatus.MISMATCH else ()
             rows.append(AuditRow(b, a, rules, text, moved))
+        # What the rules write is checked too: an added call must bind like any other.
+        rows += [AuditRow(b, b, (), "", (), added=True) for b in added]
     return rows
 
 

@@ -24,11 +24,19 @@ def line(b: Binding, after: Binding | None = None) -> str:
 
 def render(rows: list[AuditRow], who: str, against: str, verbose: bool,
            rules: bool = True) -> tuple[str, dict[str, Any]]:
-    counts = {k: sum(r.before.call.kind == k for r in rows) for k in _KIND_NOUN}
+    counts = {k: sum(r.before.call.kind == k and not r.added for r in rows) for k in _KIND_NOUN}
     parts = ", ".join(plural(n, _KIND_NOUN[k]) for k, n in counts.items() if n)
-    lines = [f"{who} against {against}: {plural(len(rows), 'use')} of vLLM" + (f" ({parts})" if parts else "")]
+    added = sum(r.added for r in rows)
+    more = f", and {added} the rules add" if added else ""
+    lines = [f"{who} against {against}: {plural(len(rows) - added, 'use')} of vLLM"
+             + (f" ({parts})" if parts else "") + more]
     for row in rows:
         b = row.before
+        if row.added:
+            if b.status != "ok" or verbose:
+                tail = " -> the rules write this; fix the rule" if row.remaining else ""
+                lines.append(f"  {line(b)} (added by the rules; line of the patched file){tail}")
+            continue
         if row.fixed:
             lines.append(f"  {line(b)} -> fixed by {', '.join(row.rules) or 'the rules'}")
         elif row.remaining:
@@ -55,10 +63,11 @@ def render(rows: list[AuditRow], who: str, against: str, verbose: bool,
              "end_line": r.before.call.line + r.before.call.code.count("\n"),
              "after": r.after.as_dict() if r.after else None, "rules": list(r.rules),
              "fixed": r.fixed, "remaining": r.remaining, "suggestion": r.suggestion or None,
-             "moved_to": list(r.moved_to)}
+             "moved_to": list(r.moved_to), "added": r.added}
             for r in rows
         ],
-        "summary": {"uses": len(rows), "ok": ok, "fixed": fixed, "remaining": remaining, "unknown": unknown,
+        "summary": {"uses": len(rows), "added": added, "ok": ok, "fixed": fixed, "remaining": remaining,
+                    "unknown": unknown,
                     **{k: n for k, n in counts.items()}},
     }
     return "\n".join(lines), data
