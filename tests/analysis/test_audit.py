@@ -192,3 +192,12 @@ def test_speculators_030_and_040_on_vllm_0111_and_0112(sandbox: Sandbox, version
         *_configs(LINES_040, version),
     ]
     assert (summary["uses"], summary["remaining"], summary["exit"]) == (70, 1, 1)
+
+
+def test_emit_rules_to_a_folder_that_does_not_exist_is_one_line(sandbox: Sandbox, tmp_path: Path) -> None:
+    sandbox.pip_reinstall(realdata.speculators_wheel("0.4.0"))
+    dest = tmp_path / "missing" / "draft.yaml"
+    r = sandbox.run("--vllm-source", str(realdata.vllm_source("0.11.0")), "audit", "--emit-rules", str(dest))
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == f"patch-speculators: error: --emit-rules {dest}: cannot write: No such file or directory\n"
+    assert not dest.parent.exists()

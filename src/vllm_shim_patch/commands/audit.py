@@ -52,6 +52,7 @@ def _emit(ctx: Context, rows: list[Any], signatures: dict[str, Any], version: st
     from pathlib import Path
 
     from ..analysis.draft import drafts, render
+    from ..errors import UsageError
     from ..fsutil import atomic_write
 
     items, left = drafts(rows, signatures, version, {r.id for r in ctx.pack.rules} if "pack" in ctx.__dict__ else set())
@@ -59,7 +60,10 @@ def _emit(ctx: Context, rows: list[Any], signatures: dict[str, Any], version: st
         return (f"no mismatch a rule can express: {dest} not written",
                 {"path": None, "rules": 0, "not_expressible": left})
     path = Path(dest).expanduser()
-    atomic_write(path, render(items, left, version, ctx.who, ctx.target.package).encode("utf-8"))
+    try:
+        atomic_write(path, render(items, left, version, ctx.who, ctx.target.package).encode("utf-8"))
+    except OSError as exc:
+        raise UsageError(f"--emit-rules {dest}: cannot write: {exc.strerror or exc}") from None
     placeholders = sum('"TODO: an expression"' in d.op for d in items)
     todo = f"; fill {placeholders} placeholder{'s' if placeholders != 1 else ''} before use" if placeholders else ""
     return (f"draft rules for {len(items)} mismatch{'es' if len(items) != 1 else ''} written to {path}{todo}",
