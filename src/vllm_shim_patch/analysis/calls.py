@@ -277,25 +277,18 @@ class _Scanner:
         self._body(fn.body, names, env, cls)
 
     def _stmt(self, stmt: ast.stmt, names: dict[str, str], env: dict[str, Val], cls: _ClassInfo | None) -> None:
-        for node in ast.iter_child_nodes(stmt):
-            if isinstance(node, ast.stmt):
-                self._body([node], names, env, cls)
-            elif isinstance(node, list):  # pragma: no cover - iter_child_nodes flattens lists
-                continue
-            elif isinstance(node, ast.expr):
-                self._expr(node, names, env, cls)
+        self._children(stmt, names, env, cls)
+
+    def _children(self, node: ast.AST, names: dict[str, str], env: dict[str, Val], cls: _ClassInfo | None) -> None:
+        """Statements and expressions under `node`, through the nodes that are neither (except
+        handlers, with-items, match cases and patterns, comprehensions)."""
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                self._body([child], names, env, cls)
+            elif isinstance(child, ast.expr):
+                self._expr(child, names, env, cls)
             else:
-                for sub in ast.iter_child_nodes(node):  # handlers, withitems, match cases, ...
-                    if isinstance(sub, ast.stmt):
-                        self._body([sub], names, env, cls)
-                    elif isinstance(sub, ast.expr):
-                        self._expr(sub, names, env, cls)
-                    else:
-                        for deeper in ast.iter_child_nodes(sub):
-                            if isinstance(deeper, ast.stmt):
-                                self._body([deeper], names, env, cls)
-                            elif isinstance(deeper, ast.expr):
-                                self._expr(deeper, names, env, cls)
+                self._children(child, names, env, cls)
 
     # -- expressions -----------------------------------------------------------------------
 
