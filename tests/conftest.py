@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pty
 import shutil
 import subprocess
 import sys
@@ -131,3 +132,65 @@ def sandbox(tmp_path: Path, sandbox_template: Path) -> Sandbox:
     shutil.copytree(sandbox_template, root, symlinks=True)
     site = next(root.glob("lib/python3*/site-packages"))
     return Sandbox(root, root / "bin" / "python", site, tmp_path / "state")
+
+
+# The real vLLM 0.16.0 venv, built once and cached outside the repo by tests/e2e/build_env.py
+# (keyed by the committed constraints file); tests never modify it.
+E2E = Path(__file__).parent / "e2e"
+
+
+@pytest.fixture(scope="session")
+def vllm_venv_python() -> Path:
+    proc = subprocess.run([sys.executable, str(E2E / "build_env.py"), "--print-path"],
+                          capture_output=True, text=True, timeout=3600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def vllm_site(vllm_venv_python: Path) -> Path:
+    out = subprocess.run([str(vllm_venv_python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    return Path(out)
+
+
+def real_sandbox(root: Path, vllm_venv_python: Path, vllm_site: Path, wheel: Path) -> Sandbox:
+    """A small venv holding its own speculators (--no-deps) that sees the cached vLLM."""
+    subprocess.run([str(vllm_venv_python), "-m", "venv", "--without-pip", str(root / "venv")], check=True)
+    python = root / "venv" / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
+                    str(wheel)], check=True, capture_output=True)
+    # After our own site-packages: this venv's speculators wins, the cached vLLM is found.
+    (site / "zz-vllm-0.16.0.pth").write_text(f"{vllm_site}\n")
+    return Sandbox(root / "venv", python, site, root / "state")
+
+
+@pytest.fixture
+def real(tmp_path: Path, vllm_venv_python: Path, vllm_site: Path, speculators_wheel: Path) -> Sandbox:
+    return real_sandbox(tmp_path, vllm_venv_python, vllm_site, speculators_wheel)
+
+
+def run_on_tty(sb: Sandbox, answers: str, *args: str, timeout: float = 120) -> tuple[int, str]:
+    """Run the CLI on a real terminal (a pty) and type `answers`; (exit code, the screen)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vllm_shim_patch", "--python", str(sb.python), "--state-dir", str(sb.state),
+         *sb.extra, *args],
+        stdin=slave, stdout=slave, stderr=slave, close_fds=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("VSP_TEST_")},
+    )
+    os.close(slave)
+    os.write(master, answers.encode())
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    return proc.wait(timeout=timeout), out.decode(errors="replace").replace("\r\n", "\n")

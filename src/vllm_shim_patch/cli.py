@@ -72,7 +72,9 @@ _APPLY = [
     _VLLM_VERSION,
     click.option("--dry-run", is_flag=True, default=None, help="print the diff apply would write; change nothing"),
     click.option("--check", is_flag=True, default=None, help="exit 1 if the package is not patched for this vLLM"),
-    click.option("--no-verify", is_flag=True, default=None, help="skip verification after writing"),
+    click.option("--no-verify", is_flag=True, default=None, help="skip verification (and the rehearsal) after writing"),
+    click.option("--no-rehearse", is_flag=True, default=None,
+                 help="skip the rehearsal of speculators' generator after verification"),
     _NO_GUARD,
     click.option("--accept-modified", is_flag=True, default=None,
                  help="baseline files that differ from RECORD (already hand-edited)"),
@@ -160,7 +162,7 @@ def apply(ctx: click.Context, **options: Any) -> None:
         fail("--interactive needs a terminal on standard input")
     from .commands.apply import apply as run_apply
 
-    emit(c.settings, run_apply(c, verify=not given.get("no_verify"),
+    emit(c.settings, run_apply(c, verify=not given.get("no_verify"), rehearse=not given.get("no_rehearse"),
                                accept_modified=bool(given.get("accept_modified")),
                                wait=bool(given.get("wait")),
                                review=_review if given.get("interactive") else None))
@@ -261,11 +263,24 @@ def rollback(ctx: click.Context, **options: Any) -> None:
 @common_options
 @click.pass_context
 def verify(ctx: click.Context, **options: Any) -> None:
-    """Import changed modules, bind rewritten calls."""
+    """Import changed modules, bind their calls into vLLM."""
     from .commands.verify import verify as run_verify
 
     c, given = _context(ctx, options)
     emit(c.settings, run_verify(c, all_calls=bool(given.get("all_calls"))))
+
+
+@main.command()
+@click.option("--timeout", metavar="SECONDS", type=click.FloatRange(min=1), default=None,
+              help="give up after this long (default: 300)")
+@common_options
+@click.pass_context
+def rehearse(ctx: click.Context, **options: Any) -> None:
+    """Run speculators' generator on CPU against the installed vLLM (exit 0 pass, 1 failure, 2 cannot run)."""
+    from .commands.rehearse import rehearse as run_rehearse
+
+    c, given = _context(ctx, options)
+    emit(c.settings, run_rehearse(c, timeout=given.get("timeout")))
 
 
 @main.command()

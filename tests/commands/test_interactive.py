@@ -2,35 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import pty
-import subprocess
-import sys
-
-from conftest import GENERATOR, Sandbox
-
-
-def run_on_tty(sb: Sandbox, answers: str, *args: str) -> tuple[int, str]:
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vllm_shim_patch", "--python", str(sb.python), "--state-dir", str(sb.state),
-         *sb.extra, *args],
-        stdin=slave, stdout=slave, stderr=slave, close_fds=True,
-        env={k: v for k, v in os.environ.items() if not k.startswith("VSP_TEST_")},
-    )
-    os.close(slave)
-    os.write(master, answers.encode())
-    out = b""
-    while True:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(master)
-    return proc.wait(timeout=120), out.decode(errors="replace").replace("\r\n", "\n")
+from conftest import GENERATOR, Sandbox, run_on_tty
 
 
 def test_decline_one_hunk_accept_the_next(sandbox: Sandbox) -> None:
@@ -58,3 +30,26 @@ def test_interactive_needs_a_terminal(sandbox: Sandbox) -> None:
     r = sandbox.run("--vllm-version", "0.16", "-i")
     assert r.returncode == 2
     assert r.stderr.strip() == "patch-speculators: error: --interactive needs a terminal on standard input"
+
+
+def test_declining_a_needed_hunk_fails_verification_and_restores(sandbox: Sandbox) -> None:
+    # Hunk 3 adds block_size to Scheduler(...): declined, the call is left as installed, and vLLM
+    # 0.16.0 (its real source, static signatures) requires block_size. The other six are accepted;
+    # the call's line is the one in the file verified (hunk 2 removed a line above it).
+    import realdata
+
+    sandbox.extra = ("--vllm-source", str(realdata.vllm_source("0.16.0")))
+    before = sandbox.snapshot()
+    code, screen = run_on_tty(sandbox, "y\ny\nn\n" + "y\n" * 4, "--vllm-version", "0.16", "-i")
+    assert code == 1, screen
+    assert "scheduler-add-block-size" in screen.split("(3/7) apply this hunk?")[0].rsplit("(2/7)", 1)[1]
+    assert screen.strip().splitlines()[-1] == (
+        "verification failed: 1 call does not bind: "
+        f"{GENERATOR}:147: vllm.v1.core.sched.scheduler.Scheduler: mismatch "
+        "(missing required argument 'block_size'); scheduler-add-block-size was declined in review; "
+        "restored 2 files, nothing recorded"
+    )
+    assert f"{GENERATOR}:147: vllm.v1.core.sched.scheduler.Scheduler: mismatch (missing required argument " \
+           "'block_size'); scheduler-add-block-size was declined in review" in screen.splitlines()
+    assert sandbox.snapshot() == before
+    assert "patched" not in sandbox.run("status").stdout

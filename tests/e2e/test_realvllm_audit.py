@@ -7,12 +7,11 @@ import json
 
 import pytest
 from conftest import GENERATOR, Sandbox
-from test_realvllm import real, vllm_site, vllm_venv_python  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.realvllm, pytest.mark.slow]
 
 
-def test_live_audit_finds_what_the_static_one_does(real: Sandbox) -> None:  # noqa: F811
+def test_live_audit_finds_what_the_static_one_does(real: Sandbox) -> None:
     r = real.run("audit", "--json", timeout=900)
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
@@ -32,7 +31,7 @@ def test_live_audit_finds_what_the_static_one_does(real: Sandbox) -> None:  # no
                                "method": 10, "import": 21, "attribute": 9}
 
 
-def test_a_version_the_install_contradicts_is_an_error(real: Sandbox) -> None:  # noqa: F811
+def test_a_version_the_install_contradicts_is_an_error(real: Sandbox) -> None:
     before = real.snapshot()
     r = real.run("--vllm-version", "0.17", "--check")
     assert (r.returncode, r.stdout) == (2, "")

@@ -13,7 +13,7 @@ OK, MISMATCH, UNKNOWN = BindStatus.OK, BindStatus.MISMATCH, BindStatus.UNKNOWN
 
 
 def use(line: int, kind: str, callee: str) -> CallRecord:
-    return CallRecord("pkg/m.py", line, callee, 0, (), False, False, "x", kind, kind != "call")
+    return CallRecord("pkg/m.py", line, callee, 0, (), False, False, "x", kind=kind, on_instance=kind != "call")
 
 
 ROWS = [

@@ -13,13 +13,8 @@ import time
 import traceback
 
 
-def main():
-    request = json.loads(sys.stdin.read())
-    # Whatever the imported modules print (vLLM's logger, a CLI's help) must not corrupt our JSON:
-    # keep the real stdout for the answer and point fd 1 and sys.stdout at stderr meanwhile.
-    answer = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
+def check(request):
+    """Import each of request["modules"]; one result per module."""
     own = request["own"]
     results = []
     for name in request["modules"]:
@@ -41,8 +36,19 @@ def main():
                             "traceback": traceback.format_exc(limit=-8)})
         else:
             results.append({"module": name, "status": "ok", "seconds": time.perf_counter() - start})
-    answer.write(json.dumps(results))
+    return results
+
+
+def main():
+    request = json.loads(sys.stdin.read())
+    # Whatever the imported modules print (vLLM's logger, a CLI's help) must not corrupt our JSON:
+    # keep the real stdout for the answer and point fd 1 and sys.stdout at stderr meanwhile.
+    answer = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    answer.write(json.dumps(check(request)))
     answer.flush()
 
 
-main()
+if __name__ == "__main__":
+    main()

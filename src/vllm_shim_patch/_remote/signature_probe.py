@@ -98,12 +98,9 @@ def _probe(qualname):
     return {"params": params}
 
 
-def main():
-    # Whatever importing vLLM prints (its logger writes to stdout) must not corrupt the answer.
-    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    names = [n for n in json.load(sys.stdin) if isinstance(n, str) and n]
+def probe_all(names):
+    """{"fatal": ..., "results": {name: ...}} for the qualified names in `names`."""
+    names = [n for n in names if isinstance(n, str) and n]
     answer = {"fatal": None, "results": {}}
     for top in dict.fromkeys(n.split(".")[0] for n in names):
         try:
@@ -117,7 +114,15 @@ def main():
                 answer["results"][name] = _probe(name)
             except (Exception, SystemExit) as exc:  # noqa: BLE001 - keep the other answers
                 answer["results"][name] = {"error": f"{type(exc).__name__}: {exc}"}
-    json.dump(answer, out)
+    return answer
+
+
+def main():
+    # Whatever importing vLLM prints (its logger writes to stdout) must not corrupt the answer.
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    json.dump(probe_all(json.load(sys.stdin)), out)
     out.flush()
 
 

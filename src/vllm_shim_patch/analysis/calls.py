@@ -35,7 +35,8 @@ class CallRecord:
     keywords: tuple[str, ...]
     star_args: bool
     star_kwargs: bool
-    code: str  # the use's own source text, to tell rewritten calls from untouched ones
+    code: str  # the use's own source text
+    end_line: int = 0  # the use's last line (0: unknown), to find the calls inside a site's lines
     kind: str = CALL  # CALL | METHOD | IMPORT | ATTRIBUTE
     # METHOD and ATTRIBUTE: the owner is an instance of the class `callee` is under (self bound).
     on_instance: bool = False
@@ -175,6 +176,7 @@ class _Scanner:
             star_args=any(isinstance(a, ast.Starred) for a in args),
             star_kwargs=any(k.arg is None for k in kws),
             code=self._code(call if call is not None else node),
+            end_line=(call if call is not None else node).end_lineno or node.lineno,  # type: ignore[attr-defined]
             kind=kind,
             on_instance=on_instance,
             declared=declared,
@@ -542,20 +544,3 @@ def scan(source: bytes, path: str, prefixes: Iterable[str] = ("vllm.",)) -> list
     """Every call in `source` whose callee resolves through imports to a name under `prefixes`."""
     return [r for r in scan_uses(source, path, prefixes) if r.kind == CALL]
 
-
-def rewritten(before: bytes, after: bytes, path: str) -> list[CallRecord]:
-    """The calls into vLLM of `after` that bind differently from the same call in `before`.
-
-    Rewrites never add or remove calls, so the n-th call before is the n-th call after; if the
-    counts differ anyway (a codemod did), every call of `after` counts as rewritten. What binding
-    sees is the callee and the shape of the arguments, so an outer call whose text changed only
-    because a call nested in it was rewritten is not counted.
-    """
-    old, new = scan(before, path), scan(after, path)
-    if len(old) != len(new):
-        return new
-    return [b for a, b in zip(old, new) if _shape(a) != _shape(b)]
-
-
-def _shape(call: CallRecord) -> tuple[object, ...]:
-    return (call.callee, call.n_positional, call.keywords, call.star_args, call.star_kwargs)

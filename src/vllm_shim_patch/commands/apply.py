@@ -34,8 +34,8 @@ def pending_writes(ctx: Context, desired: dict[str, bytes]) -> dict[str, bytes]:
     return {p: data for p, data in desired.items() if hash_file(root / p) != record_hash(data)}
 
 
-def apply(ctx: Context, *, verify: bool = True, accept_modified: bool = False, wait: bool = False,
-          review: Review | None = None) -> Outcome:
+def apply(ctx: Context, *, verify: bool = True, rehearse: bool = True, accept_modified: bool = False,
+          wait: bool = False, review: Review | None = None) -> Outcome:
     """Plan from the original bytes, write atomically, verify, then commit; restore on failure."""
     from ..overlay.baseline import prepare
     from ..overlay.recovery import recover
@@ -66,7 +66,7 @@ def apply(ctx: Context, *, verify: bool = True, accept_modified: bool = False, w
         _write(ctx, writes, head)
         verdict = "skipped (--no-verify)"
         if verify:
-            failed, verdict = _verify(ctx, plan, writes, head, base)
+            failed, verdict = _verify(ctx, plan, writes, head, base, rehearse)
             if failed is not None:
                 return failed
         _commit(ctx, plan, writes, verdict)
@@ -133,29 +133,49 @@ def _write(ctx: Context, writes: dict[str, bytes], head: str) -> None:
 
 
 def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
-            base: dict[str, Any]) -> tuple[Outcome | None, str]:
+            base: dict[str, Any], rehearse: bool) -> tuple[Outcome | None, str]:
     """(a failure outcome after restoring, or None; the verdict for the commit)."""
+    from ..analysis.rehearse import interpret, refusal, request
     from ..analysis.verify import verify_plan
+    from ..report.rehearse import headline, lines
 
     ov = ctx.overlay
+    refused = refusal(ctx.target)
+    why_not = ("--no-rehearse" if not rehearse else refused[0] if refused else None)
     try:
-        result = verify_plan(ctx.target, plan, ctx.bindings)
+        result = verify_plan(ctx.target, plan, ctx.bindings, live=ctx.live,
+                             rehearse=request(verbose=ctx.settings.verbose > 0) if why_not is None else None)
+        rehearsal = None
+        if result.ok and result.rehearsal is not None:
+            rehearsal = interpret(result.rehearsal, None)
+            if rehearsal.failed:
+                # Which loaded rule matches the failing site, on the files as now written.
+                declined = frozenset(s.rule_id for s in plan.sites if s.action is Action.DECLINED)
+                rehearsal = interpret(result.rehearsal, ctx.plan({**ctx.originals(), **writes}), declined)
     except BaseException:
         # Verification could not run (or was interrupted): leave nothing half-done behind.
         ov.restore(head, sorted(writes))
         ov.clear_journal()
         raise
-    for line in result.lines:
+    # Every binding with -v; otherwise the imports and the calls that do not bind (the summary counts the rest).
+    for line in result.lines if ctx.settings.verbose else result.notable:
         ctx.log(line)
-    if not result.ok:
+    if rehearsal is not None:
+        for line in [headline(rehearsal), *lines(rehearsal, verbose=ctx.settings.verbose > 0)]:
+            ctx.log(line)
+    if not result.ok or (rehearsal is not None and rehearsal.failed):
         restored, _ = ov.restore(head, sorted(writes))
         ov.clear_journal()
+        reason = result.reason if not result.ok else headline(rehearsal)  # type: ignore[arg-type]
+        data = {**result.data, **({"rehearsal": rehearsal.as_dict()} if rehearsal else {})}
         return Outcome(
-            f"verification failed: {result.reason}; restored {plural(len(restored), 'file')}, nothing recorded",
-            {**base, "changed": False, "verify": result.data}, 1,
+            f"verification failed: {reason}; restored {plural(len(restored), 'file')}, nothing recorded",
+            {**base, "changed": False, "verify": data}, 1,
         ), ""
     checkpoint("apply:verified")
-    return None, result.summary
+    if rehearsal is None:
+        return None, f"{result.summary}; rehearsal not run ({why_not})"
+    return None, f"{result.summary}; {headline(rehearsal)}"
 
 
 def _commit(ctx: Context, plan: Plan, writes: dict[str, bytes], verdict: str) -> None:

@@ -136,15 +136,23 @@ class Context:
 
         return guard_source(self.target, self.settings.vllm_source)
 
-    def bindings(self, callees: set[str]) -> tuple[dict[str, Any], SignatureKind | None, str]:
-        """Signatures to bind calls against (live unless --static or --vllm-source)."""
+    @property
+    def live(self) -> bool:
+        """Whether calls bind against the live vLLM (unless --static or --vllm-source)."""
+        from ..signatures.select import wants_live
+
+        return wants_live(self.target, vllm_source=self.settings.vllm_source, static=self.settings.static)
+
+    def bindings(self, callees: set[str], probe: dict[str, Any] | None = None
+                 ) -> tuple[dict[str, Any], SignatureKind | None, str]:
+        """Signatures to bind calls against (`probe`: the live answer, already asked)."""
         from ..signatures.select import binding_signatures
 
         if self.settings.vllm_source or (self.settings.static and self.target.vllm_location is not None):
             # The source the guards already read: one parse of each vLLM module per run.
             return self.static_source.get_many(sorted(callees)), SignatureKind.STATIC, ""
         return binding_signatures(self.target, callees, vllm_source=self.settings.vllm_source,
-                                  static=self.settings.static)
+                                  static=self.settings.static, probe=probe)
 
     def plan(self, files: dict[str, bytes] | None = None,
              declined: frozenset[tuple[str, int, str]] = frozenset()) -> Plan:

@@ -60,7 +60,7 @@ def render(rows: list[AuditRow], who: str, against: str, verbose: bool,
     data = {
         "uses": [
             {**r.before.as_dict(), "kind": r.before.call.kind,
-             "end_line": r.before.call.line + r.before.call.code.count("\n"),
+             "end_line": r.before.call.end_line or r.before.call.line,
              "after": r.after.as_dict() if r.after else None, "rules": list(r.rules),
              "fixed": r.fixed, "remaining": r.remaining, "suggestion": r.suggestion or None,
              "moved_to": list(r.moved_to), "added": r.added}

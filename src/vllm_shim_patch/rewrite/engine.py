@@ -64,6 +64,9 @@ class Engine:
     signatures: Mapping[str, Any] | None = None  # qualname → Signature | None
     declined: frozenset[tuple[str, int, str]] = frozenset()  # (path, line, rule id) a reviewer said no to
     facts: Mapping[str, bool | None] | None = None  # vllm.x.C.attr → defined? (scoped rules' guards)
+    # Compile a rewritten file with the tool's own Python: only where no target exists (a rule's
+    # examples). A plan for a target leaves it to the target's grammar (rewrite/grammar.py).
+    compile_here: bool = True
     _index: dict[str, list[tuple[Rule, list[Rewrite]]]] = field(init=False, default_factory=dict)
     _scoped: list[tuple[Rule, Scope, list[Any]]] = field(init=False, default_factory=list)
     _needles: dict[bytes, re.Pattern[bytes]] = field(init=False, default_factory=dict)
@@ -119,7 +122,7 @@ class Engine:
             if scoped:
                 new_module = scoped_pass.run(new_module, scoped)
             after = new_module.bytes
-            if after != data:
+            if after != data and self.compile_here:
                 compile(after, path, "exec", dont_inherit=True)
         except _ScopedFailure as exc:
             return FileResult(path, FileStatus.FAILED, data, data, tuple(command.sites), str(exc))

@@ -14,6 +14,7 @@ from ..settings import Action, FileStatus, SignatureKind
 from ..target import Target
 from ..versions import in_series, parse_version, resolve_version
 from .engine import Engine, FileResult, Site
+from .grammar import TargetGrammar
 
 __all__ = ["Plan", "in_series", "make_plan", "parse_version", "resolve_version"]
 
@@ -86,9 +87,14 @@ def make_plan(
             if earliest
             else "no rules loaded"
         )
-    engine = Engine(pack.rules, version, signatures, declined, facts)
-    if files is None:
-        results = engine.run(target.location, target.python_files())
-    else:
-        results = [engine.transform(data, path) for path, data in sorted(files.items())]
+    engine = Engine(pack.rules, version, signatures, declined, facts, compile_here=False)
+    grammar = TargetGrammar(target)  # started now: its start-up overlaps the engine's work
+    try:
+        if files is None:
+            results = engine.run(target.location, target.python_files())
+        else:
+            results = [engine.transform(data, path) for path, data in sorted(files.items())]
+        results = grammar.check(results)
+    finally:
+        grammar.close()
     return Plan(target, version, note, signature_kind, pack.rules, tuple(results))

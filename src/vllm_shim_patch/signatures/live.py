@@ -39,16 +39,25 @@ class LiveSignatures:
         names = list(dict.fromkeys(qualnames))
         todo = [n for n in names if n not in self._cache]
         if todo:
-            for name, entry in self._probe(todo).items():
-                if "params" in entry:
-                    params = tuple(
-                        Param(p["name"], p["kind"], bool(p["required"]), p.get("default")) for p in entry["params"]
-                    )
-                    self._cache[name] = Signature(name, params, "live")
-                else:
-                    self._cache[name] = None
-                    self._why[name] = str(entry.get("error", "no answer from the probe"))
+            self._fill(self._probe(todo))
         return {n: self._cache.get(n) for n in names}
+
+    def accept(self, answer: dict, names: Iterable[str]) -> dict[str, Signature | None]:
+        """Signatures from a probe answer another process already gave (the target session)."""
+        names = list(dict.fromkeys(names))
+        self._fill(_results(answer, names, f"in {self.python}"))
+        return {n: self._cache.get(n) for n in names}
+
+    def _fill(self, results: dict[str, dict]) -> None:
+        for name, entry in results.items():
+            if "params" in entry:
+                params = tuple(
+                    Param(p["name"], p["kind"], bool(p["required"]), p.get("default")) for p in entry["params"]
+                )
+                self._cache[name] = Signature(name, params, "live")
+            else:
+                self._cache[name] = None
+                self._why[name] = str(entry.get("error", "no answer from the probe"))
 
     def unknown_reason(self, qualname: str) -> str | None:
         """The error the probe reported for `qualname` (after a get), else None."""
@@ -83,15 +92,21 @@ class LiveSignatures:
                 f"signature probe failed {where} (exit code {proc.returncode})"
                 + (f"\n{tail}" if tail else "")
             )
-        fatal = answer.get("fatal")
-        if fatal:
-            tb = str(fatal.get("traceback", ""))
-            last = tb.strip().splitlines()[-1] if tb.strip() else "no traceback"
-            raise SignatureError(
-                f"{fatal.get('module', 'vllm')} fails to import {where}: {last}\n{_tail(tb)}"
-            )
-        results = answer.get("results", {})
-        return {n: results.get(n, {"error": "no answer from the probe"}) for n in names}
+        return _results(answer, names, where)
+
+
+def _results(answer: dict, names: list[str], where: str) -> dict[str, dict]:
+    """Each name's entry in a probe answer; SignatureError when vLLM itself does not import."""
+    fatal = answer.get("fatal")
+    if fatal:
+        tb = str(fatal.get("traceback", ""))
+        last = tb.strip().splitlines()[-1] if tb.strip() else "no traceback"
+        raise SignatureError(f"{fatal.get('module', 'vllm')} fails to import {where}: {last}\n{_tail(tb)}")
+    results = answer.get("results")
+    if not isinstance(results, dict):
+        raise SignatureError(f"the signature probe {where} answered without results")
+    return {n: results.get(n) if isinstance(results.get(n), dict) else {"error": "no answer from the probe"}
+            for n in names}
 
 
 def _tail(text: str, lines: int = 15) -> str:

@@ -28,20 +28,27 @@ def guard_source(target: Target, vllm_source: str | None) -> Any:
     return None
 
 
-def binding_signatures(target: Target, callees: set[str], *, vllm_source: str | None, static: bool
-                       ) -> tuple[dict[str, Any], SignatureKind | None, str]:
+def wants_live(target: Target, *, vllm_source: str | None, static: bool) -> bool:
+    """Whether calls are bound against the live vLLM (else against its source)."""
+    return not static and not vllm_source and target.vllm_location is not None
+
+
+def binding_signatures(target: Target, callees: set[str], *, vllm_source: str | None, static: bool,
+                       probe: dict[str, Any] | None = None) -> tuple[dict[str, Any], SignatureKind | None, str]:
     """Signatures to bind calls against: (qualname → Signature | None, kind, note).
 
     Live by default; static with `static` or a `vllm_source`, or when vLLM does not import.
+    `probe` is the live answer when the target session already asked for it.
     """
     from . import LiveSignatures
 
     note = ""
-    if not static and not vllm_source and target.vllm_location is not None:
+    if wants_live(target, vllm_source=vllm_source, static=static):
         try:
             env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
             live = LiveSignatures(target.python, env=env)
-            return live.get_many(sorted(callees)), SignatureKind.LIVE, note
+            found = live.get_many(sorted(callees)) if probe is None else live.accept(probe, sorted(callees))
+            return found, SignatureKind.LIVE, note
         except SignatureError as exc:
             first = str(exc).splitlines()[0]
             note = f"vLLM does not import in the target ({first}): bound against its source instead"

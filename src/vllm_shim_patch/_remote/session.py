@@ -1,0 +1,81 @@
+"""One target process for everything that imports vLLM: import check, live signatures, rehearsal.
+
+Importing vLLM costs seconds; apply's verification pays it once. Runs inside the target
+interpreter: standard library only, nothing of vllm_shim_patch. Reads one JSON request on stdin,
+
+    {"imports": {"modules": [...], "own": "speculators"} | null,
+     "signatures": [qualname, ...] | null,
+     "rehearse": {"timeout": s, "layers": [...], "batches": [[len, ...], ...], "verbose": b} | null}
+
+and writes exactly one JSON object to stdout with the same keys (null where not asked):
+import_check's list, signature_probe's {"fatal", "results"}, rehearse's answer. The steps run in
+that order: the rehearsal patches vLLM classes, so it goes last.
+"""
+
+import os
+import sys
+
+sys.dont_write_bytecode = True  # never write .pyc into the target's site-packages
+
+# The script's directory is sys.path[0]: drop it, so no file beside this script can shadow a
+# module of the environment; the siblings are loaded by path under private names instead.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import threading  # noqa: E402
+
+# vLLM's logger and C extensions write to fd 1: keep a private copy of it for the answer.
+_OUT_FD = os.dup(1)
+os.dup2(2, 1)
+sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+_LOCK = threading.Lock()
+_ANSWER = {"imports": None, "signatures": None, "rehearse": None}
+
+
+def _sibling(name):
+    spec = importlib.util.spec_from_file_location(f"_vsp_remote_{name}", os.path.join(_HERE, name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _emit_and_exit(code):
+    """Write the answer once and leave at once: vLLM leaves threads and atexit work behind,
+    and a watchdog may fire while the main thread is stuck inside vLLM."""
+    with _LOCK:
+        os.write(_OUT_FD, (json.dumps(_ANSWER, default=str) + "\n").encode())
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def main():
+    request = json.loads(sys.stdin.read() or "{}")
+    rehearse_req = request.get("rehearse")
+    rehearse = None
+    if rehearse_req is not None:
+        rehearse = _sibling("rehearse")
+        rehearse.prepare(rehearse_req)  # environment first: vLLM reads some of it at import
+    if request.get("imports") is not None:
+        _ANSWER["imports"] = _sibling("import_check").check(request["imports"])
+    if request.get("signatures") is not None:
+        _ANSWER["signatures"] = _sibling("signature_probe").probe_all(request["signatures"])
+    if rehearse is not None:
+        seconds = float(rehearse_req.get("timeout", 300))
+
+        def watchdog():
+            _ANSWER["rehearse"] = rehearse.timed_out(seconds)
+            _emit_and_exit(0)
+
+        timer = threading.Timer(seconds, watchdog)
+        timer.daemon = True
+        timer.start()
+        answer = rehearse.rehearse(rehearse_req)
+        timer.cancel()
+        _ANSWER["rehearse"] = answer
+    _emit_and_exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""The rehearsal, seen from the tool: what to ask the target, and what its answer means.
+
+The run itself is `_remote/rehearse.py` inside the target interpreter (through the target
+session); here: which speculators versions it knows, the request, the verdict, and which loaded
+rule matches the site where it failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from ..errors import TargetError
+from ..settings import Action
+
+if TYPE_CHECKING:
+    from ..rewrite.engine import Site
+    from ..rewrite.plan import Plan
+    from ..target import Target
+
+# The releases whose VllmHiddenStatesGenerator(model_path, layer_ids, max_model_len,
+# gpu_memory_utilization) and generate(prompts) the rehearsal drives.
+SUPPORTED = ("0.3.0", "0.4.0")
+TIMEOUT = 300.0
+# Two batches (the runner's state protocol shows only on the second), every prompt longer than
+# one 16-token KV block, lengths that differ so mis-sliced hidden states show.
+BATCHES = ((37, 21), (53, 18))
+LAYERS = (1, 2)
+
+PASSED, FAILED, TIMEOUT_OUTCOME, CANNOT, ERROR = "passed", "failed", "timeout", "cannot_rehearse", "error"
+
+
+def refusal(target: Target) -> tuple[str, str] | None:
+    """Why the rehearsal cannot run on this target, short and in full (None: it can)."""
+    if target.package != "speculators":
+        return (f"{target.package} is not speculators",
+                f"the rehearsal drives speculators' generator; {target.package} is not speculators")
+    if target.version not in SUPPORTED:
+        return (f"speculators {target.version} is not supported",
+                f"the rehearsal supports speculators {', '.join(SUPPORTED)}; "
+                f"{target.package} {target.version} is installed")
+    if target.vllm_location is None:
+        return ("no vLLM in the target",
+                f"vLLM is not installed in {target.python}: there is nothing to rehearse against")
+    return None
+
+
+def check_can_run(target: Target) -> None:
+    why = refusal(target)
+    if why is not None:
+        raise TargetError(f"cannot rehearse: {why[1]}")
+
+
+def request(*, verbose: bool = False, timeout: float = TIMEOUT) -> dict[str, Any]:
+    return {"timeout": timeout, "layers": list(LAYERS), "batches": [list(b) for b in BATCHES],
+            "verbose": verbose, "supported": list(SUPPORTED)}
+
+
+@dataclass(frozen=True)
+class Rehearsal:
+    """The target's answer, with the loaded rules' sites that match where it failed."""
+
+    answer: dict[str, Any]
+    fixes: tuple[Site, ...] = ()
+    pending: tuple[str, ...] = ()  # rules that would still edit the package as it is now
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def outcome(self) -> str:
+        return str(self.answer.get("outcome", ERROR))
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == PASSED
+
+    @property
+    def failed(self) -> bool:
+        """A failure found in speculators' run (a hang counts: the real run would hang too)."""
+        return self.outcome in (FAILED, TIMEOUT_OUTCOME)
+
+    @property
+    def failure(self) -> dict[str, Any]:
+        return self.answer.get("failure") or {}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.answer,
+                "fixes": [{"rule": s.rule_id, "path": s.path, "line": s.line, "action": str(s.action)}
+                          for s in self.fixes],
+                "pending_rules": list(self.pending)}
+
+
+def interpret(answer: dict[str, Any], plan: Plan | None, declined: frozenset[str] = frozenset()) -> Rehearsal:
+    """Attach the rule that matches the failing site, from `plan` (the rules on the files as they
+    are now): pending sites that span the speculators frame's line, else the pending scoped site
+    nearest to it in the same function. `declined`: rules the reviewer said no to in this run."""
+    if plan is None or answer.get("outcome") not in (FAILED, TIMEOUT_OUTCOME):
+        return Rehearsal(answer)
+    pending = [s for s in plan.sites if s.action in (Action.EDITED, Action.NEEDS_HUMAN, Action.DECLINED)]
+    frame = (answer.get("failure") or {}).get("speculators_frame") or {}
+    line = int(frame.get("line") or 0)
+    here = [s for s in pending if s.path == frame.get("file")]
+    fixes = [s for s in here if s.line <= line <= s.end_line]
+    if not fixes and frame.get("function"):
+        scoped = [s for s in here if ":" in s.callee
+                  and s.callee.split(":", 1)[1].rsplit(".", 1)[-1] == frame["function"]]
+        fixes = sorted(scoped, key=lambda s: min(abs(s.line - line), abs(s.end_line - line)))[:1]
+    fixes = [replace(s, action=Action.DECLINED) if s.rule_id in declined else s for s in fixes]
+    return Rehearsal(answer, tuple(fixes), tuple(dict.fromkeys(s.rule_id for s in pending)))

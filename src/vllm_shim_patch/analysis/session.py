@@ -1,0 +1,58 @@
+"""One target process for the checks that import vLLM (`_remote/session.py`).
+
+The import check, the live signatures and the rehearsal each need vLLM imported, which costs
+seconds; asked together they cost one import.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import VerifyError
+from ..target import run_remote
+
+if TYPE_CHECKING:
+    from ..target import Target
+
+# Importing vLLM on a loaded machine, plus the rehearsal's own bound; the rehearsal's watchdog
+# answers before this one fires.
+IMPORT_SECONDS = 600.0
+
+
+@dataclass(frozen=True)
+class SessionAnswer:
+    imports: list[dict[str, Any]] | None  # import_check's results, when asked
+    signatures: dict[str, Any] | None  # signature_probe's {"fatal", "results"}, when asked
+    rehearsal: dict[str, Any] | None  # rehearse's answer, when asked
+
+
+def run_session(target: Target, *, modules: list[str] | None = None, callees: list[str] | None = None,
+                rehearse: dict[str, Any] | None = None) -> SessionAnswer:
+    """Ask the target interpreter, in one process, for what is given (None: not asked)."""
+    request = {
+        "imports": None if modules is None else {"modules": modules, "own": _top(target.package)},
+        "signatures": callees,
+        "rehearse": rehearse,
+    }
+    timeout = IMPORT_SECONDS + (float(rehearse["timeout"]) if rehearse else 0.0)
+    # A neutral working folder: nothing in the user's cwd may shadow a module of the target.
+    with tempfile.TemporaryDirectory(prefix="vsp-session-") as cwd:
+        try:
+            proc = run_remote(target.python, "session.py", stdin=json.dumps(request), timeout=timeout, cwd=cwd)
+        except Exception as exc:
+            raise VerifyError(f"the checks in the target could not run: {exc}") from None
+    try:
+        answer = json.loads(proc.stdout)
+    except ValueError:
+        answer = None
+    if proc.returncode != 0 or not isinstance(answer, dict):
+        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+        raise VerifyError(f"the checks in the target crashed the interpreter (exit {proc.returncode}): {tail}")
+    return SessionAnswer(answer.get("imports"), answer.get("signatures"), answer.get("rehearse"))
+
+
+def _top(package: str) -> str:
+    return package.replace("-", "_").split(".")[0]

@@ -1,0 +1,27 @@
+"""`rehearse`: run speculators' generator against the installed vLLM on CPU, as installed now."""
+
+from __future__ import annotations
+
+from .context import Context, Outcome
+
+
+def rehearse(ctx: Context, *, timeout: float | None = None) -> Outcome:
+    """Pass (exit 0), the first failure with the rule that fixes it (1), or why it cannot run (2)."""
+    from ..analysis.rehearse import TIMEOUT, check_can_run, interpret, request
+    from ..analysis.session import run_session
+    from ..report.rehearse import headline, lines
+
+    target = ctx.target
+    check_can_run(target)
+    verbose = ctx.settings.verbose > 0
+    answer = run_session(target, rehearse=request(verbose=verbose, timeout=timeout or TIMEOUT)).rehearsal
+    if not isinstance(answer, dict):
+        answer = {"ok": False, "outcome": "error", "failure": {"exception": "the target gave no rehearsal answer"}}
+    result = interpret(answer, None)
+    if result.failed:
+        current = {p: (target.location / p).read_bytes() for p in target.python_files()}
+        result = interpret(answer, ctx.plan(current))
+    code = 0 if result.passed else 1 if result.failed else 2
+    text = "\n".join([*lines(result, verbose=verbose), f"{ctx.who} on vLLM {target.vllm_version}: {headline(result)}"])
+    return Outcome(text, {"ok": result.passed, "package": ctx.who, "vllm": target.vllm_version,
+                          **result.as_dict()}, code)

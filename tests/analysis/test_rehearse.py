@@ -1,0 +1,129 @@
+"""The rehearsal's plumbing: the target session's one answer, when it refuses to run, and which
+rule a failure names. The run itself is tested on the real vLLM in tests/e2e/test_rehearse_realvllm.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from vllm_shim_patch.analysis.rehearse import SUPPORTED, interpret, refusal, request
+from vllm_shim_patch.errors import TargetError
+from packaging.version import Version
+
+from vllm_shim_patch.rewrite.engine import FileResult, Site
+from vllm_shim_patch.rewrite.plan import Plan
+from vllm_shim_patch.settings import Action, FileStatus
+from vllm_shim_patch.target import REMOTE, Target
+
+TARGET = Target(python="/env/bin/python", python_version="3.11.7", package="speculators", version="0.3.0",
+                location=Path("/env/site"), record=(), editable=None, vllm_version="0.16.0",
+                vllm_location=Path("/env/site/vllm"))
+
+
+def session(request: dict) -> tuple[subprocess.CompletedProcess[str], dict]:
+    proc = subprocess.run([sys.executable, str(REMOTE / "session.py")], input=json.dumps(request),
+                          capture_output=True, text=True, timeout=120, cwd=tempfile.gettempdir())
+    return proc, json.loads(proc.stdout)
+
+
+def test_one_process_answers_imports_and_signatures_in_one_json_object() -> None:
+    proc, answer = session({"imports": {"modules": ["json", "no_such_module_vsp"], "own": "speculators"},
+                            "signatures": ["json.dumps"], "rehearse": None})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("\n") == 1  # exactly one JSON line: nothing imported printed into it
+    assert [(r["module"], r["status"]) for r in answer["imports"]] == [
+        ("json", "ok"), ("no_such_module_vsp", "missing-dependency")]
+    params = answer["signatures"]["results"]["json.dumps"]["params"]
+    assert [p["name"] for p in params][:2] == ["obj", "skipkeys"]
+    assert answer["rehearse"] is None
+
+
+def test_rehearsal_without_speculators_cannot_run_and_cleans_up() -> None:
+    tmp = Path(tempfile.gettempdir())
+    before = set(tmp.glob("vsp-rehearse-*"))
+    proc, answer = session({"imports": None, "signatures": None, "rehearse": request(timeout=60)})
+    assert proc.returncode == 0, proc.stderr
+    r = answer["rehearse"]
+    assert (r["ok"], r["outcome"], r["stage"]) == (False, "cannot_rehearse", "import")
+    assert r["failure"]["exception"] == "cannot rehearse: ModuleNotFoundError: No module named 'speculators'"
+    assert set(tmp.glob("vsp-rehearse-*")) == before
+
+
+@pytest.mark.parametrize(("changes", "why"), [
+    ({"package": "other"}, ("other is not speculators",
+                            "the rehearsal drives speculators' generator; other is not speculators")),
+    ({"version": "0.2.0"}, ("speculators 0.2.0 is not supported",
+                            f"the rehearsal supports speculators {', '.join(SUPPORTED)}; speculators 0.2.0 is installed")),
+    ({"vllm_location": None}, ("no vLLM in the target",
+                               "vLLM is not installed in /env/bin/python: there is nothing to rehearse against")),
+])
+def test_refusals_say_why(changes: dict, why: tuple[str, str]) -> None:
+    from dataclasses import replace
+
+    from vllm_shim_patch.analysis.rehearse import check_can_run
+
+    target = replace(TARGET, **changes)
+    assert refusal(target) == why
+    with pytest.raises(TargetError, match="^cannot rehearse: "):
+        check_can_run(target)
+    assert refusal(TARGET) is None
+
+
+GEN = "speculators/data_generation/vllm_hidden_states_generator.py"
+SCOPE = "speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.generate"
+
+
+def _plan(*sites: Site) -> Plan:
+    result = FileResult(GEN, FileStatus.CHANGED, sites=sites)
+    return Plan(TARGET, Version("0.16"), None, None, (), (result,))
+
+
+def _failed(line: int, function: str) -> dict:
+    return {"outcome": "failed", "failure": {"speculators_frame": {
+        "file": GEN, "line": line, "code": "...", "function": function}}}
+
+
+SITES = (
+    Site("scheduler-add-block-size", GEN, 147, 151, "vllm.v1.core.sched.scheduler.Scheduler", Action.EDITED, "", True),
+    Site("executor-sample-tokens", GEN, 261, 261, SCOPE, Action.EDITED, "", True),
+    Site("collective-rpc-single-reply", GEN, 271, 271, SCOPE, Action.EDITED, "", True),
+    Site("request-drop-eos-token-id", GEN, 234, 243, "vllm.v1.request.Request", Action.NOT_NEEDED, "", True),
+)
+
+
+@pytest.mark.parametrize(("line", "function", "fixes"), [
+    (149, "__init__", ["scheduler-add-block-size"]),  # inside the call a rule edits
+    (263, "generate", ["executor-sample-tokens"]),  # no site spans it: the nearest scoped edit there
+    (275, "generate", ["collective-rpc-single-reply"]),
+    (240, "generate", ["executor-sample-tokens"]),  # a not-needed site is no fix
+    (100, "_create_vllm_config", []),  # nothing pending matches: the report lists the pending rules
+])
+def test_the_failing_site_names_the_rule(line: int, function: str, fixes: list[str]) -> None:
+    r = interpret(_failed(line, function), _plan(*SITES))
+    assert [s.rule_id for s in r.fixes] == fixes
+    assert r.pending == ("scheduler-add-block-size", "executor-sample-tokens", "collective-rpc-single-reply")
+
+
+def test_a_rule_declined_in_review_is_named_as_declined() -> None:
+    r = interpret(_failed(149, "__init__"), _plan(*SITES), frozenset({"scheduler-add-block-size"}))
+    assert [(s.rule_id, s.action) for s in r.fixes] == [("scheduler-add-block-size", Action.DECLINED)]
+
+
+def test_a_pass_needs_no_plan() -> None:
+    r = interpret({"outcome": "passed", "failure": None}, None)
+    assert (r.passed, r.failed, r.fixes, r.pending) == (True, False, (), ())
+
+
+def test_rehearse_without_vllm_in_the_target_exits_2(sandbox) -> None:  # type: ignore[no-untyped-def]
+    r = sandbox.run("rehearse")
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == (f"patch-speculators: error: cannot rehearse: vLLM is not installed in {sandbox.python}: "
+                        "there is nothing to rehearse against\n")
+    j = sandbox.run("rehearse", "--json")
+    assert j.returncode == 2
+    assert json.loads(j.stdout)["ok"] is False

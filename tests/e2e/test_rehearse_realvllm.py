@@ -1,0 +1,205 @@
+"""The rehearsal on the real vLLM 0.16.0 install: speculators 0.3.0 stops at each real break, the
+tool's own patch makes it pass, each fix taken back fails at its break, 0.4.0 passes as is.
+
+Every run is the CLI in its own process against a small venv holding its own speculators (the
+`real` fixture); the files of a partly patched package are the tool's own plan with one rule
+declined, written into that venv.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import realdata
+from conftest import GENERATOR, Sandbox, real_sandbox, run_on_tty
+
+from vllm_shim_patch.commands.context import Context
+from vllm_shim_patch.settings import Settings
+
+pytestmark = [pytest.mark.realvllm, pytest.mark.slow]
+
+WORKER = "speculators/data_generation/custom_worker.py"
+SHAPES = "layer 1: 37x64, 21x64, 53x64, 18x64; layer 2: 37x64, 21x64, 53x64, 18x64"
+PASSED = f"rehearsal passed: 2 scheduler iterations, hidden states captured ({SHAPES})"
+
+
+def rehearse(sb: Sandbox, *args: str) -> tuple[int, dict]:
+    r = sb.run("rehearse", "--json", *args, timeout=600)
+    assert r.stdout.strip(), r.stderr
+    return r.returncode, json.loads(r.stdout)
+
+
+def tree(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
+def write_all_but(sb: Sandbox, rule: str) -> None:
+    """The package as the tool would patch it for the installed vLLM, except `rule`."""
+    ctx = Context(Settings(python=str(sb.python), state_dir=str(sb.state)))
+    files = {p: (sb.site / p).read_bytes() for p in ctx.target.python_files()}
+    plan = ctx.plan(files)
+    declined = frozenset((s.path, s.line, s.rule_id) for s in plan.edited if s.rule_id == rule)
+    assert declined, f"{rule} edits nothing"
+    for result in ctx.plan(files, declined=declined).changed:
+        (sb.site / result.path).write_bytes(result.after)
+
+
+def test_unpatched_stops_at_the_first_break_and_names_its_rule(real: Sandbox) -> None:
+    r = real.run("rehearse", timeout=600)
+    assert r.returncode == 1, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("  exception:   ValidationError: 1 validation error for SchedulerConfig | "
+                               "is_encoder_decoder | Field required")
+    assert lines[1:4] == [
+        f"  speculators: {GENERATOR}:194: scheduler_config=SchedulerConfig(",
+        "  vLLM:        -",
+        f"  fix:         rule scheduler-config-add-is-encoder-decoder (not applied yet: it would edit {GENERATOR}:194)",
+    ]
+    assert lines[-1].startswith(f"speculators 0.3.0 on vLLM 0.16.0: rehearsal failed in init at {GENERATOR}:194: "
+                                "ValidationError")
+
+
+def test_apply_rehearses_and_the_patched_package_passes(real: Sandbox) -> None:
+    before = real.snapshot()
+    r = real.run("--vllm-version", "0.16", "--json", timeout=900)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["verify"].endswith(PASSED)
+    files = tree(real.site)
+    code, data = rehearse(real)
+    assert tree(real.site) == files  # the rehearsal wrote nothing into site-packages (no bytecode either)
+    assert code == 0, data
+    assert (data["ok"], data["outcome"], data["iterations"], data["failure"]) == (True, "passed", 2, None)
+    assert data["captured"] == {"1": [[37, 64], [21, 64], [53, 64], [18, 64]],
+                                "2": [[37, 64], [21, 64], [53, 64], [18, 64]]}
+    assert data["max_rel_diff"] == 0.0  # the captured states equal a per-prompt forward of the same model
+    assert all(c["ok"] for c in data["checks"]) and len(data["checks"]) == 13
+    assert real.run("rollback").returncode == 0
+    assert real.snapshot() == before
+
+
+# Each fix taken back alone, in the order the breaks surface: (rule, stage, exception, speculators
+# frame's code, the rule the report names as the fix).
+BREAKS = [
+    ("scheduler-config-add-is-encoder-decoder", "init", "is_encoder_decoder | Field required",
+     "scheduler_config=SchedulerConfig(", "scheduler-config-add-is-encoder-decoder"),
+    ("kv-cache-config-drop-specs", "init",
+     "TypeError: get_kv_cache_config_from_groups() got an unexpected keyword argument 'kv_cache_specs'",
+     "kv_cache_config = get_kv_cache_config_from_groups(", "kv-cache-config-drop-specs"),
+    ("scheduler-add-block-size", "init",
+     "TypeError: Scheduler.__init__() missing 1 required positional argument: 'block_size'",
+     "self.scheduler = Scheduler(", "scheduler-add-block-size"),
+    ("llama-model-embed-input-ids", "init", "AttributeError: 'LlamaModel' object has no attribute "
+     "'get_input_embeddings'", "else self.get_input_embeddings(input_ids)", "llama-model-embed-input-ids"),
+    ("cache-config-no-prefix-caching", "generate-1", "AssertionError", "scheduler_output := self.scheduler.schedule()",
+     None),
+    ("collective-rpc-single-reply", "generate-1", "RuntimeError: Boolean value of Tensor with more than one value "
+     "is ambiguous", "if not aux_hidden_states:", "collective-rpc-single-reply"),
+    ("executor-sample-tokens", "generate-2", "RuntimeError: State error: sample_tokens() must be called after "
+     "execute_model() returns None.", "self.executor.execute_model(scheduler_output)", "executor-sample-tokens"),
+]
+
+
+@pytest.mark.parametrize(("rule", "stage", "exception", "code", "fix"), BREAKS, ids=[b[0] for b in BREAKS])
+def test_each_fix_taken_back_fails_at_its_break(real: Sandbox, rule: str, stage: str, exception: str, code: str,
+                                                 fix: str | None) -> None:
+    write_all_but(real, rule)
+    rc, data = rehearse(real)
+    assert rc == 1, data
+    failure = data["failure"]
+    assert (data["outcome"], data["stage"]) == ("failed", stage)
+    assert exception in failure["exception"]
+    assert failure["speculators_frame"]["code"] == code
+    assert [f["rule"] for f in data["fixes"]] == ([fix] if fix else [])
+    assert data["pending_rules"] == [rule]
+    if rule == "cache-config-no-prefix-caching":
+        # Raised inside vLLM's scheduler: the report names vLLM's frame as well as speculators'.
+        assert failure["vllm_frame"]["file"] == "vllm/v1/core/block_pool.py"
+        assert failure["vllm_frame"]["code"] == "assert len(request.block_hashes) >= num_full_blocks"
+    if rule in ("llama-model-embed-input-ids", "executor-sample-tokens"):
+        assert failure["side"] == "worker"  # raised in the worker, surfaced through collective_rpc
+
+
+def test_apply_restores_when_the_rehearsal_fails(real: Sandbox) -> None:
+    """Declining custom_worker's hunk leaves every call binding; only the rehearsal sees the break."""
+    before = real.snapshot()
+    code, screen = run_on_tty(real, "n\n" + "y\n" * 6, "--vllm-version", "0.16", "-i", timeout=900)
+    assert code == 1, screen
+    assert (f"verification failed: rehearsal failed in init at {WORKER}:30: AttributeError: 'LlamaModel' object "
+            f"has no attribute 'get_input_embeddings'; restored 1 file, nothing recorded") in screen
+    assert f"fix:         rule llama-model-embed-input-ids (declined in review at {WORKER}:30)" in screen
+    assert real.snapshot() == before
+
+
+def test_no_rehearse_skips_it(real: Sandbox) -> None:
+    r = real.run("--vllm-version", "0.16", "--no-rehearse", timeout=900)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith("calls 4/4 bind (live); rehearsal not run (--no-rehearse)")
+
+
+def test_speculators_040_passes_unpatched(tmp_path: Path, vllm_venv_python: Path, vllm_site: Path) -> None:
+    sb = real_sandbox(tmp_path, vllm_venv_python, vllm_site, realdata.speculators_wheel("0.4.0"))
+    rc, data = rehearse(sb)
+    assert rc == 0, data
+    assert data["versions"]["speculators"]["version"] == "0.4.0"
+    assert data["captured"] == {"1": [[37, 64], [21, 64], [53, 64], [18, 64]],
+                                "2": [[37, 64], [21, 64], [53, 64], [18, 64]]}
+
+
+def test_timeout_leaves_nothing_behind(real: Sandbox) -> None:
+    tmp = Path(os.environ.get("TMPDIR", "/tmp"))
+    before = set(tmp.glob("vsp-rehearse-*"))
+    rc, data = rehearse(real, "--timeout", "1")
+    assert rc == 1, data
+    assert data["outcome"] == "timeout"
+    assert data["failure"]["exception"] == "TimeoutError: rehearsal exceeded 1s"
+    assert set(tmp.glob("vsp-rehearse-*")) == before
+    # No process of the target's interpreter is left running.
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    assert str(real.python) not in ps
+
+
+DRIFT = {
+    # A new parameter upstream in the attention the stand-in replaces.
+    "attention-signature": ("from vllm.model_executor.models import llama\n"
+                            "def forward(self, positions, hidden_states, kv_cache=None): raise AssertionError\n"
+                            "llama.LlamaAttention.forward = forward\n",
+                            "stand-in StandInAttention.forward no longer matches vLLM's LlamaAttention.forward"),
+    # The runner's state guard gone: the stand-in must not invent a protocol vLLM no longer has.
+    "runner-guard": ("from vllm.v1.worker import gpu_model_runner\n"
+                     "def execute_model(self, scheduler_output, intermediate_tensors=None): return None\n"
+                     "gpu_model_runner.GPUModelRunner.execute_model = execute_model\n",
+                     "stand-in StandInModelRunner state guard no longer matches vLLM's GPUModelRunner.execute_model"),
+    # The worker starts using a runner method the stand-in lacks.
+    "worker-runner-attr": ("from vllm.v1.worker import gpu_worker\n"
+                           "def get_kv_cache_spec(self):\n"
+                           "    self.model_runner.prepare_kv_spec_v2()\n"
+                           "    return self.model_runner.get_kv_cache_spec()\n"
+                           "gpu_worker.Worker.get_kv_cache_spec = get_kv_cache_spec\n",
+                           "stand-in StandInModelRunner no longer matches vLLM's Worker's use of model_runner"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(DRIFT))
+def test_stand_ins_are_checked_against_the_code_they_replace(real: Sandbox, tmp_path: Path, kind: str) -> None:
+    """vLLM changed in memory under the rehearsal: it says it cannot rehearse, never pass or fail."""
+    import vllm_shim_patch
+
+    remote = Path(vllm_shim_patch.__file__).parent / "_remote" / "rehearse.py"
+    patch, expected = DRIFT[kind]
+    driver = tmp_path / "drift.py"
+    driver.write_text(
+        "import importlib.util, json, sys\n"
+        f"spec = importlib.util.spec_from_file_location('rehearse', {str(remote)!r})\n"
+        "rehearse = importlib.util.module_from_spec(spec); spec.loader.exec_module(rehearse)\n"
+        "req = {'timeout': 300, 'supported': ['0.3.0']}\n"
+        "rehearse.prepare(req)\n" + patch +
+        "print(json.dumps(rehearse.rehearse(req), default=str))\n")
+    out = subprocess.run([str(real.python), str(driver)], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    answer = json.loads(out.stdout.strip().splitlines()[-1])
+    assert answer["outcome"] == "cannot_rehearse", answer
+    assert answer["failure"]["exception"].startswith(f"cannot rehearse: {expected}")
