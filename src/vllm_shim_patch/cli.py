@@ -285,14 +285,19 @@ def rehearse(ctx: click.Context, **options: Any) -> None:
 
 @main.command()
 @_VLLM_VERSION
+@click.option("--emit-rules", "emit_rules", metavar="FILE", default=None,
+              help="write draft rules for the mismatches no rule fixes (fill their TODOs, then rules test)")
+@click.option("--no-rules", "no_rules", is_flag=True, default=None,
+              help="check the package as installed only: do not plan the rules (faster)")
 @common_options
 @click.pass_context
 def audit(ctx: click.Context, **options: Any) -> None:
-    """Bind every call into vLLM, before and after the rules."""
+    """Check every use of vLLM (imports, calls, methods, attributes), before and after the rules."""
     from .commands.audit import audit as run_audit
 
-    c, _ = _context(ctx, options)
-    emit(c.settings, run_audit(c, verbose=c.settings.verbose > 0))
+    c, given = _context(ctx, options)
+    emit(c.settings, run_audit(c, verbose=c.settings.verbose > 0, emit_rules=given.get("emit_rules"),
+                               rules=not given.get("no_rules")))
 
 
 @main.group()

@@ -111,3 +111,4 @@ def probe(python: str | None, package: str) -> Target:
         vllm_version=vllm["version"] if vllm else None,
         vllm_location=Path(vllm["location"]) if vllm else None,
     )
+

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -20,22 +21,28 @@ def vllm017() -> Path:
     return realdata.vllm_source("0.17.0")
 
 
-def test_guard_keeps_eos_token_id_on_016(sandbox: Sandbox, vllm016: Path) -> None:
-    r = sandbox.run("--vllm-source", str(vllm016), "--vllm-version", "0.17", "--dry-run")
+def test_guard_keeps_eos_token_id_on_a_017_nightly_built_before_the_change(
+        sandbox: Sandbox, vllm016: Path, tmp_path: Path) -> None:
+    # A source that calls itself 0.17 but still takes eos_token_id (as a nightly between the
+    # releases would): the rule's since says yes, the guard reads the source and says no.
+    src = tmp_path / "vllm-src"
+    shutil.copytree(vllm016 / "vllm", src / "vllm")
+    (src / "vllm" / "_version.py").write_text("__version__ = version = '0.17.0.dev1'\n")
+    r = sandbox.run("--vllm-source", str(src), "--dry-run")
     assert r.returncode == 0, r.stderr
     assert "eos_token_id" not in r.stdout
     assert r.stdout.count("\n@@ ") + r.stdout.startswith("@@") == 7
     assert r.stderr.splitlines() == [
         "note: vLLM is not installed in " + str(sandbox.python)
-        + ": guards read the vLLM source given with --vllm-source",
+        + ": rules selected for the vLLM source given with --vllm-source (0.17.0.dev1)",
         f"{GENERATOR}:234: request-drop-eos-token-id [not-needed, guarded] not needed for this vLLM: "
         "Request still takes eos_token_id",
-        "7 edits in 2 files; vLLM 0.17 (static)",
+        "7 edits in 2 files; vLLM 0.17.0.dev1 (static)",
     ]
 
 
-def test_guard_drops_eos_token_id_on_017_even_when_asked_for_016(sandbox: Sandbox, vllm017: Path) -> None:
-    r = sandbox.run("--vllm-source", str(vllm017), "--vllm-version", "0.16", "--dry-run", "--json")
+def test_the_017_source_alone_selects_and_guards_the_rules(sandbox: Sandbox, vllm017: Path) -> None:
+    r = sandbox.run("--vllm-source", str(vllm017), "--dry-run", "--json")
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     sites = [(s["rule"], s["action"], s["guarded"]) for f in data["files"] for s in f["sites"]]
@@ -120,14 +127,15 @@ def test_audit_names_the_fixing_rules(sandbox: Sandbox, vllm016: Path) -> None:
     a = sandbox.run("--vllm-source", str(vllm016), "audit", "--vllm-version", "0.16")
     assert a.returncode == 0
     assert a.stdout.splitlines() == [
-        "speculators 0.3.0 against no installed vLLM, rules for 0.16 (static signatures): 20 calls into vLLM",
+        "speculators 0.3.0 against no installed vLLM, rules for 0.16 (static signatures): 60 uses of vLLM "
+        "(20 calls, 10 method calls, 21 imports, 9 attribute reads), and 3 the rules add",
         f"  {GENERATOR}:136: vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups: mismatch "
         "(unexpected keyword argument 'kv_cache_specs') -> fixed by kv-cache-config-drop-specs",
         f"  {GENERATOR}:148: vllm.v1.core.sched.scheduler.Scheduler: mismatch "
         "(missing required argument 'block_size') -> fixed by scheduler-add-block-size",
         f"  {GENERATOR}:194: vllm.config.SchedulerConfig: mismatch "
         "(missing required argument 'is_encoder_decoder') -> fixed by scheduler-config-add-is-encoder-decoder",
-        "20 calls: 17 ok, 3 fixed by the rules, 0 still mismatched, 0 unknown",
+        "63 uses: 60 ok, 3 fixed by the rules, 0 still mismatched, 0 unknown",
     ]
 
 
@@ -172,7 +180,7 @@ def test_audit_with_the_opt_in_pack_leaves_nothing_mismatched(sandbox: Sandbox, 
         f"  {GENERATOR}:194: vllm.config.SchedulerConfig: mismatch "
         "(missing required argument 'is_encoder_decoder') -> fixed by scheduler-config-add-is-encoder-decoder"
     )
-    assert a.stdout.splitlines()[-1] == "20 calls: 17 ok, 3 fixed by the rules, 0 still mismatched, 0 unknown"
+    assert a.stdout.splitlines()[-1] == "63 uses: 60 ok, 3 fixed by the rules, 0 still mismatched, 0 unknown"
 
 
 BAD_RULE = """\

@@ -1,28 +1,33 @@
-"""The audit: every call from the package into vLLM, bound before and after the rules would run.
+"""The audit: every use of vLLM in the package, checked before and after the rules would run.
 
-A mismatch the rules fix is reported with the rule; one they do not fix gets a suggested rule.
+Imports, attribute reads and method calls are checked for existence in vLLM's source
+(`members.py`); calls are bound to their signature. A mismatch the rules fix is reported with the
+rule; one they do not fix gets a suggested rule. What cannot be decided is unknown, with why.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any
 
-from ..rewrite.ops import OPERATIONS
 from ..settings import Action, BindStatus
-from .calls import CallRecord, scan
-from .verify import Binding, bind_all
+from .calls import ATTRIBUTE, CALL, IMPORT, METHOD, CallRecord
+from .verify import Binding
 
 if TYPE_CHECKING:
     from ..rewrite.plan import Plan
+    from .members import Members
 
 
 @dataclass(frozen=True)
 class AuditRow:
-    before: Binding  # the call as the package has it now
-    after: Binding | None  # the same call once the rules ran (None: the file is not changed)
+    before: Binding  # the use as the package has it now
+    after: Binding | None  # the same use once the rules ran (None: the file is not changed)
     rules: tuple[str, ...]
     suggestion: str  # a YAML rule for a mismatch no rule fixes
+    moved_to: tuple[str, ...] = ()  # a missing import: public modules that define the name now
+    added: bool = False  # a use the rules add (before is after: its line is in the patched file)
 
     @property
     def fixed(self) -> bool:
@@ -36,9 +41,10 @@ class AuditRow:
 
 def suggest(call: CallRecord, reason: str, version: str) -> str:
     """A rule skeleton for one mismatch, in the bundled pack's own format."""
+    from .draft import operation
+
     short = call.callee.rsplit(".", 1)[1].lower()
-    found = next((hit for op in OPERATIONS.values() if op.suggest and (hit := op.suggest(reason))), None)
-    suffix, op_line = found or ("notice", f'notice: "{reason}"')
+    suffix, op_line = operation(reason) or ("notice", f'notice: "{reason}"')
     rid = f"{short}-{suffix}".replace("_", "-")
     return "\n".join([
         f"- id: {rid}",
@@ -49,26 +55,150 @@ def suggest(call: CallRecord, reason: str, version: str) -> str:
     ])
 
 
-def audit_plan(plan: Plan, originals: dict[str, bytes], signatures: dict[str, Any], note: str) -> list[AuditRow]:
-    """Bind every call into vLLM in the original files and, where the plan changes a file, after it."""
-    changed = {r.path: r for r in plan.changed}
+class Checker:
+    """Checks one use against vLLM: signatures for calls, the source for existence."""
+
+    def __init__(self, signatures: dict[str, Any], note: str, members: Members | None,
+                 source: Any = None):
+        self.signatures = signatures
+        self.note = note
+        self.members = members
+        self.source = source  # the static reader, for why a signature is unknown
+        self._moved: dict[str, tuple[str, ...]] = {}
+
+    def moved(self, use: CallRecord) -> tuple[str, ...]:
+        """Where a public name of that name lives in this vLLM (for a missing import)."""
+        from .members import relocated
+
+        if self.members is None:
+            return ()
+        name = use.callee.rpartition(".")[2]
+        if name not in self._moved:
+            found = relocated(self.members.names.root, name, limit=4)
+            self._moved[name] = tuple(m for m in found if f"{m}.{name}" != use.callee)[:3]
+        return self._moved[name]
+
+    def check(self, use: CallRecord, missing_imports: frozenset[str] = frozenset()) -> Binding:
+        found = self._check(use, missing_imports)
+        if found.status is BindStatus.MISMATCH and use.conditional:
+            # Compatibility code: the other branch is what runs on this vLLM.
+            return Binding(use, BindStatus.UNKNOWN, f"{found.reason}; {use.conditional}")
+        return found
+
+    def _check(self, use: CallRecord, missing_imports: frozenset[str] = frozenset()) -> Binding:
+        if use.kind == IMPORT:
+            return self._import(use)
+        if self.members is None:
+            found: bool | None = None
+            why = "no vLLM source to read"
+        else:
+            found, why = self.members.exists(use.callee, use.on_instance, use.declared)
+        if found is False:
+            if use.kind == CALL and any(use.callee == m or use.callee.startswith(m + ".") for m in missing_imports):
+                return Binding(use, BindStatus.UNKNOWN, f"not bound: {why} (see the import)")
+            return Binding(use, BindStatus.MISMATCH, why)
+        if use.kind == ATTRIBUTE:
+            return Binding(use, BindStatus.OK if found else BindStatus.UNKNOWN, "" if found else why)
+        sig = self.signatures.get(use.callee)
+        if sig is None:
+            reason = (self.source.unknown_reason(use.callee) if self.source is not None else None) or (
+                why if found is None else "") or self.note or "signature unknown"
+            return Binding(use, BindStatus.UNKNOWN, reason)
+        if use.kind == METHOD and use.on_instance:
+            sig, problem = _bound(sig)
+            if sig is None:
+                return Binding(use, BindStatus.UNKNOWN, problem)
+        result = use.bind(sig)
+        return Binding(use, BindStatus(result.status), result.reason)  # type: ignore[attr-defined]
+
+    def _import(self, use: CallRecord) -> Binding:
+        if self.members is None:
+            return Binding(use, BindStatus.UNKNOWN, "no vLLM source to check imports against")
+        if use.code.lstrip().startswith("import ") or use.code.rstrip().endswith("import *"):
+            found, why = self.members.module_answer(use.callee)
+            status = BindStatus.OK if found else BindStatus.MISMATCH if found is False else BindStatus.UNKNOWN
+            return Binding(use, status, why)
+        module = use.callee.rpartition(".")[0]
+        found, why = self.members.module_answer(module)
+        if found:
+            found, why = self.members.exists(use.callee)
+        if found is None:
+            return Binding(use, BindStatus.UNKNOWN, why)
+        if found:
+            return Binding(use, BindStatus.OK, "")
+        moved = self.moved(use)
+        name = use.callee.rpartition(".")[2]
+        where = (f"; {name} is in {', '.join(moved)} now" if moved
+                 else f"; no public module of this vLLM defines {name}")
+        return Binding(use, BindStatus.MISMATCH, why + where)
+
+
+def _bound(sig: Any) -> tuple[Any, str]:
+    """The signature as called on an instance: without self (a staticmethod or classmethod
+    read off the class has none to drop, and keeps a first parameter not named self)."""
+    params = sig.params
+    if params and params[0].name == "self" and params[0].kind in ("positional_only", "positional_or_keyword"):
+        return replace(sig, params=params[1:]), ""
+    if params and params[0].kind == "var_positional":
+        return sig, ""
+    return None, f"cannot tell whether {sig.qualname} takes self (its first parameter is not named self)"
+
+
+def audit_plan(plan: Plan | None, uses: dict[str, list[CallRecord]], after_uses: dict[str, list[CallRecord]],
+               checker: Checker, version: str = "") -> list[AuditRow]:
+    """Check every use of vLLM in the original files and, where the plan changes a file, after it
+    (no plan: the package as installed only)."""
+    changed = {r.path: r for r in plan.changed} if plan is not None else {}
+    version = str(plan.version) if plan is not None else version
     rows = []
-    for path in sorted(originals):
-        before_calls = scan(originals[path], path)
-        if not before_calls:
+    for path in sorted(uses):
+        before_uses = uses[path]
+        if not before_uses:
             continue
         result = changed.get(path)
-        after_calls = scan(result.after, path) if result else []
-        paired = len(after_calls) == len(before_calls)
         edited: dict[int, list[str]] = {}
         for site in (result.sites if result else ()):
             if site.action is Action.EDITED:
                 edited.setdefault(site.line, []).append(site.rule_id)
-        before = bind_all(before_calls, signatures, note)
-        after = bind_all(after_calls, signatures, note) if result and paired else [None] * len(before)
+        before = _check_file(before_uses, checker)
+        after: list[Binding | None] = [None] * len(before)
+        added: list[Binding] = []
+        if result is not None:
+            checked_after = _check_file(after_uses.get(path, []), checker)
+            pairs = _pair(before_uses, after_uses.get(path, []))
+            for i, j in pairs:
+                after[i] = checked_after[j]
+            paired = {j for _, j in pairs}
+            added = [b for j, b in enumerate(checked_after) if j not in paired]
         for b, a in zip(before, after):
             rules = tuple(edited.get(b.call.line, ()))
             final = a if a is not None else b
-            text = suggest(b.call, final.reason, str(plan.version)) if final.status is BindStatus.MISMATCH else ""
-            rows.append(AuditRow(b, a, rules, text))
+            text = ""
+            if final.status is BindStatus.MISMATCH and b.call.kind == CALL:  # a rule's call: an imported name
+                text = suggest(b.call, final.reason, version)
+            moved = checker.moved(b.call) if b.call.kind == IMPORT and b.status is BindStatus.MISMATCH else ()
+            rows.append(AuditRow(b, a, rules, text, moved))
+        # What the rules write is checked too: an added call must bind like any other.
+        rows += [AuditRow(b, b, (), "", (), added=True) for b in added]
     return rows
+
+
+def _check_file(uses: list[CallRecord], checker: Checker) -> list[Binding]:
+    first = [checker.check(u) if u.kind == IMPORT else None for u in uses]
+    missing = frozenset(u.callee for u, b in zip(uses, first) if b is not None and b.status is BindStatus.MISMATCH)
+    return [b if b is not None else checker.check(u, missing) for u, b in zip(uses, first)]
+
+
+def _pair(before: list[CallRecord], after: list[CallRecord]) -> list[tuple[int, int]]:
+    """Which use after the rules is which use before: the same sequence of (kind, name), with a
+    replaced stretch paired in order (a rename changes the name, not the position)."""
+    keys_a = [(u.kind, u.callee) for u in before]
+    keys_b = [(u.kind, u.callee) for u in after]
+    pairs = []
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, keys_a, keys_b, autojunk=False).get_opcodes():
+        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+            pairs += list(zip(range(i1, i2), range(j1, j2)))
+    return pairs
+
+
+__all__ = ["ATTRIBUTE", "CALL", "IMPORT", "METHOD", "AuditRow", "Checker", "audit_plan", "suggest"]

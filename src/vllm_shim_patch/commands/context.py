@@ -58,6 +58,7 @@ class Context:
 
         if "target" in self.__dict__:
             self.pack  # noqa: B018
+            self.check_version()
             return
         from ..target import probe
 
@@ -67,6 +68,16 @@ class Context:
             import libcst  # noqa: F401  (every caller runs the engine next)
 
             self.__dict__["target"] = target.result()
+        self.check_version()
+
+    def check_version(self) -> Any:
+        """The vLLM version rules are for; fails on a --vllm-version that contradicts the installed
+        vLLM or --vllm-source before anything is read further or written (make_plan resolves it
+        again, cheaply)."""
+        from ..versions import resolve_version
+
+        return resolve_version(self.settings.vllm_version, self.target.vllm_version, self.target.python,
+                               self.source_version)[0]
 
     @property
     def who(self) -> str:
@@ -114,10 +125,15 @@ class Context:
 
     @cached_property
     def _guard_source(self) -> Any:
-        from ..signatures.select import guard_source
-
         if self.settings.no_guard:
             return None
+        return self.static_source
+
+    @cached_property
+    def static_source(self) -> Any:
+        """vLLM's source read statically (--vllm-source, else the installed vLLM's), or None."""
+        from ..signatures.select import guard_source
+
         return guard_source(self.target, self.settings.vllm_source)
 
     @property
@@ -132,6 +148,9 @@ class Context:
         """Signatures to bind calls against (`probe`: the live answer, already asked)."""
         from ..signatures.select import binding_signatures
 
+        if self.settings.vllm_source or (self.settings.static and self.target.vllm_location is not None):
+            # The source the guards already read: one parse of each vLLM module per run.
+            return self.static_source.get_many(sorted(callees)), SignatureKind.STATIC, ""
         return binding_signatures(self.target, callees, vllm_source=self.settings.vllm_source,
                                   static=self.settings.static, probe=probe)
 
@@ -144,7 +163,19 @@ class Context:
         signatures, kind = self.guard
         return make_plan(self.target, self.pack, self.settings.vllm_version, signatures, kind,
                          files=self.originals() if files is None else files, declined=declined,
-                         facts=self.facts)
+                         facts=self.facts, source=self.source_version)
+
+    @cached_property
+    def source_version(self) -> tuple[str, str | None] | None:
+        """--vllm-source and the version it carries (None without --vllm-source)."""
+        from pathlib import Path
+
+        from ..versions import source_version
+
+        if not self.settings.vllm_source:
+            return None
+        path = Path(self.settings.vllm_source).expanduser()
+        return str(path), source_version(path)
 
     # ------------------------------------------------------------------ shared checks
 

@@ -8,34 +8,66 @@ from .text import plural
 
 if TYPE_CHECKING:
     from ..analysis.audit import AuditRow
+    from ..analysis.verify import Binding
+
+_KIND_LABEL = {"call": "", "method": "method ", "import": "import ", "attribute": "attribute "}
+_KIND_NOUN = {"call": "call", "method": "method call", "import": "import", "attribute": "attribute read"}
 
 
-def render(rows: list[AuditRow], who: str, against: str, verbose: bool) -> tuple[str, dict[str, Any]]:
-    lines = [f"{who} against {against}: {plural(len(rows), 'call')} into vLLM"]
+def line(b: Binding, after: Binding | None = None) -> str:
+    """Where the use is in the package as installed, and how it checks in the end (after the
+    rules, when they change the file)."""
+    final = after or b
+    why = f" ({final.reason})" if final.reason else ""
+    return f"{b.call.path}:{b.call.line}: {_KIND_LABEL[b.call.kind]}{b.call.callee}: {final.status}{why}"
+
+
+def render(rows: list[AuditRow], who: str, against: str, verbose: bool,
+           rules: bool = True) -> tuple[str, dict[str, Any]]:
+    counts = {k: sum(r.before.call.kind == k and not r.added for r in rows) for k in _KIND_NOUN}
+    parts = ", ".join(plural(n, _KIND_NOUN[k]) for k, n in counts.items() if n)
+    added = sum(r.added for r in rows)
+    more = f", and {added} the rules add" if added else ""
+    lines = [f"{who} against {against}: {plural(len(rows) - added, 'use')} of vLLM"
+             + (f" ({parts})" if parts else "") + more]
     for row in rows:
         b = row.before
+        if row.added:
+            if b.status != "ok" or verbose:
+                tail = " -> the rules write this; fix the rule" if row.remaining else ""
+                lines.append(f"  {line(b)} (added by the rules; line of the patched file){tail}")
+            continue
         if row.fixed:
-            lines.append(f"  {b.line()} -> fixed by {', '.join(row.rules) or 'the rules'}")
+            lines.append(f"  {line(b)} -> fixed by {', '.join(row.rules) or 'the rules'}")
         elif row.remaining:
-            final = row.after or row.before
-            lines.append(f"  {final.line()} -> no rule fixes this; suggested rule:")
-            lines += ["      " + line for line in row.suggestion.splitlines()]
-        elif b.status == "unknown" or verbose:
-            lines.append(f"  {b.line()}")
+            verdict = " -> no rule fixes this" if rules else ""
+            if row.suggestion:
+                lines.append(f"  {line(b, row.after)}{verdict}{';' if rules else ' ->'} suggested rule:")
+                lines += ["      " + text for text in row.suggestion.splitlines()]
+            else:
+                lines.append(f"  {line(b, row.after)}{verdict}")
+        elif (row.after or b).status == "unknown" or verbose:
+            lines.append(f"  {line(b, row.after)}")
     fixed = sum(r.fixed for r in rows)
     remaining = sum(r.remaining for r in rows)
     unknown = sum((r.after or r.before).status == "unknown" for r in rows)
     ok = len(rows) - fixed - remaining - unknown
     lines.append(
-        f"{plural(len(rows), 'call')}: {ok} ok, {fixed} fixed by the rules, "
+        f"{plural(len(rows), 'use')}: {ok} ok, {fixed} fixed by the rules, "
         f"{remaining} still mismatched, {unknown} unknown"
+        if rules else f"{plural(len(rows), 'use')}: {ok} ok, {remaining} mismatched, {unknown} unknown"
     )
     data = {
-        "calls": [
-            {**r.before.as_dict(), "after": r.after.as_dict() if r.after else None, "rules": list(r.rules),
-             "fixed": r.fixed, "remaining": r.remaining, "suggestion": r.suggestion or None}
+        "uses": [
+            {**r.before.as_dict(), "kind": r.before.call.kind,
+             "end_line": r.before.call.end_line or r.before.call.line,
+             "after": r.after.as_dict() if r.after else None, "rules": list(r.rules),
+             "fixed": r.fixed, "remaining": r.remaining, "suggestion": r.suggestion or None,
+             "moved_to": list(r.moved_to), "added": r.added}
             for r in rows
         ],
-        "summary": {"calls": len(rows), "ok": ok, "fixed": fixed, "remaining": remaining, "unknown": unknown},
+        "summary": {"uses": len(rows), "added": added, "ok": ok, "fixed": fixed, "remaining": remaining,
+                    "unknown": unknown,
+                    **{k: n for k, n in counts.items()}},
     }
     return "\n".join(lines), data

@@ -6,44 +6,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from ..errors import TargetError, UsageError
+from ..errors import UsageError
 from ..rules.model import Rule, RulePack
 from ..settings import Action, FileStatus, SignatureKind
 from ..target import Target
+from ..versions import in_series, parse_version, resolve_version
 from .engine import Engine, FileResult, Site
 from .grammar import TargetGrammar
 
-
-def parse_version(text: str, what: str) -> Version:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        raise UsageError(f"{what} {text!r} is not a version like 0.16 or 0.16.1.dev45+g1a2b3c4") from None
-
-
-def resolve_version(requested: str | None, installed: str | None, python: str) -> tuple[Version, str | None]:
-    """The vLLM version rules are selected for, and a note when request and install disagree.
-
-    `--vllm-version 0.16` names a series; a nightly such as 0.16.1.dev45+g1a2b3c4.cu129 is in it.
-    """
-    if requested is None:
-        if installed is None:
-            raise TargetError(f"no vLLM installed in {python}: pass --vllm-version (e.g. --vllm-version 0.16)")
-        return parse_version(installed, "installed vLLM version"), None
-    wanted = parse_version(requested, "--vllm-version")
-    if installed is None:
-        return wanted, f"vLLM is not installed in {python}: rules selected for --vllm-version {requested} alone"
-    have = parse_version(installed, "installed vLLM version")
-    series = wanted.release
-    head = have.release[: len(series)]
-    if head + (0,) * (len(series) - len(head)) != series:
-        return wanted, (
-            f"--vllm-version {requested} does not match the installed vLLM {installed}: "
-            f"rules selected for {requested}; signature guards follow what is installed"
-        )
-    return wanted, None
+__all__ = ["Plan", "in_series", "make_plan", "parse_version", "resolve_version"]
 
 
 @dataclass(frozen=True)
@@ -99,11 +72,13 @@ def make_plan(
     files: Mapping[str, bytes] | None = None,
     declined: frozenset[tuple[str, int, str]] = frozenset(),
     facts: Mapping[str, bool | None] | None = None,
+    source: tuple[str, str | None] | None = None,
 ) -> Plan:
-    """Run the engine over the package's files (or over `files`, e.g. the overlay's originals)."""
-    version, note = resolve_version(requested, target.vllm_version, target.python)
-    if note and target.vllm_version is None and signatures is not None:
-        note = f"vLLM is not installed in {target.python}: guards read the vLLM source given with --vllm-source"
+    """Run the engine over the package's files (or over `files`, e.g. the overlay's originals).
+
+    `source`: the --vllm-source path and the version it carries, which selects the rules when no
+    --vllm-version is given (and must agree with one that is)."""
+    version, note = resolve_version(requested, target.vllm_version, target.python, source)
     candidates = [r for r in pack.rules if r.since <= version]
     if not candidates and signatures is None:
         earliest = min(r.since for r in pack.rules) if pack.rules else None

@@ -128,6 +128,12 @@ class StaticSignatures:
             self._store.save(self._resolver.names.accessed)
             self._dirty = False
 
+    @property
+    def names(self) -> Any:
+        """The module reader (`names.Names`) behind every answer: for checks built on the same
+        parsed modules (the audit's `analysis.members`)."""
+        return self._resolver.names
+
     def exists(self, qualname: str) -> bool | None:
         """Whether `qualname` exists at run time: a module, a name a module defines or exports
         (re-exports and lazy `__getattr__` exports included), or a class attribute, method, enum

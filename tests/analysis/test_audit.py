@@ -1,0 +1,203 @@
+"""The audit on the real speculators 0.3.0 and 0.4.0 against the real vLLM sources: every finding
+that is not ok, exactly (file, line, kind, name, status, reason), and the rules that fix it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import realdata
+from conftest import GENERATOR, Sandbox
+
+pytestmark = pytest.mark.slow
+
+WORKER = "speculators/data_generation/custom_worker.py"
+
+CONFIGS_011 = [  # 0.11/0.12 declare the configs @config over pydantic dataclasses: the static
+    # reader's concern (issue 10, requirement 1); the audit says unknown, never mismatch.
+    (166, "CacheConfig", "cache"), (180, "VllmConfig", None), (181, "ModelConfig", "model"),
+    (190, "ParallelConfig", "parallel"), (194, "SchedulerConfig", "scheduler"),
+    (199, "DeviceConfig", "device"), (200, "LoadConfig", "load"),
+]
+
+
+LINES_040 = {166: 186, 180: 201, 181: 202, 190: 211, 194: 215, 199: 221, 200: 222}
+
+
+def _configs(lines: dict[int, int] | None = None, version: str = "0.11.0",
+             rules: dict[str, list[str]] | None = None) -> list[tuple[str, int, str, str, str, str, list[str]]]:
+    out = []
+    for line, cls, mod in CONFIGS_011:
+        mod = mod or ("vllm" if version != "0.11.0" else None)  # 0.11.1 moved VllmConfig to vllm.config.vllm
+        where = f"vllm.config.{cls}" if mod is None else f"vllm.config.{mod}.{cls}"
+        out.append((GENERATOR, (lines or {}).get(line, line), "call", f"vllm.config.{cls}", "unknown",
+                    f"class decorator @config on {where} may replace the class", (rules or {}).get(cls, [])))
+    return out
+
+
+def findings(sandbox: Sandbox, version: str) -> tuple[list[tuple[object, ...]], dict[str, object]]:
+    src = realdata.vllm_source(version)
+    r = sandbox.run("--vllm-source", str(src), "audit", "--vllm-version", version, "--json")
+    assert r.returncode in (0, 1), r.stderr
+    data = json.loads(r.stdout)
+    rows = [(u["path"], u["line"], u["kind"], u["callee"], (u["after"] or u)["status"], (u["after"] or u)["reason"],
+             u["rules"]) for u in data["uses"] if u["status"] != "ok" or (u["after"] and u["after"]["status"] != "ok")]
+    assert all(u["after"]["status"] == "ok" for u in data["uses"] if u["added"])  # what the rules write binds
+    return rows, {**data["summary"], "exit": r.returncode}
+
+
+def test_speculators_030_on_vllm_0110(sandbox: Sandbox) -> None:
+    rows, summary = findings(sandbox, "0.11.0")
+    assert rows == _configs()
+    assert summary == {"uses": 60, "added": 0, "ok": 53, "fixed": 0, "remaining": 0, "unknown": 7, "call": 20, "method": 10,
+                       "import": 21, "attribute": 9, "exit": 0}
+
+
+def test_speculators_030_on_vllm_0120(sandbox: Sandbox) -> None:
+    rows, summary = findings(sandbox, "0.12.0")
+    assert rows == [
+        (GENERATOR, 136, "call", "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups", "ok", "",
+         ["kv-cache-config-drop-specs"]),
+        (GENERATOR, 148, "call", "vllm.v1.core.sched.scheduler.Scheduler", "ok", "", ["scheduler-add-block-size"]),
+        # Unguarded (its signature is unknown), the rule applies by its since.
+        *_configs(version="0.12.0", rules={"CacheConfig": ["cache-config-no-prefix-caching"],
+                                          "SchedulerConfig": ["scheduler-config-add-is-encoder-decoder"]}),
+    ]
+    assert (summary["fixed"], summary["remaining"], summary["unknown"], summary["exit"]) == (2, 0, 7, 0)
+
+
+@pytest.mark.parametrize("version", ["0.16.0", "0.17.0"])
+def test_speculators_030_on_vllm_016_and_017(sandbox: Sandbox, version: str) -> None:
+    rows, summary = findings(sandbox, version)
+    expected = [
+        (GENERATOR, 136, "call", "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups", "ok", "",
+         ["kv-cache-config-drop-specs"]),
+        (GENERATOR, 148, "call", "vllm.v1.core.sched.scheduler.Scheduler", "ok", "", ["scheduler-add-block-size"]),
+        (GENERATOR, 194, "call", "vllm.config.SchedulerConfig", "ok", "", ["scheduler-config-add-is-encoder-decoder"]),
+    ]
+    if version == "0.17.0":
+        expected.append((GENERATOR, 234, "call", "vllm.v1.request.Request", "ok", "", ["request-drop-eos-token-id"]))
+    assert rows == expected
+    assert (summary["uses"], summary["fixed"], summary["remaining"], summary["unknown"]) == (63, len(expected), 0, 0)
+    assert summary["added"] == 3  # cache_config.block_size (twice: a.b, a.b.c) and sample_tokens
+
+
+def test_speculators_040_on_vllm_0110_finds_what_is_gone(sandbox: Sandbox) -> None:
+    sandbox.pip_reinstall(realdata.speculators_wheel("0.4.0"))
+    rows, summary = findings(sandbox, "0.11.0")
+    assert rows == [
+        (GENERATOR, 15, "import", "vllm.utils.hashing.get_hash_fn_by_name", "mismatch",
+         "no module vllm.utils.hashing; get_hash_fn_by_name is in vllm.utils now", []),
+        (GENERATOR, 143, "call", "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups", "mismatch",
+         "missing required argument 'kv_cache_specs'", []),
+        (GENERATOR, 154, "call", "vllm.v1.core.sched.scheduler.Scheduler", "mismatch",
+         "unexpected keyword argument 'block_size'", []),
+        (GENERATOR, 167, "call", "vllm.utils.hashing.get_hash_fn_by_name", "unknown",
+         "not bound: vllm.utils has no name 'hashing' (see the import)", []),
+        *_configs(LINES_040),
+        (GENERATOR, 315, "method", "vllm.v1.executor.multiproc_executor.MultiprocExecutor.sample_tokens", "mismatch",
+         "instance of vllm.v1.executor.multiproc_executor.MultiprocExecutor has no attribute 'sample_tokens'", []),
+    ]
+    assert summary == {"uses": 70, "added": 0, "ok": 58, "fixed": 0, "remaining": 4, "unknown": 8, "call": 22, "method": 12,
+                       "import": 23, "attribute": 13, "exit": 1}
+
+
+@pytest.mark.parametrize("version", ["0.12.0", "0.16.0"])
+def test_speculators_040_on_vllm_012_and_016(sandbox: Sandbox, version: str) -> None:
+    sandbox.pip_reinstall(realdata.speculators_wheel("0.4.0"))
+    rows, summary = findings(sandbox, version)
+    assert rows == ([] if version == "0.16.0" else _configs(LINES_040, version))
+    assert (summary["uses"], summary["remaining"], summary["exit"]) == (70, 0, 0)
+
+
+def test_speculators_040_on_vllm_0170(sandbox: Sandbox) -> None:
+    sandbox.pip_reinstall(realdata.speculators_wheel("0.4.0"))
+    rows, summary = findings(sandbox, "0.17.0")
+    assert rows == [(GENERATOR, 264, "call", "vllm.v1.request.Request", "ok", "", ["request-drop-eos-token-id"])]
+    assert (summary["uses"], summary["fixed"], summary["remaining"], summary["unknown"]) == (70, 1, 0, 0)
+
+
+def test_emit_rules_drafts_what_a_rule_can_say_and_rules_check_refuses_it_until_filled(
+        sandbox: Sandbox, tmp_path: Path) -> None:
+    sandbox.pip_reinstall(realdata.speculators_wheel("0.4.0"))
+    draft = tmp_path / "draft.yaml"
+    src = realdata.vllm_source("0.11.0")
+    r = sandbox.run("--vllm-source", str(src), "audit", "--emit-rules", str(draft))
+    assert r.returncode == 1, r.stderr
+    assert r.stdout.splitlines()[-1] == (
+        f"draft rules for 3 mismatches written to {draft}; fill 1 placeholder before use")
+    text = draft.read_text()
+    rules = [line.strip() for line in text.splitlines() if line.startswith(("  - id:", "    move:", "    add:",
+                                                                              "    drop:", "    call:"))]
+    assert rules == [
+        "- id: get-hash-fn-by-name-move", "call: vllm.utils.hashing.get_hash_fn_by_name",
+        "move: vllm.utils.get_hash_fn_by_name",
+        "- id: get-kv-cache-config-from-groups-add-kv-cache-specs",
+        "call: vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups",
+        'add: {kv_cache_specs: "TODO: an expression"}',
+        "- id: scheduler-drop-block-size", "call: vllm.v1.core.sched.scheduler.Scheduler", "drop: [block_size]",
+    ]
+    assert text.splitlines()[-1] == (
+        f"#   {GENERATOR}:315: method vllm.v1.executor.multiproc_executor.MultiprocExecutor.sample_tokens: "
+        "instance of vllm.v1.executor.multiproc_executor.MultiprocExecutor has no attribute 'sample_tokens'")
+    assert "          from vllm.v1.core.sched.scheduler import Scheduler\n          Scheduler(\n" \
+           "              vllm_config=self.vllm_config,\n" in text
+    check = sandbox.run("rules", "check", str(draft))
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if s.startswith("    add:"))
+    assert (check.returncode, check.stderr) == (2, (
+        f"patch-speculators: error: {draft}:{line}: rule 'get-kv-cache-config-from-groups-add-kv-cache-specs': "
+        "'add' 'kv_cache_specs': 'TODO: an expression' is not a single Python expression\n"))
+    filled = tmp_path / "filled.yaml"
+    filled.write_text(text.replace("TODO: an expression", "kv_cache_spec"))
+    ok = sandbox.run("rules", "check", str(filled))
+    assert (ok.returncode, ok.stdout) == (0, "3 rules OK in 1 file\n")
+    tested = sandbox.run("rules", "test", str(filled))
+    assert (tested.returncode, tested.stdout) == (0, "6 examples ok, 0 failing\n")
+    # With the filled draft the calls bind; what is left: the method no rule can name, and the old
+    # import, which the engine's `move` keeps when the moved name is the same (the call still
+    # uses that name): a limitation of the move operation, not of the draft.
+    again = sandbox.run("--vllm-source", str(src), "--rules", str(filled), "audit", "--json")
+    data = json.loads(again.stdout)
+    fixed = [(u["line"], u["rules"]) for u in data["uses"] if u["fixed"]]
+    assert fixed == [(143, ["get-kv-cache-config-from-groups-add-kv-cache-specs"]),
+                     (154, ["scheduler-drop-block-size"])]
+    left = [(u["line"], u["callee"]) for u in data["uses"] if u["remaining"]]
+    assert left == [(15, "vllm.utils.hashing.get_hash_fn_by_name"),
+                    (315, "vllm.v1.executor.multiproc_executor.MultiprocExecutor.sample_tokens")]
+
+
+def test_emit_rules_writes_nothing_when_no_rule_can_say_it(sandbox: Sandbox, tmp_path: Path) -> None:
+    draft = tmp_path / "draft.yaml"
+    r = sandbox.run("--vllm-source", str(realdata.vllm_source("0.16.0")), "audit", "--emit-rules", str(draft))
+    assert r.returncode == 0
+    assert r.stdout.splitlines()[-1] == f"no mismatch a rule can express: {draft} not written"
+    assert not draft.exists()
+
+
+@pytest.mark.parametrize("version", ["0.11.1", "0.11.2"])
+def test_speculators_030_and_040_on_vllm_0111_and_0112(sandbox: Sandbox, version: str) -> None:
+    rows, summary = findings(sandbox, version)
+    assert rows == [
+        (GENERATOR, 148, "call", "vllm.v1.core.sched.scheduler.Scheduler", "ok", "", ["scheduler-add-block-size"]),
+        *_configs(version=version),
+    ]
+    assert (summary["uses"], summary["fixed"], summary["remaining"], summary["exit"]) == (63, 1, 0, 0)
+    sandbox.pip_reinstall(realdata.speculators_wheel("0.4.0"))
+    rows, summary = findings(sandbox, version)
+    assert rows == [
+        # speculators 0.4.0 passes no kv_cache_specs: right from vLLM 0.12.0 on, not before.
+        (GENERATOR, 143, "call", "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups", "mismatch",
+         "missing required argument 'kv_cache_specs'", []),
+        *_configs(LINES_040, version),
+    ]
+    assert (summary["uses"], summary["remaining"], summary["exit"]) == (70, 1, 1)
+
+
+def test_emit_rules_to_a_folder_that_does_not_exist_is_one_line(sandbox: Sandbox, tmp_path: Path) -> None:
+    sandbox.pip_reinstall(realdata.speculators_wheel("0.4.0"))
+    dest = tmp_path / "missing" / "draft.yaml"
+    r = sandbox.run("--vllm-source", str(realdata.vllm_source("0.11.0")), "audit", "--emit-rules", str(dest))
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == f"patch-speculators: error: --emit-rules {dest}: cannot write: No such file or directory\n"
+    assert not dest.parent.exists()

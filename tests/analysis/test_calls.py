@@ -1,0 +1,130 @@
+"""The scan of a package module for its uses of vLLM: what is typed, and what is not."""
+
+from __future__ import annotations
+
+from vllm_shim_patch.analysis.calls import scan, scan_uses
+
+SOURCE = b'''\
+from typing import Optional
+import vllm.config as vc
+from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.request import RequestStatus
+from . import sibling
+
+
+class Gen:
+    engine: "Scheduler"
+
+    def __init__(self, cfg):
+        self.sched = None
+        self.sched = Scheduler(cfg)
+        self.other = Scheduler(cfg)
+        self.other = make()
+        self.cfg = self._config()
+
+    def _config(self) -> vc.VllmConfig:
+        return vc.VllmConfig()
+
+    def run(self, s: Optional[Scheduler], t: "Scheduler | None", u):
+        self.sched.add_request(1, *u)
+        self.other.add_request(2)
+        self.engine.schedule()
+        self.cfg.cache_config.block_size = 4
+        s.finish_requests([1], RequestStatus.FINISHED_ABORTED)
+        t.schedule()
+        u.schedule()
+        local = Scheduler(u)
+        local.has_requests()
+        maybe = Scheduler(u)
+        maybe = u
+        maybe.schedule()
+        lambda s: s.schedule()
+
+    @staticmethod
+    def free(self):
+        self.schedule()
+
+
+def outside(x: Scheduler):
+    import vllm
+    x.update_from_output(vllm.__version__, key=1, **{})
+'''
+
+
+def uses() -> list[tuple[int, str, str, bool]]:
+    return [(u.line, u.kind, u.callee, u.on_instance) for u in scan_uses(SOURCE, "pkg/mod.py")]
+
+
+def test_every_use_whose_vllm_type_the_source_shows() -> None:
+    assert uses() == [
+        (2, "import", "vllm.config", False),
+        (3, "import", "vllm.v1.core.sched.scheduler.Scheduler", False),
+        (4, "import", "vllm.v1.request.RequestStatus", False),
+        (13, "call", "vllm.v1.core.sched.scheduler.Scheduler", False),
+        (14, "call", "vllm.v1.core.sched.scheduler.Scheduler", False),
+        (18, "attribute", "vllm.config.VllmConfig", False),
+        (19, "call", "vllm.config.VllmConfig", False),
+        (22, "method", "vllm.v1.core.sched.scheduler.Scheduler.add_request", True),
+        (24, "method", "vllm.v1.core.sched.scheduler.Scheduler.schedule", True),
+        (25, "attribute", "vllm.config.VllmConfig.cache_config", True),
+        (26, "method", "vllm.v1.core.sched.scheduler.Scheduler.finish_requests", True),
+        (26, "attribute", "vllm.v1.request.RequestStatus.FINISHED_ABORTED", False),
+        (27, "method", "vllm.v1.core.sched.scheduler.Scheduler.schedule", True),
+        (29, "call", "vllm.v1.core.sched.scheduler.Scheduler", False),
+        (30, "method", "vllm.v1.core.sched.scheduler.Scheduler.has_requests", True),
+        (31, "call", "vllm.v1.core.sched.scheduler.Scheduler", False),
+        (42, "import", "vllm", False),
+        (43, "method", "vllm.v1.core.sched.scheduler.Scheduler.update_from_output", True),
+        (43, "attribute", "vllm.__version__", False),
+    ]
+
+
+def test_a_call_keeps_the_shape_binding_needs() -> None:
+    first = [u for u in scan_uses(SOURCE, "pkg/mod.py") if u.line in (22, 43) and u.kind == "method"]
+    assert [(u.n_positional, u.keywords, u.star_args, u.star_kwargs, u.code) for u in first] == [
+        (1, (), True, False, "self.sched.add_request(1, *u)"),
+        (1, ("key",), False, True, "x.update_from_output(vllm.__version__, key=1, **{})"),
+    ]
+
+
+def test_scan_keeps_only_calls_of_imported_names() -> None:
+    assert [(c.line, c.callee) for c in scan(SOURCE, "pkg/mod.py")] == [
+        (13, "vllm.v1.core.sched.scheduler.Scheduler"),
+        (14, "vllm.v1.core.sched.scheduler.Scheduler"),
+        (19, "vllm.config.VllmConfig"),
+        (29, "vllm.v1.core.sched.scheduler.Scheduler"),
+        (31, "vllm.v1.core.sched.scheduler.Scheduler"),
+    ]
+
+
+def test_relative_imports_and_other_packages_are_not_vllm() -> None:
+    src = b"from .vllm import x\nfrom vllm_ext import y\nx.a()\ny.b()\nimport vllmish\nvllmish.c()\n"
+    assert scan_uses(src, "pkg/mod.py") == []
+
+
+def test_a_file_that_does_not_parse_has_no_uses() -> None:
+    assert scan_uses(b"import vllm\ndef broken(:\n", "pkg/bad.py") == []
+
+
+def test_a_name_two_imports_bind_differently_is_not_typed_and_feature_tests_are_marked() -> None:
+    src = b'''\
+import sys
+if sys.platform == "linux":
+    from vllm import _custom_ops as ops
+else:
+    from vllm._xpu_ops import xpu_ops as ops
+try:
+    from vllm.new import Thing
+except (ValueError, ImportError):
+    Thing = None
+if vllm_version >= (0, 12):
+    import vllm.x
+ops.reshape_and_cache(1)
+'''
+    got = [(u.line, u.kind, u.callee, u.conditional) for u in scan_uses(src, "pkg/m.py")]
+    assert got == [
+        (3, "import", "vllm._custom_ops", ""),
+        (5, "import", "vllm._xpu_ops.xpu_ops", ""),
+        (7, "import", "vllm.new.Thing", "in the try/except ImportError at line 6"),
+        (11, "import", "vllm.x", "under `if vllm_version >= (0, 12)` at line 10"),
+    ]

@@ -1,0 +1,43 @@
+"""Draft rules from mismatches: which operation each gets, on a tiny vLLM source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import write_tree
+
+from vllm_shim_patch.analysis.audit import AuditRow, Checker, _check_file
+from vllm_shim_patch.analysis.calls import scan_uses
+from vllm_shim_patch.analysis.draft import drafts, render
+from vllm_shim_patch.analysis.members import Members
+from vllm_shim_patch.rules.loader import parse_rules
+from vllm_shim_patch.signatures.static import StaticSignatures
+
+TREE = {
+    "vllm/__init__.py": b"",
+    "vllm/api.py": b"def build(model_config, max_len=1, *, block_size):\n    pass\n"
+                   b"def plain(a, b):\n    pass\n",
+}
+PACKAGE = b"""\
+from vllm.api import build, plain
+build(model_cfg=1, block_size=2)
+build(model_config=1, max_len=2)
+plain(1, 2, 3)
+"""
+
+
+def test_rename_drop_add_and_what_no_rule_can_say(tmp_path: Path) -> None:
+    source = StaticSignatures(write_tree(tmp_path, TREE))
+    uses = scan_uses(PACKAGE, "pkg/m.py")
+    sigs = source.get_many({u.callee for u in uses if u.is_call})
+    rows = [AuditRow(b, None, (), "") for b in _check_file(uses, Checker(sigs, "", Members(source.names)))]
+    items, left = drafts(rows, sigs, "0.20", {"build-rename-model-cfg"})
+    assert [(d.id, d.op, d.examples[0][1].splitlines()[1]) for d in items] == [
+        ("build-rename-model-cfg-2", "rename: {model_cfg: model_config}", "build(model_config=1, block_size=2)"),
+        ("build-add-block-size", 'add: {block_size: "TODO: an expression"}',
+         "build(model_config=1, max_len=2, block_size=TODO: an expression)"),
+    ]
+    assert left == ["pkg/m.py:4: call vllm.api.plain: too many positional arguments (3 given, 2 accepted)"]
+    text = render(items, left, "0.20", "pkg 1.0", "pkg")
+    filled = text.replace("TODO: an expression", "16")
+    assert [r.id for r in parse_rules(filled)] == ["build-rename-model-cfg-2", "build-add-block-size"]

@@ -1,0 +1,41 @@
+"""The audit with live signatures on the real vLLM 0.16.0 install: the same findings as the
+static reader, and a --vllm-version that contradicts the install is an error."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import GENERATOR, Sandbox
+
+pytestmark = [pytest.mark.realvllm, pytest.mark.slow]
+
+
+def test_live_audit_finds_what_the_static_one_does(real: Sandbox) -> None:
+    r = real.run("audit", "--json", timeout=900)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["signatures"] == "live"
+    not_ok = [(u["line"], u["kind"], u["callee"], u["reason"], u["rules"], u["fixed"])
+              for u in data["uses"] if u["status"] != "ok" or (u["after"] and u["after"]["status"] != "ok")]
+    assert not_ok == [
+        (136, "call", "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups",
+         "unexpected keyword argument 'kv_cache_specs'", ["kv-cache-config-drop-specs"], True),
+        (148, "call", "vllm.v1.core.sched.scheduler.Scheduler", "missing required argument 'block_size'",
+         ["scheduler-add-block-size"], True),
+        (194, "call", "vllm.config.SchedulerConfig", "missing required argument 'is_encoder_decoder'",
+         ["scheduler-config-add-is-encoder-decoder"], True),
+    ]
+    assert all(u["path"] == GENERATOR for u in data["uses"] if u["status"] != "ok")
+    assert data["summary"] == {"uses": 63, "added": 3, "ok": 60, "fixed": 3, "remaining": 0, "unknown": 0, "call": 20,
+                               "method": 10, "import": 21, "attribute": 9}
+
+
+def test_a_version_the_install_contradicts_is_an_error(real: Sandbox) -> None:
+    before = real.snapshot()
+    r = real.run("--vllm-version", "0.17", "--check")
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == (f"patch-speculators: error: --vllm-version 0.17 does not match the installed vLLM 0.16.0 "
+                        f"in {real.python}: leave out --vllm-version, or give --python the interpreter that has "
+                        f"vLLM 0.17\n")
+    assert real.snapshot() == before

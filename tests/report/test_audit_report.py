@@ -1,0 +1,56 @@
+"""The audit's text: what is shown for fixed, remaining, unknown and added uses, with and without
+the rules."""
+
+from __future__ import annotations
+
+from vllm_shim_patch.analysis.audit import AuditRow
+from vllm_shim_patch.analysis.calls import CallRecord
+from vllm_shim_patch.analysis.verify import Binding
+from vllm_shim_patch.report.audit import render
+from vllm_shim_patch.settings import BindStatus
+
+OK, MISMATCH, UNKNOWN = BindStatus.OK, BindStatus.MISMATCH, BindStatus.UNKNOWN
+
+
+def use(line: int, kind: str, callee: str) -> CallRecord:
+    return CallRecord("pkg/m.py", line, callee, 0, (), False, False, "x", kind=kind, on_instance=kind != "call")
+
+
+ROWS = [
+    AuditRow(Binding(use(1, "import", "vllm.a.B"), OK, ""), None, (), ""),
+    AuditRow(Binding(use(2, "call", "vllm.a.B"), MISMATCH, "missing required argument 'x'"),
+             Binding(use(2, "call", "vllm.a.B"), OK, ""), ("b-add-x",), ""),
+    AuditRow(Binding(use(3, "method", "vllm.a.B.go"), MISMATCH, "instance of vllm.a.B has no attribute 'go'"),
+             None, (), ""),
+    AuditRow(Binding(use(4, "attribute", "vllm.a.B.f"), UNKNOWN, "why not"), None, (), ""),
+    AuditRow(Binding(use(9, "method", "vllm.a.B.run"), MISMATCH, "too many positional arguments (1 given, 0 accepted)"),
+             Binding(use(9, "method", "vllm.a.B.run"), MISMATCH, "too many positional arguments (1 given, 0 accepted)"),
+             (), "", added=True),
+]
+
+
+def test_text_with_the_rules() -> None:
+    text, data = render(ROWS, "pkg 1.0", "vLLM 0.16.0", verbose=False)
+    assert text.splitlines() == [
+        "pkg 1.0 against vLLM 0.16.0: 4 uses of vLLM (1 call, 1 method call, 1 import, 1 attribute read), "
+        "and 1 the rules add",
+        "  pkg/m.py:2: vllm.a.B: mismatch (missing required argument 'x') -> fixed by b-add-x",
+        "  pkg/m.py:3: method vllm.a.B.go: mismatch (instance of vllm.a.B has no attribute 'go') -> no rule fixes this",
+        "  pkg/m.py:4: attribute vllm.a.B.f: unknown (why not)",
+        "  pkg/m.py:9: method vllm.a.B.run: mismatch (too many positional arguments (1 given, 0 accepted)) "
+        "(added by the rules; line of the patched file) -> the rules write this; fix the rule",
+        "5 uses: 1 ok, 1 fixed by the rules, 2 still mismatched, 1 unknown",
+    ]
+    assert data["summary"] == {"uses": 5, "added": 1, "ok": 1, "fixed": 1, "remaining": 2, "unknown": 1,
+                               "call": 1, "method": 1, "import": 1, "attribute": 1}
+
+
+def test_text_without_the_rules() -> None:
+    text, _ = render(ROWS[:1] + ROWS[2:4], "pkg 1.0", "vLLM 0.16.0, rules not applied", verbose=True, rules=False)
+    assert text.splitlines() == [
+        "pkg 1.0 against vLLM 0.16.0, rules not applied: 3 uses of vLLM (1 method call, 1 import, 1 attribute read)",
+        "  pkg/m.py:1: import vllm.a.B: ok",
+        "  pkg/m.py:3: method vllm.a.B.go: mismatch (instance of vllm.a.B has no attribute 'go')",
+        "  pkg/m.py:4: attribute vllm.a.B.f: unknown (why not)",
+        "3 uses: 1 ok, 1 mismatched, 1 unknown",
+    ]
