@@ -69,7 +69,7 @@ class CallRecord:
 Val = tuple[str, str]
 
 
-def _unwrap_annotation(node: ast.expr | None) -> ast.expr | None:
+def unwrap_annotation(node: ast.expr | None) -> ast.expr | None:
     """`X`, `"X"`, `Optional[X]`, `X | None` -> X; anything else -> None."""
     if node is None:
         return None
@@ -80,12 +80,12 @@ def _unwrap_annotation(node: ast.expr | None) -> ast.expr | None:
             return None
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         sides = [s for s in (node.left, node.right) if not (isinstance(s, ast.Constant) and s.value is None)]
-        return _unwrap_annotation(sides[0]) if len(sides) == 1 else None
+        return unwrap_annotation(sides[0]) if len(sides) == 1 else None
     if isinstance(node, ast.Subscript):
         head = node.value
         name = head.attr if isinstance(head, ast.Attribute) else head.id if isinstance(head, ast.Name) else ""
         if name == "Optional":
-            return _unwrap_annotation(node.slice)
+            return unwrap_annotation(node.slice)
         return None
     return node if isinstance(node, (ast.Name, ast.Attribute)) else None
 
@@ -235,7 +235,7 @@ class _Scanner:
         env: dict[str, Val] = {}
         args = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
         for arg in args:
-            ann = _unwrap_annotation(arg.annotation)
+            ann = unwrap_annotation(arg.annotation)
             val = self._value_of_name_chain(ann, names) if ann is not None else None
             if val is not None and val[0] == "ref":
                 env[arg.arg] = ("decl", val[1])
@@ -248,7 +248,7 @@ class _Scanner:
             if isinstance(node, ast.Assign):
                 targets, value = node.targets, node.value
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                ann = _unwrap_annotation(node.annotation)
+                ann = unwrap_annotation(node.annotation)
                 val = self._value_of_name_chain(ann, names) if ann is not None else None
                 assigned.setdefault(node.target.id, set()).add(("decl", val[1]) if val and val[0] == "ref" else None)
                 continue
@@ -410,7 +410,7 @@ class _ClassInfo:
             seen.setdefault(attr, set()).add(val if val is not None and val[0] in _INSTANCE else None)
 
         def annotated(ann: ast.expr | None) -> Val | None:
-            target = _unwrap_annotation(ann)
+            target = unwrap_annotation(ann)
             val = scanner._value_of_name_chain(target, names) if target is not None else None
             return ("decl", val[1]) if val is not None else None
 

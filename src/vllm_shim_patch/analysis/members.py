@@ -19,6 +19,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from .calls import unwrap_annotation
+
 Answer = tuple[bool | None, str]
 
 _MODULE_DUNDERS = frozenset({"__name__", "__file__", "__path__", "__doc__", "__spec__", "__loader__",
@@ -136,7 +138,7 @@ class Members:
         return obj, ""
 
     def _annotated_class(self, module: Any, ann: ast.expr | None) -> Any:
-        target = _plain_annotation(_optional(ann))
+        target = unwrap_annotation(ann)
         if target is None:
             return None
         try:
@@ -274,21 +276,6 @@ class Members:
             return True, ""
         what = "instance of " if on_instance else ""
         return False, f"{what}{cls.label} has no attribute {attr!r}"
-
-
-def _optional(node: ast.expr | None) -> ast.expr | None:
-    """`X | None`, `Optional[X]`, `"X | None"` -> X; anything else as it is."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        try:
-            node = ast.parse(node.value, mode="eval").body
-        except SyntaxError:
-            return None
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-        sides = [x for x in (node.left, node.right) if not (isinstance(x, ast.Constant) and x.value is None)]
-        return sides[0] if len(sides) == 1 else None
-    if isinstance(node, ast.Subscript) and ast.unparse(node.value).rpartition(".")[2] == "Optional":
-        return node.slice
-    return node
 
 
 def _plain_annotation(node: ast.expr | None) -> ast.expr | None:
