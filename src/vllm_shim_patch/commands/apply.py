@@ -40,9 +40,16 @@ def apply(ctx: Context, *, verify: bool = True, accept_modified: bool = False, w
     from ..overlay.baseline import prepare
     from ..overlay.recovery import recover
 
+    from ..rewrite.ops import compile_rule
+    from ..rewrite.plan import select_version
+
     ctx.load()
     ctx.refuse_editable()
-    ctx.guard  # noqa: B018  (read the signatures before taking the lock)
+    signatures, _ = ctx.guard  # read the signatures before taking the lock
+    # Every input error before the first write: a bad --vllm-version must not leave an overlay behind.
+    select_version(ctx.target, ctx.pack, ctx.settings.vllm_version, guarded=signatures is not None)
+    for rule in ctx.pack.rules:
+        compile_rule(rule)  # a codemod that cannot load fails here, not after the original is recorded
     ov = ctx.overlay
     with ov.locked(wait):
         recover(ov, ctx.target, ctx.tracked, ctx.log)

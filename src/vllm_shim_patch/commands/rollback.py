@@ -48,6 +48,9 @@ def rollback(ctx: Context, to: str | None, *, wait: bool = False) -> Outcome:
 def _untracked(ctx: Context, to: str | None) -> Outcome:
     from ..overlay.baseline import record_mismatches
 
+    if to is not None:
+        raise OverlayError(f"no state {to!r}: {ctx.who} is not tracked (this tool never recorded it), "
+                           f"so there is nothing to roll back to")
     bad = record_mismatches(ctx.target, ctx.tracked)
     if bad:
         return Outcome(f"{ctx.who} is not tracked by this tool, and {plural(len(bad), 'file')} "

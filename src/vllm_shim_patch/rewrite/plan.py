@@ -45,6 +45,23 @@ def resolve_version(requested: str | None, installed: str | None, python: str) -
     return wanted, None
 
 
+def select_version(target: Target, pack: RulePack, requested: str | None, *,
+                   guarded: bool) -> tuple[Version, str | None]:
+    """`resolve_version`, refused when no rule applies: callers run it before their first write."""
+    version, note = resolve_version(requested, target.vllm_version, target.python)
+    if note and target.vllm_version is None and guarded:
+        note = f"vLLM is not installed in {target.python}: guards read the vLLM source given with --vllm-source"
+    candidates = [r for r in pack.rules if r.since <= version]
+    if not candidates and not guarded:
+        earliest = min(r.since for r in pack.rules) if pack.rules else None
+        raise UsageError(
+            f"no rule applies to vLLM {version} (the earliest rule is for {earliest})"
+            if earliest
+            else "no rules loaded"
+        )
+    return version, note
+
+
 @dataclass(frozen=True)
 class Plan:
     target: Target
@@ -100,17 +117,7 @@ def make_plan(
     facts: Mapping[str, bool | None] | None = None,
 ) -> Plan:
     """Run the engine over the package's files (or over `files`, e.g. the overlay's originals)."""
-    version, note = resolve_version(requested, target.vllm_version, target.python)
-    if note and target.vllm_version is None and signatures is not None:
-        note = f"vLLM is not installed in {target.python}: guards read the vLLM source given with --vllm-source"
-    candidates = [r for r in pack.rules if r.since <= version]
-    if not candidates and signatures is None:
-        earliest = min(r.since for r in pack.rules) if pack.rules else None
-        raise UsageError(
-            f"no rule applies to vLLM {version} (the earliest rule is for {earliest})"
-            if earliest
-            else "no rules loaded"
-        )
+    version, note = select_version(target, pack, requested, guarded=signatures is not None)
     engine = Engine(pack.rules, version, signatures, declined, facts)
     if files is None:
         results = engine.run(target.location, target.python_files())
