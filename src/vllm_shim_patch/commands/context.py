@@ -74,10 +74,10 @@ class Context:
 
     @cached_property
     def overlay(self) -> Overlay:
-        from ..overlay.layout import overlay_path, state_root
+        from ..overlay.layout import overlay_for
         from ..overlay.repo import Overlay
 
-        path = overlay_path(state_root(self.settings.state_dir), self.target.package, self.target.location)
+        path = overlay_for(self.settings.state_dir, self.target.package, self.target.location)
         return Overlay(path, self.target.location)
 
     @cached_property

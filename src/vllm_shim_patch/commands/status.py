@@ -32,7 +32,7 @@ def status(settings: Settings, target: Target) -> StatusResult:
     current = {p: hash_file(target.location / p) for p in files}
     record = {e.path: e.hash for e in target.record if e.hash}
     off_record = sorted(p for p in files if p in record and current[p] != record[p])
-    path = layout.overlay_path(layout.state_root(settings.state_dir), target.package, target.location)
+    path = layout.overlay_for(settings.state_dir, target.package, target.location)
     base: dict[str, Any] = {"package": target.package, "version": target.version,
                             "location": str(target.location), "overlay": str(path),
                             "vllm_installed": target.vllm_version, "differs_from_record": off_record}

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import StateDirError
 from ..fsutil import read_json
 
 GIT_DIR = "git"
@@ -28,11 +29,49 @@ LOCK_FILE = "lock"
 STATE_FORMAT = 1
 
 
+# Folders that hold installed packages: an overlay there would be read, copied or deleted with them.
+_PACKAGE_DIRS = frozenset({"site-packages", "dist-packages"})
+
+
 def state_root(state_dir: str | None) -> Path:
+    """The state dir, absolute (a relative one is taken from the current folder, once, here)."""
     if state_dir:
-        return Path(state_dir).expanduser()
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "vllm-shim-patch"
+        return Path(os.path.abspath(Path(state_dir).expanduser()))
+    xdg = os.environ.get("XDG_STATE_HOME")
+    if xdg:
+        return Path(os.path.abspath(xdg)) / "vllm-shim-patch"
+    try:
+        home = Path.home()
+    except (RuntimeError, KeyError):
+        raise StateDirError("cannot find your home folder (HOME is not set): set XDG_STATE_HOME or pass "
+                            "--state-dir") from None
+    if not home.is_dir():
+        raise StateDirError(f"HOME {home} is not a folder: set HOME or XDG_STATE_HOME, or pass --state-dir")
+    return Path(os.path.abspath(home)) / ".local" / "state" / "vllm-shim-patch"
+
+
+def check_state_root(root: Path, location: Path) -> None:
+    """Refuse a state dir that cannot hold an overlay, before anything reads or writes under it."""
+    existing = root
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "is not a folder" if existing == root else f"cannot be created: {existing} is not a folder"
+        raise StateDirError(f"state dir {root} {what}: pass --state-dir with a folder (or fix XDG_STATE_HOME)")
+    real = Path(os.path.realpath(root))
+    package_dir = next((part for part in real.parts if part in _PACKAGE_DIRS), None)
+    inside = real == location or location in real.parents
+    if package_dir or inside:
+        where = f"the target's {location}" if inside else package_dir
+        raise StateDirError(f"state dir {root} is inside {where}: the overlay must live outside installed "
+                            f"packages; pass --state-dir with a folder elsewhere")
+
+
+def overlay_for(state_dir: str | None, package: str, location: Path) -> Path:
+    """The overlay folder of an installed distribution, its state dir checked."""
+    root = state_root(state_dir)
+    check_state_root(root, location)
+    return overlay_path(root, package, location)
 
 
 def overlay_path(root: Path, package: str, location: Path) -> Path:
