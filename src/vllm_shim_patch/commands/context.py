@@ -74,10 +74,13 @@ class Context:
 
     @cached_property
     def overlay(self) -> Overlay:
+        from ..overlay.integrity import check_overlay
         from ..overlay.layout import overlay_for
         from ..overlay.repo import Overlay
 
         path = overlay_for(self.settings.state_dir, self.target.package, self.target.location)
+        # Before anything reads or writes it: a damaged overlay must not pass for "already patched".
+        check_overlay(path, self.target.package, self.target.version)
         return Overlay(path, self.target.location)
 
     @cached_property

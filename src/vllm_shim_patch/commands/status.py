@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..fsutil import hash_file
 from ..overlay import layout, lock
+from ..overlay.integrity import check_overlay
 from ..report.text import plural
 from ..settings import PackageState, Settings
 
@@ -36,6 +37,7 @@ def status(settings: Settings, target: Target) -> StatusResult:
     base: dict[str, Any] = {"package": target.package, "version": target.version,
                             "location": str(target.location), "overlay": str(path),
                             "vllm_installed": target.vllm_version, "differs_from_record": off_record}
+    check_overlay(path, target.package, target.version)
     journal = layout.read_journal(path)
     holder = lock.holder(path / layout.LOCK_FILE)
     if holder is not None:

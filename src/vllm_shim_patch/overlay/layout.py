@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import StateDirError
+from ..errors import DamagedOverlayError, StateDirError
 from ..fsutil import read_json
 
 GIT_DIR = "git"
@@ -107,10 +107,56 @@ class State:
 
 
 def read_state(overlay: Path) -> State | None:
-    data = read_json(overlay / STATE_FILE)
-    return State(data) if data else None
+    data = _read(overlay / STATE_FILE)
+    if data is None:
+        return None
+    _expect(overlay / STATE_FILE, data, {"files": list, "head": dict, "original": dict, "head_commit": str,
+                                         "original_commit": str, "trailers": dict, "version": str, "package": str})
+    if not all(isinstance(p, str) for p in data["files"]) or not all(
+        isinstance(k, str) and (v is None or isinstance(v, str))
+        for key in ("head", "original", "trailers") for k, v in data[key].items()
+    ):
+        raise DamagedOverlayError(f"{overlay / STATE_FILE} is damaged (an entry of the wrong type)")
+    return State(data)
 
 
 def read_journal(overlay: Path) -> dict[str, Any] | None:
-    data = read_json(overlay / JOURNAL_FILE)
-    return data if isinstance(data, dict) else None
+    path = overlay / JOURNAL_FILE
+    data = _read(path)
+    if data is None:
+        return None
+    _expect(path, data, {"op": str, "base_commit": str, "files": dict})
+    if data["op"] not in ("apply", "rollback"):
+        raise DamagedOverlayError(f"{path} is damaged (unknown operation {data['op'][:40]!r})")
+    if data["op"] == "rollback":
+        _expect(path, data, {"to_commit": str, "message": str})
+    for name, entry in data["files"].items():
+        if not (isinstance(entry, dict) and isinstance(entry.get("after"), str)
+                and (entry.get("before") is None or isinstance(entry.get("before"), str))):
+            raise DamagedOverlayError(f"{path} is damaged (the entry of {str(name)[:80]!r} is of the wrong shape)")
+    return data
+
+
+def _read(path: Path) -> Any:
+    """The file's JSON, or None when there is no file; an unreadable one is a damaged overlay."""
+    try:
+        return read_json(path)
+    except (OSError, ValueError) as exc:
+        why = "empty" if isinstance(exc, ValueError) and _is_empty(path) else (
+            f"not JSON: {exc}" if isinstance(exc, ValueError) else f"unreadable: {exc.strerror or exc}")
+        raise DamagedOverlayError(f"{path} is damaged ({why})") from None
+
+
+def _is_empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0
+    except OSError:
+        return False
+
+
+def _expect(path: Path, data: Any, keys: dict[str, type]) -> None:
+    if not isinstance(data, dict):
+        raise DamagedOverlayError(f"{path} is damaged (a JSON {type(data).__name__}, not an object)")
+    for key, kind in keys.items():
+        if not isinstance(data.get(key), kind):
+            raise DamagedOverlayError(f"{path} is damaged ({key!r} is missing or not a {kind.__name__})")
