@@ -12,7 +12,7 @@ from .context import Context, Outcome
 
 def rollback(ctx: Context, to: str | None, *, wait: bool = False) -> Outcome:
     from ..overlay.baseline import record_mismatches
-    from ..overlay.recovery import recover
+    from ..overlay.recovery import recover, settled_on_failure
 
     ctx.refuse_editable()
     ov, target = ctx.overlay, ctx.target
@@ -20,7 +20,7 @@ def rollback(ctx: Context, to: str | None, *, wait: bool = False) -> Outcome:
     if not ov.exists():
         return _untracked(ctx, to)
     label = to or "original"
-    with ov.locked(wait):
+    with ov.locked(wait), settled_on_failure(ov, target, files, ctx.log):
         recover(ov, target, files, ctx.log)
         _settle_baseline(ctx)
         to_commit = _resolve_same_install(ctx, label)

@@ -73,10 +73,10 @@ class Overlay:
                                               strip_newline_in_stdout=False, stdout_as_string=False)
         except gitpython.GitCommandError as exc:
             detail = re.sub(r"^\s*(stderr|stdout): '|'\s*$", "", str(exc.stderr or exc.stdout or "")).strip()
-            raise OverlayError(
-                f"git {args[0]} failed in the overlay {self.path}: {detail or exc}"
-                f" (if the overlay is damaged, move it away and run again)"
-            ) from None
+            full = any(word in detail for word in ("No space left on device", "Disk quota exceeded", "Out of diskspace"))
+            hint = ("the state dir's disk is full: free space and run again" if full
+                    else "if the overlay is damaged, move it away and run again")
+            raise OverlayError(f"git {args[0]} failed in the overlay {self.path}: {detail or exc} ({hint})") from None
         return bytes(out)
 
     def exists(self) -> bool:
