@@ -120,6 +120,15 @@ def test_unreadable_journal(ov: Overlay, journal: bytes, why: str) -> None:
     _damaged(ov, f"{ov.journal_file} is damaged ({why})")
 
 
+def test_records_naming_something_else_than_a_commit(ov: Overlay) -> None:
+    ov.journal_file.write_text(json.dumps({"op": "apply", "base_commit": "HEAD~1", "files": {}}))
+    _damaged(ov, f"{ov.journal_file} is damaged (the interrupted apply's base commit is 'HEAD~1', not a commit)")
+    ov.clear_journal()
+    data = json.loads(ov.state_file.read_text())
+    ov.state_file.write_text(json.dumps({**data, "original_commit": "../../etc/passwd"}))
+    _damaged(ov, f"{ov.state_file} is damaged (the recorded original is '../../etc/passwd', not a commit)")
+
+
 def test_journal_naming_a_missing_commit(ov: Overlay) -> None:
     ov.journal_file.write_text(json.dumps({"op": "apply", "base_commit": "ab" * 20, "files": {}}))
     _damaged(ov, f"the overlay {ov.path} is damaged: commit {'ab' * 6} is missing in the interrupted apply's "

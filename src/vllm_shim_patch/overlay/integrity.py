@@ -12,6 +12,7 @@ import hashlib
 import re
 import zlib
 from pathlib import Path
+from typing import Any
 
 from ..errors import DamagedOverlayError
 from .layout import GIT_DIR, read_journal, read_state
@@ -52,13 +53,17 @@ def _check(overlay: Path) -> None:
         sha = store.ref(ref)
         if sha is not None:
             wanted.setdefault(sha, what)
+    recorded: list[tuple[str, Any, str]] = []
     if state is not None:
-        wanted.setdefault(state.data["original_commit"], "the recorded original")
-        wanted.setdefault(state.data["head_commit"], "the recorded HEAD")
+        recorded += [("state.json", state.data["original_commit"], "the recorded original"),
+                     ("state.json", state.data["head_commit"], "the recorded HEAD")]
     if journal is not None:
-        for key in ("base_commit", "to_commit"):
-            if journal.get(key):
-                wanted.setdefault(journal[key], f"the interrupted {journal['op']}'s {key.replace('_', ' ')}")
+        recorded += [("journal.json", journal[key], f"the interrupted {journal['op']}'s {key.replace('_', ' ')}")
+                     for key in ("base_commit", "to_commit") if journal.get(key)]
+    for name, sha, what in recorded:
+        if not (isinstance(sha, str) and _SHA.fullmatch(sha)):
+            raise DamagedOverlayError(f"{overlay / name} is damaged ({what} is {str(sha)[:60]!r}, not a commit)")
+        wanted.setdefault(sha, what)
     if state is not None and store.ref("HEAD") is None:
         raise DamagedOverlayError(f"the overlay {overlay} has no HEAD commit although state.json records one")
     seen: set[str] = set()
