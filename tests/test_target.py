@@ -28,12 +28,12 @@ def _interpreter(tmp_path: Path, body: str) -> Path:
         ('{"python": 1}', "TypeError: expected a string, got int"),
         ('{"python": "/x"}', "KeyError: 'package'"),
         ('{"python": "/x", "package": [], "vllm": null}', "TypeError: 'package' is a list"),
-        ('{"python": "/x", "python_version": "3.12.1", "vllm": null, "package": {"name": "speculators", '
-         '"version": "0.3.0", "location": "/s", "editable": null, "has_record": true, "files": {}}}',
+        (('{"python": "/x", "python_version": "3.12.1", "vllm": null, "package": {"name": "speculators", '
+         '"version": "0.3.0", "location": "/s", "editable": null, "has_record": true, "files": {}}}'),
          "TypeError: 'files' is a dict"),
-        ('{"python": "/x", "python_version": "3.12.1", "vllm": null, "package": {"name": "speculators", '
+        (('{"python": "/x", "python_version": "3.12.1", "vllm": null, "package": {"name": "speculators", '
          '"version": "0.3.0", "location": "/s", "editable": null, "has_record": true, '
-         '"files": [{"path": "a.py", "hash": null, "size": "12"}]}}',
+         '"files": [{"path": "a.py", "hash": null, "size": "12"}]}}'),
          "TypeError: size of 'a.py' is a str"),
     ],
     ids=["list", "wrong-type", "missing-key", "package-list", "files-dict", "size-str"],

@@ -168,7 +168,7 @@ def test_every_command_stops_on_a_damaged_overlay(sandbox: Sandbox, damage: str)
         assert r.returncode == 2, (command, r.stdout, r.stderr)
         line = r.stderr.splitlines()[-1]
         assert line.startswith(f"patch-speculators: error: {what}"), (command, line)
-        assert line.endswith(f"(pip install --force-reinstall --no-deps speculators==0.3.0)"), (command, line)
+        assert line.endswith("(pip install --force-reinstall --no-deps speculators==0.3.0)"), (command, line)
         assert json.loads(r.stdout)["kind"] == "DamagedOverlayError", command
         assert "already patched" not in r.stdout + r.stderr
     assert sandbox.snapshot() == before

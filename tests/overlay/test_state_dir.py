@@ -39,12 +39,12 @@ def test_home_that_is_not_a_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 @pytest.mark.parametrize(
     ("root", "message"),
     [
-        ("/dev/null/vllm-shim-patch", "state dir /dev/null/vllm-shim-patch cannot be created: /dev/null is not a "
-                                      "folder: pass --state-dir with a folder (or fix XDG_STATE_HOME)"),
+        ("/dev/null/vllm-shim-patch", ("state dir /dev/null/vllm-shim-patch cannot be created: /dev/null is not a "
+                                      "folder: pass --state-dir with a folder (or fix XDG_STATE_HOME)")),
         ("/dev/null", "state dir /dev/null is not a folder: pass --state-dir with a folder (or fix XDG_STATE_HOME)"),
-        ("/usr/lib/python3/dist-packages/x", "state dir /usr/lib/python3/dist-packages/x is inside dist-packages: "
+        ("/usr/lib/python3/dist-packages/x", ("state dir /usr/lib/python3/dist-packages/x is inside dist-packages: "
                                              "the overlay must live outside installed packages; pass --state-dir "
-                                             "with a folder elsewhere"),
+                                             "with a folder elsewhere")),
     ],
 )
 def test_unusable_state_roots(root: str, message: str) -> None:
@@ -68,7 +68,7 @@ def test_state_root_inside_the_target_location(tmp_path: Path) -> None:
 def _cli(sb: Sandbox, *args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if k not in ("XDG_STATE_HOME",) and not k.startswith("VSP_TEST_")}
     return subprocess.run([sys.executable, "-m", "vllm_shim_patch", "--python", str(sb.python), *args],
-                          capture_output=True, text=True, env={**full, **env}, cwd=cwd, timeout=300)
+                          capture_output=True, text=True, env={**full, **env}, cwd=cwd, timeout=300, check=False)
 
 
 @pytest.mark.parametrize("command", [["status"], ["--vllm-version", "0.16"], ["rollback"], ["log"],
@@ -91,9 +91,9 @@ def test_state_dir_that_is_a_file_stops_every_command(sandbox: Sandbox, tmp_path
 def test_state_dir_on_proc_writes_nothing(sandbox: Sandbox) -> None:
     before = sandbox.snapshot()
     r = _cli(sandbox, "--vllm-version", "0.16", env={"XDG_STATE_HOME": "/proc"})
-    assert (r.returncode, r.stderr) == (2, "patch-speculators: error: cannot write the state dir "
+    assert (r.returncode, r.stderr) == (2, ("patch-speculators: error: cannot write the state dir "
                                            "/proc/vllm-shim-patch: No such file or directory; nothing was changed "
-                                           "(pass --state-dir with a writable folder)\n")
+                                           "(pass --state-dir with a writable folder)\n"))
     assert sandbox.snapshot() == before
     assert _cli(sandbox, "status", env={"XDG_STATE_HOME": "/proc"}).returncode == 0
 
@@ -116,8 +116,8 @@ def test_state_dir_not_writable(sandbox: Sandbox) -> None:
 
 def test_home_nowhere_is_one_line(sandbox: Sandbox, tmp_path: Path) -> None:
     r = _cli(sandbox, "--vllm-version", "0.16", env={"HOME": str(tmp_path / "nowhere")})
-    assert (r.returncode, r.stderr) == (2, f"patch-speculators: error: HOME {tmp_path}/nowhere is not a folder: "
-                                           f"set HOME or XDG_STATE_HOME, or pass --state-dir\n")
+    assert (r.returncode, r.stderr) == (2, (f"patch-speculators: error: HOME {tmp_path}/nowhere is not a folder: "
+                                           f"set HOME or XDG_STATE_HOME, or pass --state-dir\n"))
     assert not (tmp_path / "nowhere").exists()
 
 
@@ -143,8 +143,8 @@ def test_state_dir_in_site_packages_is_refused(sandbox: Sandbox, where: str) -> 
     before = sandbox.snapshot()
     r = sandbox.run("--state-dir", str(root), "--vllm-version", "0.16")
     inside = "site-packages" if where == "tool's site-packages" else f"the target's {sandbox.site}"
-    assert (r.returncode, r.stderr) == (2, f"patch-speculators: error: state dir {root} is inside {inside}: the "
+    assert (r.returncode, r.stderr) == (2, (f"patch-speculators: error: state dir {root} is inside {inside}: the "
                                            f"overlay must live outside installed packages; pass --state-dir with a "
-                                           f"folder elsewhere\n")
+                                           f"folder elsewhere\n"))
     assert not root.exists()
     assert sandbox.snapshot() == before

@@ -115,10 +115,10 @@ CORPUS: dict[str, tuple[int | None, str | None, str]] = {
     "duplicate-mapping-key.yaml": (8, "two-drops", "a rule has key 'drop' twice"),
     "rename-to-itself.yaml": (8, "same-name", "'rename' 'eos_token_id' to itself"),
     "schema-2.yaml": (1, None, "unsupported schema '2' (this tool reads schema 1)"),
-    "nul-byte.yaml": (6, None, "control character U+0000 at column 12: rule files are plain text "
-                               "(write escapes in quoted strings)"),
-    "control-byte.yaml": (7, None, "control character U+0007 at column 16: rule files are plain text "
-                                   "(write escapes in quoted strings)"),
+    "nul-byte.yaml": (6, None, ("control character U+0000 at column 12: rule files are plain text "
+                               "(write escapes in quoted strings)")),
+    "control-byte.yaml": (7, None, ("control character U+0007 at column 16: rule files are plain text "
+                                   "(write escapes in quoted strings)")),
     "id-trailing-newline.yaml": (3, None, "id 'trailing-newline\\n' must be lowercase letters, digits and dashes"),
     "yaml-anchor-alias.yaml": (9, None, "YAML anchor &snippet is not allowed: rule files spell every value out"),
     "yaml-alias.yaml": (8, None, "YAML alias *elsewhere is not allowed: rule files spell every value out"),

@@ -38,7 +38,6 @@ def apply(ctx: Context, *, verify: bool = True, accept_modified: bool = False, w
     """Plan from the original bytes, write atomically, verify, then commit; restore on failure."""
     from ..overlay.baseline import prepare
     from ..overlay.recovery import recover, settled_on_failure
-
     from ..rewrite.ops import compile_rule
     from ..rewrite.plan import select_version
 
