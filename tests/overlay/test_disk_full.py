@@ -121,3 +121,22 @@ def test_state_dir_full(sandbox: Sandbox, tmpfs: Path, op: str, leave: int) -> N
     assert sandbox.snapshot() == (patched if op == "apply" else original)
     assert sandbox.run("rollback").returncode == 0
     assert sandbox.snapshot() == original and pristine(sandbox)
+
+
+@pytest.mark.parametrize("command", [["--vllm-version", "0.16"], ["rollback"]], ids=" ".join)
+def test_read_only_site_packages_writes_nothing(sandbox: Sandbox, tmpfs: Path, command: list[str]) -> None:
+    sb = on_tmpfs(sandbox, tmpfs)
+    if command == ["rollback"]:
+        assert sb.run("--vllm-version", "0.16").returncode == 0
+    before = sb.snapshot()
+    state = sorted(p.name for p in sb.state.rglob("*")) if sb.state.exists() else None
+    subprocess.run(["mount", "-o", "remount,ro", str(tmpfs)], check=True)
+    r = sb.run("--json", *command)
+    assert (r.returncode, r.stderr) == (2, f"patch-speculators: error: {sb.site} is on a read-only filesystem: patch "
+                                           f"speculators where its environment is built (e.g. in the image's "
+                                           f"Dockerfile); nothing was changed\n")
+    assert json.loads(r.stdout)["kind"] == "TargetError"
+    assert sb.snapshot() == before
+    # Not even the overlay: the check comes before the lock and the original's record.
+    assert (sorted(p.name for p in sb.state.rglob("*")) if sb.state.exists() else None) == state
+

@@ -43,6 +43,7 @@ def apply(ctx: Context, *, verify: bool = True, accept_modified: bool = False, w
 
     ctx.load()
     ctx.refuse_editable()
+    ctx.check_mounted_writable()
     signatures, _ = ctx.guard  # read the signatures before taking the lock
     # Every input error before the first write: a bad --vllm-version must not leave an overlay behind.
     select_version(ctx.target, ctx.pack, ctx.settings.vllm_version, guarded=signatures is not None)

@@ -150,6 +150,18 @@ class Context:
                 f"patch that source checkout with git instead"
             )
 
+    def check_mounted_writable(self) -> None:
+        """Before the first write (the overlay): a package on a read-only mount cannot be patched at all."""
+        try:
+            readonly = bool(os.statvfs(self.target.location).f_flag & os.ST_RDONLY)
+        except OSError:
+            return
+        if readonly:
+            raise TargetError(
+                f"{self.target.location} is on a read-only filesystem: patch {self.target.package} where its "
+                f"environment is built (e.g. in the image's Dockerfile); nothing was changed"
+            )
+
     def check_writable(self, paths: list[str]) -> None:
         for path in paths:
             full = self.target.location / path

@@ -19,6 +19,7 @@ def rollback(ctx: Context, to: str | None, *, wait: bool = False) -> Outcome:
     files = ctx.tracked
     if not ov.exists():
         return _untracked(ctx, to)
+    ctx.check_mounted_writable()
     label = to or "original"
     with ov.locked(wait), settled_on_failure(ov, target, files, ctx.log):
         recover(ov, target, files, ctx.log)
