@@ -25,8 +25,29 @@ PROG = "patch-speculators"
 
 
 class _Group(click.Group):
-    """The one error boundary: a PatchError is one line (and JSON under --json), exit 2; anything
-    else is a bug and keeps its traceback."""
+    """The one error boundary: a PatchError or a usage error is one line (and JSON under --json),
+    exit 2; anything else is a bug and keeps its traceback."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.ClickException as exc:
+            # click's own errors (unknown option, bad value) come before our options are parsed:
+            # --json is looked for among the words themselves.
+            as_json = "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
+            where = exc.ctx.command_path if isinstance(exc, click.UsageError) and exc.ctx else PROG
+            message = f"{exc.format_message()} (see {where} --help)"
+            if as_json:
+                click.echo(json.dumps({"ok": False, "error": message, "kind": "UsageError"}))
+            fail(message, exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
         from .errors import PatchError
@@ -151,15 +172,17 @@ def main(ctx: click.Context, **options: Any) -> None:
 @click.pass_context
 def apply(ctx: click.Context, **options: Any) -> None:
     """Write the planned edits, verify, record (the default command)."""
+    from .errors import UsageError
+
     c, given = _context(ctx, options)
+    if given.get("interactive") and not sys.stdin.isatty():
+        raise UsageError("--interactive needs a terminal on standard input")
     if given.get("dry_run"):
         _diff(c)
     if given.get("check"):
         from .commands.check import check
 
         emit(c.settings, check(c))
-    if given.get("interactive") and not sys.stdin.isatty():
-        fail("--interactive needs a terminal on standard input")
     from .commands.apply import apply as run_apply
 
     emit(c.settings, run_apply(c, verify=not given.get("no_verify"), rehearse=not given.get("no_rehearse"),

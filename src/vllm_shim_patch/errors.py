@@ -33,6 +33,14 @@ class OverlayError(PatchError):
     """The git overlay cannot be read or written."""
 
 
+class StateDirError(OverlayError):
+    """The state dir (--state-dir, $XDG_STATE_HOME or ~/.local/state) cannot hold the overlay."""
+
+
+class DamagedOverlayError(OverlayError):
+    """The overlay's records (state.json, journal.json, git objects) cannot be trusted."""
+
+
 class LockedError(OverlayError):
     """Another process holds the overlay lock."""
 

@@ -66,9 +66,12 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
         checkpoint(f"write:temp ready {path.name}")
         os.replace(tmp, path)
         checkpoint(f"write:renamed {path.name}")
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None:
+            # A failed write names no file (ENOSPC from write or fsync): name the one we meant.
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         raise
     _fsync_dir(path.parent)
 

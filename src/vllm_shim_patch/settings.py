@@ -7,6 +7,7 @@ other module reads it, and `--help`/`status` stay fast.
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
@@ -86,4 +87,11 @@ class Settings:
     def from_options(cls, options: dict[str, Any]) -> Settings:
         """The settings among parsed options (per-command options are left to the command)."""
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in options.items() if k in names and v is not None})
+        given = {k: v for k, v in options.items() if k in names and v is not None}
+        # Paths are made absolute once, here: nothing below depends on the current folder.
+        for key in ("state_dir", "vllm_source"):
+            if given.get(key):
+                given[key] = os.path.abspath(os.path.expanduser(given[key]))
+        if given.get("python") and os.sep in given["python"]:
+            given["python"] = os.path.abspath(os.path.expanduser(given["python"]))
+        return cls(**given)

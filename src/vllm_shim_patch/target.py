@@ -9,6 +9,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import TargetError
 
@@ -92,23 +93,62 @@ def probe(python: str | None, package: str) -> Target:
         info = json.loads(proc.stdout)
     except ValueError:
         raise TargetError(f"interpreter {exe!r} gave an unreadable answer: {proc.stdout[:200]!r}") from None
+    try:
+        return _target(info, package)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        # Something else answered (a wrapper script, a patched interpreter): not a guess to build on.
+        raise TargetError(f"interpreter {exe!r} answered the probe with JSON of another shape "
+                          f"({type(exc).__name__}: {exc}): pass --python with a plain Python interpreter") from None
+
+
+def _str(value: object, optional: bool = False) -> str:
+    if value is None and optional:
+        return None  # type: ignore[return-value]
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _target(info: dict[str, Any], package: str) -> Target:
+    if not isinstance(info, dict):
+        raise TypeError(f"expected an object, got {type(info).__name__}")
+    python = _str(info["python"])
     pkg = info["package"]
     if pkg is None:
         raise TargetError(
-            f"{package} is not installed in {info['python']} (pass --python with the interpreter of your ML environment)"
+            f"{package} is not installed in {python} (pass --python with the interpreter of your ML environment)"
         )
-    if not pkg.get("has_record"):
-        raise TargetError(f"{package} {pkg['version']} in {info['python']} has no RECORD: not installed by a wheel installer")
+    if not isinstance(pkg, dict):
+        raise TypeError(f"'package' is a {type(pkg).__name__}")
     vllm = info["vllm"]
+    for what, dist in ((package, pkg), ("vllm", vllm)):
+        if dist is not None and (dist.get("name") is None or dist.get("version") is None):
+            raise TargetError(
+                f"{what} in {dist.get('location')} has a dist-info without METADATA (a broken install): "
+                f"reinstall it with pip install --force-reinstall --no-deps {what}"
+            )
+    if not pkg.get("has_record"):
+        raise TargetError(f"{package} {pkg['version']} in {python} has no RECORD: not installed by a wheel installer")
+    files = pkg["files"]
+    if not isinstance(files, list):
+        raise TypeError(f"'files' is a {type(files).__name__}")
+    record = []
+    for f in files:
+        size = f["size"]
+        if size is not None and not isinstance(size, int):
+            raise TypeError(f"size of {f['path']!r} is a {type(size).__name__}")
+        record.append(RecordEntry(_str(f["path"]), _str(f["hash"], optional=True), size))
+    if vllm is not None and not isinstance(vllm, dict):
+        raise TypeError(f"'vllm' is a {type(vllm).__name__}")
     return Target(
-        python=info["python"],
-        python_version=info["python_version"],
-        package=pkg["name"],
-        version=pkg["version"],
-        location=Path(pkg["location"]).resolve(),
-        record=tuple(RecordEntry(f["path"], f["hash"], f["size"]) for f in pkg["files"]),
-        editable=pkg["editable"],
-        vllm_version=vllm["version"] if vllm else None,
-        vllm_location=Path(vllm["location"]) if vllm else None,
+        python=python,
+        python_version=_str(info["python_version"]),
+        package=_str(pkg["name"]),
+        version=_str(pkg["version"]),
+        location=Path(_str(pkg["location"])).resolve(),
+        record=tuple(record),
+        editable=_str(pkg["editable"], optional=True),
+        vllm_version=_str(vllm["version"]) if vllm else None,
+        vllm_location=Path(_str(vllm["location"])) if vllm else None,
     )
 

@@ -125,3 +125,73 @@ def test_two_concurrent_applies(sandbox: Sandbox, tmp_path: Path) -> None:
     assert first.returncode == 0
     assert sandbox.run("--vllm-version", "0.16", "--check").returncode == 0
     assert b"kv_cache_specs=" not in (sandbox.site / GENERATOR).read_bytes()
+
+
+# -- a full disk: the write at the Nth checkpoint fails with ENOSPC -------------------------------
+
+
+def _enospc(sb: Sandbox, n: int, stays: bool, *args: str) -> tuple[str, bool]:
+    """Run with ENOSPC at checkpoint `n` (and after, if the disk `stays` full): (its error line, journaled)."""
+    env = {"VSP_TEST_ENOSPC_AT": str(n), **({"VSP_TEST_ENOSPC_STAYS": "1"} if stays else {})}
+    r = sb.run(*args, env=env)
+    assert r.returncode == 2, (n, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+    line = r.stderr.splitlines()[-1]
+    assert line.startswith("patch-speculators: error: ") and "No space left on device" in line, line
+    return line, line.endswith("the next apply or rollback finishes or undoes it (free space first)")
+
+
+def test_disk_full_during_apply_at_every_checkpoint(sandbox_template: Path, tmp_path: Path) -> None:
+    probe = fresh(sandbox_template, tmp_path / "trace")
+    points = trace(probe, "--vllm-version", "0.17", tmp=tmp_path)
+    patched = probe.snapshot()
+    assert len(points) >= 20
+    for n, point in enumerate(points, 1):
+        stays = n % 2 == 0  # every other point: the disk stays full, so undoing fails too
+        sb = fresh(sandbox_template, tmp_path / f"full-{n}")
+        original = sb.snapshot()
+        line, journaled = _enospc(sb, n, stays, "--vllm-version", "0.17")
+        status = json.loads(sb.run("status", "--json").stdout)
+        if journaled:
+            assert status["state"] == "interrupted", (point, line)
+        elif line.endswith("was finished and recorded after all"):
+            assert sb.snapshot() == patched and status["state"] == "patched", (point, line)
+        else:
+            assert line.endswith(("the installed files were not changed", "nothing was changed")), (point, line)
+            assert sb.snapshot() == original, (point, line)
+            assert status["state"] in ("original", "not tracked"), (point, status)
+        again = sb.run("--vllm-version", "0.17")
+        assert again.returncode == 0, (point, again.stderr)
+        assert sb.run("--vllm-version", "0.17", "--check").returncode == 0, point
+        assert sb.snapshot() == patched, point
+        back = sb.run("rollback")
+        assert back.returncode == 0, (point, back.stderr)
+        assert sb.snapshot() == original and pristine(sb), point
+        shutil.rmtree(tmp_path / f"full-{n}")
+
+
+def test_disk_full_during_rollback_at_every_checkpoint(sandbox_template: Path, tmp_path: Path) -> None:
+    probe = fresh(sandbox_template, tmp_path / "trace")
+    assert probe.run("--vllm-version", "0.17").returncode == 0
+    patched = probe.snapshot()
+    points = trace(probe, "rollback", tmp=tmp_path)
+    assert len(points) >= 10
+    for n, point in enumerate(points, 1):
+        for stays in (False, True):
+            sb = fresh(sandbox_template, tmp_path / f"full-{n}-{stays}")
+            original = sb.snapshot()
+            assert sb.run("--vllm-version", "0.17").returncode == 0
+            line, journaled = _enospc(sb, n, stays, "rollback")
+            assert "nothing written" not in line
+            if journaled:
+                assert json.loads(sb.run("status", "--json").stdout)["state"] == "interrupted", (point, line)
+            elif line.endswith("was finished and recorded after all"):
+                assert sb.snapshot() == original, (point, line)
+            else:
+                assert line.endswith("the installed files were not changed"), (point, line)
+                assert sb.snapshot() == patched, (point, line)
+            back = sb.run("rollback")
+            assert back.returncode == 0, (point, stays, back.stderr)
+            assert sb.snapshot() == original and pristine(sb), (point, stays)
+            assert sb.run("status").stdout.startswith("original: speculators 0.3.0"), (point, stays)
+            shutil.rmtree(tmp_path / f"full-{n}-{stays}")

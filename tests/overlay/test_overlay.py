@@ -229,8 +229,15 @@ def test_damaged_overlay_is_reported_and_nothing_changes(sandbox: Sandbox) -> No
             obj.write_bytes(b"garbage")
     r = sandbox.run("--vllm-version", "0.17")
     assert r.returncode == 2
-    assert r.stderr.startswith("patch-speculators: error: git ")
-    assert "(if the overlay is damaged, move it away and run again)" in r.stderr
+    # Found by the integrity check before git is asked anything: the HEAD commit is the first read.
+    overlay = gitdir.parent
+    head = (gitdir / "refs" / "heads" / "master").read_text().strip()
+    assert r.stderr == (
+        f"patch-speculators: error: the overlay {overlay} is damaged: commit {head[:12]} is corrupt (does not "
+        f"decompress) in HEAD ({head[:12]}); move the overlay away (mv {overlay} {overlay}.damaged) and run again: "
+        f"apply records the original anew from files checked against RECORD; if the installed files differ from "
+        f"RECORD, restore them from the wheel first (pip install --force-reinstall --no-deps speculators==0.3.0)\n"
+    )
     assert sandbox.snapshot() == before
 
 

@@ -124,7 +124,10 @@ def test_restore_with_expect_leaves_a_file_changed_by_someone_else(ov: Overlay, 
 
 
 def test_save_state_and_read_state(ov: Overlay) -> None:
-    ov.save_state(files=["pkg/mod.py"], head={"pkg/mod.py": "h"}, original={"pkg/mod.py": None})
+    head = ov.head_commit()
+    assert head is not None
+    ov.save_state(files=["pkg/mod.py"], head={"pkg/mod.py": "h"}, original={"pkg/mod.py": None}, head_commit=head,
+                  original_commit=head, trailers={}, package="pkg", version="1.0")
     state = read_state(ov.path)
     assert state == ov.state()
     assert state is not None

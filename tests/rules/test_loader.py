@@ -115,6 +115,16 @@ CORPUS: dict[str, tuple[int | None, str | None, str]] = {
     "duplicate-mapping-key.yaml": (8, "two-drops", "a rule has key 'drop' twice"),
     "rename-to-itself.yaml": (8, "same-name", "'rename' 'eos_token_id' to itself"),
     "schema-2.yaml": (1, None, "unsupported schema '2' (this tool reads schema 1)"),
+    "nul-byte.yaml": (6, None, ("control character U+0000 at column 12: rule files are plain text "
+                               "(write escapes in quoted strings)")),
+    "control-byte.yaml": (7, None, ("control character U+0007 at column 16: rule files are plain text "
+                                   "(write escapes in quoted strings)")),
+    "id-trailing-newline.yaml": (3, None, "id 'trailing-newline\\n' must be lowercase letters, digits and dashes"),
+    "yaml-anchor-alias.yaml": (9, None, "YAML anchor &snippet is not allowed: rule files spell every value out"),
+    "yaml-alias.yaml": (8, None, "YAML alias *elsewhere is not allowed: rule files spell every value out"),
+    "unchanged-nul-escape.yaml": (
+        8, "nul-escape", "each 'unchanged' entry is not valid Python: source code string cannot contain null bytes"
+    ),
     "python-tag.yaml": (
         6,
         "unsafe",
@@ -183,6 +193,30 @@ def test_rules_check_cli_ok(tmp_path: Path) -> None:
     good.write_text(GOOD)
     result = CliRunner().invoke(main, ["rules", "check", str(good)])
     assert (result.exit_code, result.stdout, result.stderr) == (0, "2 rules OK in 1 file\n", "")
+
+
+def test_rule_file_size_is_bounded(tmp_path: Path) -> None:
+    from vllm_shim_patch.rules.loader import MAX_RULE_FILE_BYTES
+
+    big = tmp_path / "big.yaml"
+    body = GOOD + "#" * (MAX_RULE_FILE_BYTES - len(GOOD.encode()))
+    big.write_text(body)
+    assert len(load_pack([big], bundled=False).rules) == 2  # exactly at the bound: read
+    big.write_text(body + "#")
+    with pytest.raises(RuleError) as info:
+        load_pack([big], bundled=False)
+    assert str(info.value) == f"{big}: larger than 1024 KiB: rule files are hand-written; split it into several files"
+
+
+def test_alias_bomb_is_refused_at_its_first_anchor(tmp_path: Path) -> None:
+    # Each level doubles the size: without the refusal this expands to 2**30 snippets.
+    levels = "".join(f"    l{i}: &l{i} [*l{i - 1}, *l{i - 1}]\n" for i in range(1, 31))
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text('schema: 1\nrules:\n  - id: bomb\n    call: vllm.x.Y\n    since: "0.17"\n    why: w\n'
+                    '    drop: [a]\n    unchanged: &l0 ["Y()"]\n' + levels)
+    with pytest.raises(RuleError) as info:
+        load_pack([bomb], bundled=False)
+    assert str(info.value) == f"{bomb}:8: YAML anchor &l0 is not allowed: rule files spell every value out"
 
 
 def test_load_pack_missing_path(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import TargetError
 from ..faults import checkpoint
 from ..fsutil import hash_file, record_hash
 from ..report.text import plural
@@ -38,13 +37,21 @@ def apply(ctx: Context, *, verify: bool = True, rehearse: bool = True, accept_mo
           wait: bool = False, review: Review | None = None) -> Outcome:
     """Plan from the original bytes, write atomically, verify, then commit; restore on failure."""
     from ..overlay.baseline import prepare
-    from ..overlay.recovery import recover
+    from ..overlay.recovery import recover, settled_on_failure
+    from ..rewrite.ops import compile_rule
+    from ..rewrite.plan import select_version
 
     ctx.load()
     ctx.refuse_editable()
-    ctx.guard  # noqa: B018  (read the signatures before taking the lock)
+    ctx.check_mounted_writable()
+    signatures, _ = ctx.guard  # read the signatures before taking the lock
+    # Every input error before the first write: a bad --vllm-version must not leave an overlay behind.
+    select_version(ctx.target, ctx.pack, ctx.settings.vllm_version, guarded=signatures is not None,
+                   source=ctx.source_version)
+    for rule in ctx.pack.rules:
+        compile_rule(rule)  # a codemod that cannot load fails here, not after the original is recorded
     ov = ctx.overlay
-    with ov.locked(wait):
+    with ov.locked(wait), settled_on_failure(ov, ctx.target, ctx.tracked, ctx.log):
         recover(ov, ctx.target, ctx.tracked, ctx.log)
         prepare(ov, ctx.target, accept_modified, ctx.log)
         originals = ctx.originals()
@@ -119,17 +126,9 @@ def _nothing_to_do(ctx: Context, plan: Plan, base: dict[str, Any], code: int) ->
 def _write(ctx: Context, writes: dict[str, bytes], head: str) -> None:
     if not writes:
         return
-    ov = ctx.overlay
     ctx.check_writable(sorted(writes))
-    try:
-        ov.write_files("apply", writes, head, package=ctx.who)
-    except OSError as exc:
-        restored, _ = ov.restore(head, sorted(writes))
-        ov.clear_journal()
-        raise TargetError(
-            f"cannot write {exc.filename or 'a file'}: {exc.strerror or exc}; "
-            f"restored {plural(len(restored), 'file')}, nothing was changed"
-        ) from None
+    # A failure (a full disk) is settled by `settled_on_failure`: the journal says what to undo.
+    ctx.overlay.write_files("apply", writes, head, package=ctx.who)
 
 
 def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,

@@ -85,10 +85,13 @@ class Context:
 
     @cached_property
     def overlay(self) -> Overlay:
-        from ..overlay.layout import overlay_path, state_root
+        from ..overlay.integrity import check_overlay
+        from ..overlay.layout import overlay_for
         from ..overlay.repo import Overlay
 
-        path = overlay_path(state_root(self.settings.state_dir), self.target.package, self.target.location)
+        path = overlay_for(self.settings.state_dir, self.target.package, self.target.location)
+        # Before anything reads or writes it: a damaged overlay must not pass for "already patched".
+        check_overlay(path, self.target.package, self.target.version)
         return Overlay(path, self.target.location)
 
     @cached_property
@@ -184,6 +187,18 @@ class Context:
             raise TargetError(
                 f"{self.target.package} is installed in editable mode from {self.target.editable}: "
                 f"patch that source checkout with git instead"
+            )
+
+    def check_mounted_writable(self) -> None:
+        """Before the first write (the overlay): a package on a read-only mount cannot be patched at all."""
+        try:
+            readonly = bool(os.statvfs(self.target.location).f_flag & os.ST_RDONLY)
+        except OSError:
+            return
+        if readonly:
+            raise TargetError(
+                f"{self.target.location} is on a read-only filesystem: patch {self.target.package} where its "
+                f"environment is built (e.g. in the image's Dockerfile); nothing was changed"
             )
 
     def check_writable(self, paths: list[str]) -> None:

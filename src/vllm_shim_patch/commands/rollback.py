@@ -12,15 +12,16 @@ from .context import Context, Outcome
 
 def rollback(ctx: Context, to: str | None, *, wait: bool = False) -> Outcome:
     from ..overlay.baseline import record_mismatches
-    from ..overlay.recovery import recover
+    from ..overlay.recovery import recover, settled_on_failure
 
     ctx.refuse_editable()
     ov, target = ctx.overlay, ctx.target
     files = ctx.tracked
     if not ov.exists():
         return _untracked(ctx, to)
+    ctx.check_mounted_writable()
     label = to or "original"
-    with ov.locked(wait):
+    with ov.locked(wait), settled_on_failure(ov, target, files, ctx.log):
         recover(ov, target, files, ctx.log)
         _settle_baseline(ctx)
         to_commit = _resolve_same_install(ctx, label)
@@ -48,6 +49,9 @@ def rollback(ctx: Context, to: str | None, *, wait: bool = False) -> Outcome:
 def _untracked(ctx: Context, to: str | None) -> Outcome:
     from ..overlay.baseline import record_mismatches
 
+    if to is not None:
+        raise OverlayError(f"no state {to!r}: {ctx.who} is not tracked (this tool never recorded it), "
+                           f"so there is nothing to roll back to")
     bad = record_mismatches(ctx.target, ctx.tracked)
     if bad:
         return Outcome(f"{ctx.who} is not tracked by this tool, and {plural(len(bad), 'file')} "

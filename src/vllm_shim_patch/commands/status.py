@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..fsutil import hash_file
 from ..overlay import layout, lock
+from ..overlay.integrity import check_overlay
 from ..report.text import plural
 from ..settings import PackageState, Settings
 
@@ -32,10 +33,11 @@ def status(settings: Settings, target: Target) -> StatusResult:
     current = {p: hash_file(target.location / p) for p in files}
     record = {e.path: e.hash for e in target.record if e.hash}
     off_record = sorted(p for p in files if p in record and current[p] != record[p])
-    path = layout.overlay_path(layout.state_root(settings.state_dir), target.package, target.location)
+    path = layout.overlay_for(settings.state_dir, target.package, target.location)
     base: dict[str, Any] = {"package": target.package, "version": target.version,
                             "location": str(target.location), "overlay": str(path),
                             "vllm_installed": target.vllm_version, "differs_from_record": off_record}
+    check_overlay(path, target.package, target.version)
     journal = layout.read_journal(path)
     holder = lock.holder(path / layout.LOCK_FILE)
     if holder is not None:

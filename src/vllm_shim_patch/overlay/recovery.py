@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from ..errors import DamagedOverlayError, LockedError, OverlayError, StateDirError
 from ..report.text import listing
 from .baseline import read_trailers, sync_state
 
@@ -60,3 +63,33 @@ def recover(ov: Overlay, target: Target, files: list[str], log: Log) -> None:
         log(f"left as found, changed since the interrupted run: {listing(skipped)}")
     sync_state(ov, target, files)
     ov.clear_journal()
+
+
+@contextlib.contextmanager
+def settled_on_failure(ov: Overlay, target: Target, files: list[str], log: Log) -> Iterator[None]:
+    """A write that failed mid-run (a full disk, git refusing): finish or undo it at once, as the next
+    run would after a kill, and say in one line which; if that fails too, the journal stays for the next run."""
+    try:
+        yield
+    except (OSError, OverlayError) as exc:
+        if isinstance(exc, (DamagedOverlayError, LockedError, StateDirError)):
+            raise
+        cause = (f"cannot write {exc.filename or 'a file'}: {exc.strerror or exc}" if isinstance(exc, OSError)
+                 else str(exc))
+        try:
+            journal = ov.journal()
+        except DamagedOverlayError:
+            journal = None
+        if journal is None:
+            if isinstance(exc, OverlayError):
+                raise
+            raise OverlayError(f"{cause}; the installed files were not changed") from None
+        op = journal["op"]
+        try:
+            recover(ov, target, files, log)
+        except (OSError, OverlayError):
+            raise OverlayError(f"{cause}; the {op} is cut short and journaled: the next apply or rollback "
+                               f"finishes or undoes it (free space first)") from None
+        if op == "apply" and ov.head_commit() == journal["base_commit"]:
+            raise OverlayError(f"{cause}; the files were restored: nothing was changed") from None
+        raise OverlayError(f"{cause}; the {op} was finished and recorded after all") from None

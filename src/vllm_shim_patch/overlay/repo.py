@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..errors import OverlayError
+from ..errors import OverlayError, StateDirError
 from ..faults import checkpoint
 from ..fsutil import atomic_write, hash_file, record_hash, remove_stale_bytecode, remove_temp_files, write_json
 from .layout import GIT_DIR, JOURNAL_FILE, LOCK_FILE, STATE_FILE, STATE_FORMAT, State, read_journal, read_state
@@ -73,10 +73,10 @@ class Overlay:
                                               strip_newline_in_stdout=False, stdout_as_string=False)
         except gitpython.GitCommandError as exc:
             detail = re.sub(r"^\s*(stderr|stdout): '|'\s*$", "", str(exc.stderr or exc.stdout or "")).strip()
-            raise OverlayError(
-                f"git {args[0]} failed in the overlay {self.path}: {detail or exc}"
-                f" (if the overlay is damaged, move it away and run again)"
-            ) from None
+            full = any(word in detail for word in ("No space left on device", "Disk quota exceeded", "Out of diskspace"))
+            hint = ("the state dir's disk is full: free space and run again" if full
+                    else "if the overlay is damaged, move it away and run again")
+            raise OverlayError(f"git {args[0]} failed in the overlay {self.path}: {detail or exc} ({hint})") from None
         return bytes(out)
 
     def exists(self) -> bool:
@@ -120,7 +120,15 @@ class Overlay:
 
     def locked(self, wait: bool = False) -> contextlib.AbstractContextManager[None]:
         """One process at a time on this package (see `lock.hold`)."""
-        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            # The lock file is the overlay's first write: a state dir we cannot write fails here.
+            os.close(os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644))
+        except OSError as exc:
+            raise StateDirError(
+                f"cannot write the state dir {self.path.parent}: {exc.strerror or exc}; nothing was changed "
+                f"(pass --state-dir with a writable folder)"
+            ) from None
         return hold(self.lock_file, wait)
 
     # ---------------------------------------------------------------- state and journal

@@ -128,8 +128,8 @@ class Engine:
             return FileResult(path, FileStatus.FAILED, data, data, tuple(command.sites), str(exc))
         except SyntaxError as exc:
             return FileResult(path, FileStatus.FAILED, data, data, tuple(command.sites), f"result does not compile: {exc}")
-        except Exception as exc:  # a codemod's bug must not take the other files down
-            return FileResult(path, FileStatus.FAILED, data, data, tuple(command.sites), f"{type(exc).__name__}: {exc}")
+        except (Exception, SystemExit) as exc:  # a codemod's bug must not take the other files down (nor exit 0)
+            return FileResult(path, FileStatus.FAILED, data, data, tuple(command.sites), _failure(exc))
         sites = (*command.sites, *scoped_pass.sites)
         status = FileStatus.CHANGED if after != data else FileStatus.UNCHANGED
         return FileResult(path, status, data, after, sites)
@@ -311,9 +311,9 @@ class _ScopedPass:
             with time_limit(CODEMOD_SECONDS):
                 # Nodes are immutable and the module is not used again: no defensive deep copy.
                 new = MetadataWrapper(module, unsafe_skip_copy=True).visit(transform)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # SystemExit too: a codemod must not end the run, let alone with 0
             what = f"codemod {name!r}" if name else f"operation {rule.operations[0]!r}"
-            raise _ScopedFailure(f"rule {rule.id}: {what} {type(exc).__name__}: {exc}") from exc
+            raise _ScopedFailure(f"rule {rule.id}: {what} {_failure(exc)}") from exc
         if not transform.found:
             self._site(rule, scope, 1, 1, Action.NEEDS_HUMAN, f"{scope} is not in this file: the rule matches nothing",
                        guarded)
@@ -341,3 +341,9 @@ class _ScopedPass:
 
 class _ScopedFailure(Exception):
     """A scoped transform broke on this file: the file fails, and the run with it."""
+
+
+def _failure(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"calls SystemExit({exc.code!r}) (a codemod must not end the run)"
+    return f"{type(exc).__name__}: {exc}"

@@ -19,6 +19,24 @@ from .grammar import TargetGrammar
 __all__ = ["Plan", "in_series", "make_plan", "parse_version", "resolve_version"]
 
 
+def select_version(target: Target, pack: RulePack, requested: str | None, *, guarded: bool,
+                   source: tuple[str, str | None] | None = None) -> tuple[Version, str | None]:
+    """`resolve_version`, refused when no rule applies: callers run it before their first write.
+
+    `source`: the --vllm-source path and the version it carries, which selects the rules when no
+    --vllm-version is given (and must agree with one that is)."""
+    version, note = resolve_version(requested, target.vllm_version, target.python, source)
+    candidates = [r for r in pack.rules if r.since <= version]
+    if not candidates and not guarded:
+        earliest = min(r.since for r in pack.rules) if pack.rules else None
+        raise UsageError(
+            f"no rule applies to vLLM {version} (the earliest rule is for {earliest})"
+            if earliest
+            else "no rules loaded"
+        )
+    return version, note
+
+
 @dataclass(frozen=True)
 class Plan:
     target: Target
@@ -78,15 +96,7 @@ def make_plan(
 
     `source`: the --vllm-source path and the version it carries, which selects the rules when no
     --vllm-version is given (and must agree with one that is)."""
-    version, note = resolve_version(requested, target.vllm_version, target.python, source)
-    candidates = [r for r in pack.rules if r.since <= version]
-    if not candidates and signatures is None:
-        earliest = min(r.since for r in pack.rules) if pack.rules else None
-        raise UsageError(
-            f"no rule applies to vLLM {version} (the earliest rule is for {earliest})"
-            if earliest
-            else "no rules loaded"
-        )
+    version, note = select_version(target, pack, requested, guarded=signatures is not None, source=source)
     engine = Engine(pack.rules, version, signatures, declined, facts, compile_here=False)
     grammar = TargetGrammar(target)  # started now: its start-up overlaps the engine's work
     try:

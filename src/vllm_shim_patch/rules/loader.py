@@ -22,7 +22,11 @@ from .model import SCHEMA_VERSION, Example, Guard, OldSignature, Rule, RulePack
 GENERIC_KEYS = ("id", "call", "in", "guard", "since", "why", "signature", "examples", "unchanged")
 RULE_KEYS = (*GENERIC_KEYS, *(key for op in OPERATIONS.values() for key in op.keys))
 TOP_KEYS = ("schema", "package", "rules")
-_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_ID_RE = re.compile(r"[a-z0-9][a-z0-9-]*")  # always fullmatch: `$` would let "id\\n" through
+# Rule files are small hand-written text: a bound keeps a huge or generated file from stalling a run.
+MAX_RULE_FILE_BYTES = 1 << 20
+# C0 controls but tab, newline and carriage return, DEL, and C1 controls: never meant in a rule file.
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 # Rule files are plain data: any other tag (``!!python/object:...``, ``!custom``) is refused.
 _PLAIN_TAGS = frozenset(
     f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map", "timestamp")
@@ -75,9 +79,13 @@ def load_pack(extra: Iterable[str | Path] = (), *, bundled: bool = True) -> Rule
 def load_file(path: str | Path) -> list[Rule]:
     path = Path(path)
     try:
-        data = path.read_bytes()
+        with path.open("rb") as f:
+            data = f.read(MAX_RULE_FILE_BYTES + 1)
     except OSError as exc:
         raise RuleError(path, None, None, f"cannot read: {exc.strerror}") from None
+    if len(data) > MAX_RULE_FILE_BYTES:
+        raise RuleError(path, None, None, f"larger than {MAX_RULE_FILE_BYTES // 1024} KiB: "
+                                          f"rule files are hand-written; split it into several files")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -89,9 +97,17 @@ def load_file(path: str | Path) -> list[Rule]:
 def parse_rules(text: str, path: str | Path = "<string>") -> list[Rule]:
     import yaml  # here, not at module level: --help and status must not pay for it
 
-    loader = yaml.SafeLoader(text)
+    bad = _CONTROL_RE.search(text)
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        column = bad.start() - (text.rfind("\n", 0, bad.start()) + 1) + 1
+        raise RuleError(path, line, None, f"control character U+{ord(bad.group()):04X} at column {column}: "
+                                          f"rule files are plain text (write escapes in quoted strings)")
+    loader = _plain_loader(yaml)(text)
     try:
         root = loader.get_single_node()
+    except _AliasError as exc:
+        raise RuleError(path, exc.line, None, exc.message) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -102,6 +118,31 @@ def parse_rules(text: str, path: str | Path = "<string>") -> list[Rule]:
     finally:
         loader.dispose()
     return NodeReader(path, yaml).read(root)
+
+
+class _AliasError(Exception):
+    def __init__(self, line: int, message: str):
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+def _plain_loader(yaml: Any) -> Any:
+    """SafeLoader refusing anchors and aliases: each alias would be read (and its snippets parsed)
+    again, so a small file could stand for an enormous one; rule files spell every value out."""
+
+    class PlainLoader(yaml.SafeLoader):  # type: ignore[misc,name-defined]
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent):
+                raise _AliasError(event.start_mark.line + 1,
+                                  f"YAML alias *{event.anchor} is not allowed: rule files spell every value out")
+            if getattr(event, "anchor", None) is not None:
+                raise _AliasError(event.start_mark.line + 1,
+                                  f"YAML anchor &{event.anchor} is not allowed: rule files spell every value out")
+            return super().compose_node(parent, index)
+
+    return PlainLoader
 
 
 class NodeReader:
@@ -218,7 +259,7 @@ class NodeReader:
         id_node = fields["id"][1]
         self.rule_id = None
         rule_id = self.scalar(id_node, "'id'")
-        if not _ID_RE.match(rule_id):
+        if not _ID_RE.fullmatch(rule_id):
             raise self.fail(id_node, f"id {rule_id!r} must be lowercase letters, digits and dashes")
         self.rule_id = rule_id
         for key, (key_node, value_node) in fields.items():
@@ -295,7 +336,7 @@ class NodeReader:
         out = []
         for item in items:
             name = self.scalar(item, "'call'")
-            if not QUALNAME_RE.match(name):
+            if not QUALNAME_RE.fullmatch(name):
                 raise self.fail(item, f"'call' {name!r} is not a fully qualified name like vllm.module.Name")
             if name in out:
                 raise self.fail(item, f"'call' lists {name!r} twice")
@@ -305,7 +346,7 @@ class NodeReader:
     def scope(self, node: Any) -> str:
         text = self.scalar(node, "'in'")
         module, _, inner = text.partition(":")
-        if not QUALNAME_RE.match(module) and not module.isidentifier():
+        if not QUALNAME_RE.fullmatch(module) and not module.isidentifier():
             raise self.fail(node, f"'in' {text!r}: {module!r} is not a dotted module name")
         if inner and not all(part.isidentifier() for part in inner.split(".")):
             raise self.fail(node, f"'in' {text!r}: {inner!r} is not a class or function path like Class.method")
@@ -316,7 +357,7 @@ class NodeReader:
         out = []
         for item in items:
             name = self.scalar(item, what)
-            if not QUALNAME_RE.match(name):
+            if not QUALNAME_RE.fullmatch(name):
                 raise self.fail(item, f"{what} {name!r} is not a fully qualified name like vllm.module.Class.name")
             out.append(name)
         return tuple(out)
@@ -329,7 +370,7 @@ class NodeReader:
         accepts = []
         if "accepts" in entries:
             for callee, (key_node, value_node) in self.mapping(entries["accepts"][1], "'guard: accepts'").items():
-                if not QUALNAME_RE.match(callee):
+                if not QUALNAME_RE.fullmatch(callee):
                     raise self.fail(key_node, f"'guard: accepts' {callee!r} is not a fully qualified name")
                 accepts.append((callee, self.scalar(value_node, f"'guard: accepts' parameter of {callee!r}")))
         return Guard(
@@ -358,7 +399,10 @@ class NodeReader:
         try:
             ast.parse(code)
         except SyntaxError as exc:
-            raise self.fail(node, f"{what} is not valid Python: {exc.msg} (line {exc.lineno} of the snippet)") from None
+            where = f" (line {exc.lineno} of the snippet)" if exc.lineno else ""
+            raise self.fail(node, f"{what} is not valid Python: {exc.msg}{where}") from None
+        except ValueError as exc:  # a NUL byte, on Python before 3.12
+            raise self.fail(node, f"{what} is not valid Python: {exc}") from None
         return code
 
     def examples(self, node: Any) -> tuple[Example, ...]:
@@ -384,7 +428,7 @@ def _peek_id(node: Any, yaml: Any) -> str | None:
         return None
     for key, value in node.value:
         if getattr(key, "value", None) == "id" and isinstance(value, yaml.ScalarNode):
-            return value.value if _ID_RE.match(value.value) else None
+            return value.value if _ID_RE.fullmatch(value.value) else None
     return None
 
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ..context import Rewrite
 
 # A fully qualified name such as vllm.v1.request.Request.
-QUALNAME_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
+QUALNAME_RE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")  # fullmatch only
 
 # The YAML fields of one rule: key -> (key node, value node).
 Fields = dict[str, tuple[Any, Any]]

@@ -41,8 +41,19 @@ def parse(r: NodeReader, fields: Fields, parsed: dict[str, Any], signature: OldS
     raise r.fail(node, f"codemod {name!r} not found (looked in codemods/ beside the rule file and the bundled codemods)")
 
 
+# Loaded codemods by (file, rule): apply loads them before its first write, the engine again after.
+_LOADED: dict[tuple[str, str, str], Rewrite] = {}
+
+
 def load(path: str, rule: Rule) -> Rewrite:
-    """Import the codemod; any failure (a raise, an exit, no `rewrite`) is a CodemodError."""
+    """Import the codemod once per rule; any failure (a raise, an exit, no `rewrite`) is a CodemodError."""
+    key = (path, rule.path, rule.id)
+    if key not in _LOADED:
+        _LOADED[key] = _load(path, rule)
+    return _LOADED[key]
+
+
+def _load(path: str, rule: Rule) -> Rewrite:
     name = Path(path).stem
     where = f"codemod {name!r} ({path})"
     spec = importlib.util.spec_from_file_location(f"vsp_codemod_{rule.id.replace('-', '_')}", path)

@@ -53,7 +53,7 @@ def parse(r: NodeReader, fields: Fields, parsed: dict[str, Any], signature: OldS
     classes = []
     for item in items:
         name = r.scalar(item, "'method: classes'")
-        if not QUALNAME_RE.match(name):
+        if not QUALNAME_RE.fullmatch(name):
             raise r.fail(item, f"'method: classes' {name!r} is not a fully qualified class name")
         classes.append(name)
     return MethodRename(receiver, old, new, tuple(classes))

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 def parse(r: NodeReader, fields: Fields, parsed: dict[str, Any], signature: OldSignature | None) -> str:
     node = fields["move"][1]
     move = r.scalar(node, "'move'")
-    if not QUALNAME_RE.match(move):
+    if not QUALNAME_RE.fullmatch(move):
         raise r.fail(node, f"'move' {move!r} is not a dotted module.name")
     return move
 

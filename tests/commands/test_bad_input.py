@@ -1,0 +1,104 @@
+"""Issue 11: every bad input is one line on stderr, exit 2, JSON under --json, and nothing written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import Sandbox
+
+from vllm_shim_patch.cli import main
+
+
+def _json_error(stdout: str) -> dict[str, object]:
+    data = json.loads(stdout)
+    assert data["ok"] is False
+    return data
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--bogus"], "No such option '--bogus'. Did you mean '--verbose'? (see patch-speculators --help)"),
+        (["rollback", "--nope"], "No such option '--nope'. Did you mean '--to'? (see patch-speculators rollback --help)"),
+        (["--python"], "Option '--python' requires an argument. (see patch-speculators --help)"),
+    ],
+    ids=["unknown-option", "unknown-subcommand-option", "missing-value"],
+)
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_click_usage_errors_are_one_line_and_json(args: list[str], message: str, as_json: bool) -> None:
+    result = CliRunner().invoke(main, [*args, "--json"] if as_json and args != ["--python"] else
+                                ["--json", *args] if as_json else args, prog_name="patch-speculators")
+    assert result.exit_code == 2
+    assert result.stderr == f"patch-speculators: error: {message}\n"
+    if as_json:
+        assert _json_error(result.stdout) == {"ok": False, "error": message, "kind": "UsageError"}
+    else:
+        assert result.stdout == ""
+
+
+def test_interactive_without_a_terminal_is_a_json_error() -> None:
+    result = CliRunner().invoke(main, ["--json", "-i"], input="")
+    assert result.exit_code == 2
+    assert result.stderr == "patch-speculators: error: --interactive needs a terminal on standard input\n"
+    assert _json_error(result.stdout)["kind"] == "UsageError"
+
+
+def test_bad_vllm_version_records_nothing(sandbox: Sandbox) -> None:
+    before = sandbox.snapshot()
+    r = sandbox.run("--json", "--vllm-version", "garbage")
+    assert r.returncode == 2
+    assert r.stderr == ("patch-speculators: error: --vllm-version 'garbage' is not a version like 0.16 or "
+                        "0.16.1.dev45+g1a2b3c4\n")
+    assert _json_error(r.stdout)["kind"] == "UsageError"
+    assert not sandbox.state.exists()  # no overlay, no lock, not even the folder
+    assert sandbox.snapshot() == before
+
+
+def test_no_rule_for_the_version_records_nothing(sandbox: Sandbox) -> None:
+    r = sandbox.run("--vllm-version", "0.10")
+    assert r.returncode == 2
+    assert r.stderr == "patch-speculators: error: no rule applies to vLLM 0.10 (the earliest rule is for 0.11.1)\n"
+    assert not sandbox.state.exists()
+
+
+def test_rollback_to_a_missing_ref_of_an_untracked_package_is_an_error(sandbox: Sandbox) -> None:
+    r = sandbox.run("--json", "rollback", "--to", "no-such-state")
+    assert r.returncode == 2
+    message = ("no state 'no-such-state': speculators 0.3.0 is not tracked (this tool never recorded it), "
+               "so there is nothing to roll back to")
+    assert r.stderr == f"patch-speculators: error: {message}\n"
+    assert _json_error(r.stdout) == {"ok": False, "error": message, "kind": "OverlayError"}
+    assert not sandbox.state.exists()
+
+
+@pytest.mark.parametrize("where", ["import", "transform"])
+def test_a_codemod_calling_system_exit_0_fails_the_run(sandbox: Sandbox, tmp_path: Path, where: str) -> None:
+    (tmp_path / "codemods").mkdir()
+    body = ("raise SystemExit(0)\n" if where == "import" else "")
+    (tmp_path / "codemods" / "quits.py").write_text(
+        "from vllm_shim_patch.rewrite.scoped import ScopedTransform\n" + body + "\n"
+        "class Codemod(ScopedTransform):\n"
+        "    def leave_Name(self, original_node, updated_node):\n"
+        "        raise SystemExit(0)\n"
+    )
+    rules = tmp_path / "rules.yaml"
+    rules.write_text('schema: 1\nrules:\n  - id: quits\n    in: speculators.data_generation.custom_worker\n'
+                     '    since: "0.1"\n    codemod: quits\n    why: w\n')
+    before = sandbox.snapshot()
+    r = sandbox.run("--rules", str(rules), "--vllm-version", "0.16")
+    if where == "import":
+        assert r.returncode == 2
+        assert r.stderr == (f"patch-speculators: error: {rules}:3: rule 'quits': codemod 'quits' "
+                            f"({tmp_path}/codemods/quits.py) calls SystemExit(0) at import (a codemod must "
+                            f"not end the run)\n")
+        assert not sandbox.state.exists()  # refused before the original was recorded
+    else:
+        assert r.returncode == 1, r.stderr
+        assert r.stdout.strip() == (
+            "nothing written: speculators/data_generation/custom_worker.py: "
+            "rule quits: codemod 'quits' calls SystemExit(0) (a codemod must not end the run)"
+        )
+    assert sandbox.snapshot() == before
