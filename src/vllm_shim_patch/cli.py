@@ -45,8 +45,11 @@ class _Group(click.Group):
                 click.echo(json.dumps({"ok": False, "error": message, "kind": "UsageError"}))
             fail(message, exc.exit_code)
         except click.Abort:
-            click.echo("Aborted!", err=True)
-            sys.exit(1)
+            # Ctrl-C (or EOF at a prompt): not a failed check, so not exit 1; 130 as a shell says it.
+            if "--json" in argv:
+                click.echo(json.dumps({"ok": False, "error": "interrupted", "kind": "Interrupted"}))
+            click.echo(f"{PROG}: interrupted", err=True)
+            sys.exit(130)
         sys.exit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:

@@ -123,3 +123,33 @@ def test_a_codemod_that_breaks_on_a_file_writes_nothing(sandbox: Sandbox, tmp_pa
         "rule breaks: codemod 'breaks' RuntimeError: broken codemod"
     )
     assert sandbox.snapshot() == before
+
+
+def test_an_interrupt_is_exit_130_with_json(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C is not a failed check (exit 1) nor bad input (2); a --json reader still gets JSON."""
+    import json
+
+    from vllm_shim_patch import cli
+
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_context", interrupted)  # as if Ctrl-C came while the target answered
+    with pytest.raises(SystemExit) as exit_:
+        cli.main.main(["--python", sys.executable, "status", "--json"])
+    assert exit_.value.code == 130
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"ok": False, "error": "interrupted", "kind": "Interrupted"}
+    assert err.endswith("patch-speculators: interrupted\n")
+
+
+@pytest.mark.parametrize("where", ["missing", "file"])
+def test_vllm_source_that_is_no_source_is_one_line(sandbox: Sandbox, tmp_path: Path, where: str) -> None:
+    path = tmp_path / "vllm-0.16.0.whl"
+    if where == "file":
+        path.write_text("not a wheel")
+    r = sandbox.run("--vllm-source", str(path), "audit")
+    what = "no such file or folder" if where == "missing" else "neither a folder nor a wheel"
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == (f"patch-speculators: error: --vllm-source {path}: {what} (give vLLM's source folder "
+                        "or its wheel)\n")

@@ -149,17 +149,58 @@ def test_speculators_040_passes_unpatched(tmp_path: Path, vllm_venv_python: Path
                                 "2": [[37, 64], [21, 64], [53, 64], [18, 64]]}
 
 
-def test_timeout_leaves_nothing_behind(real: Sandbox) -> None:
-    tmp = Path(os.environ.get("TMPDIR", "/tmp"))
-    before = set(tmp.glob("vsp-rehearse-*"))
-    rc, data = rehearse(real, "--timeout", "1")
-    assert rc == 1, data
-    assert data["outcome"] == "timeout"
-    assert data["failure"]["exception"] == "TimeoutError: rehearsal exceeded 1s"
-    assert set(tmp.glob("vsp-rehearse-*")) == before
+def test_running_out_of_time_before_speculators_runs_cannot_rehearse(real: Sandbox, tmp_path: Path) -> None:
+    """One second is spent importing vLLM: that says nothing about speculators (exit 2, not 1)."""
+    work = tmp_path / "tmp"
+    work.mkdir()
+    r = real.run("rehearse", "--json", "--timeout", "1", env={"TMPDIR": str(work)}, timeout=600)
+    assert r.returncode == 2, r.stderr
+    data = json.loads(r.stdout)
+    assert (data["outcome"], data["stage"]) == ("cannot_rehearse", "import")
+    assert data["failure"]["exception"] == (
+        "cannot rehearse: speculators' code was not reached within 1s (stage import: importing vLLM or building "
+        "the stand-ins took that long); give a longer --timeout")
+    assert list(work.iterdir()) == []  # the model folder and vLLM's cache are gone
     # No process of the target's interpreter is left running.
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
     assert str(real.python) not in ps
+
+
+def test_a_hang_in_speculators_code_path_is_a_failure(real: Sandbox, tmp_path: Path) -> None:
+    """The scheduler never returns (a stand-in for a deadlock in the real run): the watchdog ends
+    the run, reports it as a failure, and the process leaves nothing behind."""
+    import vllm_shim_patch
+
+    assert real.run("--vllm-version", "0.16", "--no-verify").returncode == 0  # speculators' init passes
+    session = Path(vllm_shim_patch.__file__).parent / "_remote" / "session.py"
+    driver = tmp_path / "hang.py"
+    driver.write_text(
+        "import importlib.util, time\n"
+        f"spec = importlib.util.spec_from_file_location('vsp_session', {str(session)!r})\n"
+        "session = importlib.util.module_from_spec(spec); spec.loader.exec_module(session)\n"
+        "load = session._sibling\n"
+        "def sibling(name):\n"  # vLLM is changed once the rehearsal has imported it, as a real run would
+        "    module = load(name)\n"
+        "    if name == 'rehearse':\n"
+        "        standins = module.install_device_standins\n"
+        "        def install():\n"
+        "            standins()\n"
+        "            from vllm.v1.core.sched import scheduler\n"
+        "            scheduler.Scheduler.schedule = lambda self: time.sleep(3600)\n"
+        "        module.install_device_standins = install\n"
+        "    return module\n"
+        "session._sibling = sibling\n"
+        "session.main()\n")
+    work = tmp_path / "tmp"
+    work.mkdir()
+    request = {"imports": None, "signatures": None,
+               "rehearse": {"timeout": 60, "layers": [1, 2], "batches": [[37, 21]], "supported": ["0.3.0"]}}
+    out = subprocess.run([str(real.python), str(driver)], input=json.dumps(request), capture_output=True, text=True,
+                         timeout=600, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(work)})
+    answer = json.loads(out.stdout)["rehearse"]
+    assert (answer["outcome"], answer["stage"]) == ("timeout", "generate-1"), answer
+    assert answer["failure"]["exception"] == "TimeoutError: rehearsal exceeded 60s"
+    assert list(work.iterdir()) == []
 
 
 DRIFT = {

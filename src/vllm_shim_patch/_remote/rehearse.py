@@ -107,7 +107,8 @@ STOOD_IN = [
     "CustomOp kernel dispatch: forward_native is selected (CUDA kernels cannot run on CPU)",
     "model registry inspection subprocess: the Llama architectures are registered as already-imported "
     "classes, so vLLM's own _ModelInfo.from_model_cls runs in-process (no subprocess, no cache file)",
-    "VLLM_CACHE_ROOT: a temp dir, removed at exit (the rehearsal leaves nothing in ~/.cache/vllm)",
+    "VLLM_CACHE_ROOT and TMPDIR: a temp dir of the rehearsal, removed at exit (it leaves nothing in ~/.cache/vllm "
+    "or the temp folder, where torch would write a module and its inductor cache)",
 ]
 
 
@@ -984,6 +985,11 @@ def prepare(req):
     T0 = time.monotonic()
     tmp = tempfile.mkdtemp(prefix="vsp-rehearse-")
     STATE["tmpdir"] = tmp
+    # Whatever torch and vLLM put in the temp folder (torch writes a module there at import, the
+    # inductor cache lives there) goes inside ours, and is removed with it.
+    inner = os.path.join(tmp, "tmp")
+    os.mkdir(inner)
+    os.environ["TMPDIR"] = tempfile.tempdir = inner
     os.environ["VLLM_CACHE_ROOT"] = os.path.join(tmp, "vllm-cache")
     if not req.get("verbose"):
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
@@ -992,8 +998,16 @@ def prepare(req):
 
 
 def timed_out(seconds):
-    """The answer when the session's watchdog fires (the run is abandoned, the process exits)."""
+    """The answer when the session's watchdog fires (the run is abandoned, the process exits).
+
+    Only time spent in speculators' own code path is a hang worth reporting as a failure; running
+    out of time while importing vLLM or building the stand-ins says nothing about speculators."""
     _cleanup_tmp()
+    if STATE["stage"] in ("start", "import", "setup", "self-check"):
+        return _answer(False, "cannot_rehearse", {
+            "exception": f"cannot rehearse: speculators' code was not reached within {seconds:g}s "
+                         f"(stage {STATE['stage']}: importing vLLM or building the stand-ins took that long); "
+                         f"give a longer --timeout"})
     return _answer(False, "timeout", {"exception": f"TimeoutError: rehearsal exceeded {seconds:g}s"})
 
 

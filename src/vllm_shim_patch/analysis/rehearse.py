@@ -27,6 +27,9 @@ TIMEOUT = 300.0
 BATCHES = ((37, 21), (53, 18))
 LAYERS = (1, 2)
 
+# How far below a scoped rule's edit a failure in the same function is still that edit's site.
+NEAR_LINES = 8
+
 PASSED, FAILED, TIMEOUT_OUTCOME, CANNOT, ERROR = "passed", "failed", "timeout", "cannot_rehearse", "error"
 
 
@@ -91,8 +94,8 @@ class Rehearsal:
 
 def interpret(answer: dict[str, Any], plan: Plan | None, declined: frozenset[str] = frozenset()) -> Rehearsal:
     """Attach the rule that matches the failing site, from `plan` (the rules on the files as they
-    are now): pending sites that span the speculators frame's line, else the pending scoped site
-    nearest to it in the same function. `declined`: rules the reviewer said no to in this run."""
+    are now): pending sites that span the speculators frame's line, else a pending scoped edit in
+    the same function at most NEAR_LINES above it. `declined`: rules the reviewer said no to in this run."""
     if plan is None or answer.get("outcome") not in (FAILED, TIMEOUT_OUTCOME):
         return Rehearsal(answer)
     pending = [s for s in plan.sites if s.action in (Action.EDITED, Action.NEEDS_HUMAN, Action.DECLINED)]
@@ -101,8 +104,10 @@ def interpret(answer: dict[str, Any], plan: Plan | None, declined: frozenset[str
     here = [s for s in pending if s.path == frame.get("file")]
     fixes = [s for s in here if s.line <= line <= s.end_line]
     if not fixes and frame.get("function"):
-        scoped = [s for s in here if ":" in s.callee
-                  and s.callee.split(":", 1)[1].rsplit(".", 1)[-1] == frame["function"]]
-        fixes = sorted(scoped, key=lambda s: min(abs(s.line - line), abs(s.end_line - line)))[:1]
+        # A scoped edit just above the failing line (its result used there, e.g. the reply of
+        # collective_rpc tested a few lines later); farther away it is a guess, so none is named.
+        near = [s for s in here if ":" in s.callee and s.end_line <= line <= s.end_line + NEAR_LINES
+                and s.callee.split(":", 1)[1].rsplit(".", 1)[-1] == frame["function"]]
+        fixes = sorted(near, key=lambda s: line - s.end_line)[:1]
     fixes = [replace(s, action=Action.DECLINED) if s.rule_id in declined else s for s in fixes]
     return Rehearsal(answer, tuple(fixes), tuple(dict.fromkeys(s.rule_id for s in pending)))

@@ -171,13 +171,18 @@ class Context:
     @cached_property
     def source_version(self) -> tuple[str, str | None] | None:
         """--vllm-source and the version it carries (None without --vllm-source)."""
+        import zipfile
         from pathlib import Path
 
+        from ..errors import UsageError
         from ..versions import source_version
 
         if not self.settings.vllm_source:
             return None
         path = Path(self.settings.vllm_source).expanduser()
+        if not path.is_dir() and not (path.is_file() and zipfile.is_zipfile(path)):
+            what = "no such file or folder" if not path.exists() else "neither a folder nor a wheel"
+            raise UsageError(f"--vllm-source {path}: {what} (give vLLM's source folder or its wheel)")
         return str(path), source_version(path)
 
     # ------------------------------------------------------------------ shared checks

@@ -25,7 +25,7 @@ def verify(ctx: Context, *, all_calls: bool = False) -> Outcome:
         if not changed:
             text = f"{ctx.who} is not patched: nothing to verify (verify --all checks every call into vLLM)"
             return Outcome(text, {"ok": True, "imports": [], "signatures": None, "bindings": [],
-                                  "verdict": "passed", "not_checked": []}, 0)
+                                  "verdict": "not patched", "not_checked": []}, 0)
         named = {c for r in ctx.pack.rules for c in r.calls}
         calls = [c for p in pyfiles for c in scan(current[p], p) if p in changed or c.callee in named]
     result = run_checks(target, ctx.bindings, modules, calls, live=ctx.live)

@@ -133,7 +133,10 @@ class _Store:
         if self._packed is None:
             self._packed = set()
             for idx in (self.objects / "pack").glob("*.idx"):
-                data = idx.read_bytes()
+                try:
+                    data = idx.read_bytes()
+                except OSError as exc:
+                    raise _Bad(f"pack index {idx.name} cannot be read: {exc.strerror or exc}") from None
                 if data[:4] != b"\xfftOc":
                     continue
                 count = int.from_bytes(data[8 + 255 * 4 : 8 + 256 * 4], "big")

@@ -38,13 +38,20 @@ _READER_FILES = ("model.py", "static/__init__.py", "static/cache.py", "static/ct
 _digest: str | None = None
 
 
-def default_cache_dir() -> Path:
-    """`$VSP_CACHE_DIR`, else `$XDG_CACHE_HOME/vllm-shim-patch`, else `~/.cache/vllm-shim-patch`."""
+def default_cache_dir() -> Path | None:
+    """`$VSP_CACHE_DIR`, else `$XDG_CACHE_HOME/vllm-shim-patch`, else `~/.cache/vllm-shim-patch`,
+    made absolute once (a later change of folder must not move it); None without a home folder
+    (then nothing is cached)."""
     explicit = os.environ.get("VSP_CACHE_DIR")
     if explicit:
-        return Path(explicit).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "vllm-shim-patch"
+        return Path(explicit).expanduser().absolute()
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except (RuntimeError, KeyError):
+            return None
+    return Path(base).expanduser().absolute() / "vllm-shim-patch"
 
 
 def reader_digest() -> str:
