@@ -156,14 +156,19 @@ class Members:
                 continue
             seen.add(id(entry.node))
             out.append(entry)
-            for base in entry.node.bases:
-                target = base.value if isinstance(base, ast.Subscript) else base
-                try:
-                    obj = self.names.expr(entry.module, target)
-                except self._Unknown:
-                    continue
-                if isinstance(obj, self._Class):
-                    stack.append(obj)
+            stack += [obj for obj in self._bases(entry) if isinstance(obj, self._Class)]
+        return out
+
+    def _bases(self, entry: Any) -> list[Any]:
+        """The bases of a class as the source names them (a Class of vLLM's, or an Ext outside it);
+        a base that cannot be resolved is left out."""
+        out = []
+        for base in entry.node.bases:
+            target = base.value if isinstance(base, ast.Subscript) else base
+            try:
+                out.append(self.names.expr(entry.module, target))
+            except self._Unknown:
+                continue
         return out
 
     def module_answer(self, name: str) -> Answer:
@@ -201,12 +206,7 @@ class Members:
                 if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
                         ast.unparse(d).endswith("abstractmethod") for d in fn.decorator_list):
                     return "an abstract class"
-            for base in entry.node.bases:
-                target = base.value if isinstance(base, ast.Subscript) else base
-                try:
-                    obj = self.names.expr(entry.module, target)
-                except self._Unknown:
-                    continue
+            for obj in self._bases(entry):
                 if isinstance(obj, self._Class):
                     stack.append(obj)
                 elif isinstance(obj, self._Ext) and obj.qualname.rpartition(".")[2] in ("Protocol", "ABC"):
