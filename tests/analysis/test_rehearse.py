@@ -58,9 +58,11 @@ def test_rehearsal_without_speculators_cannot_run_and_cleans_up(tmp_path: Path) 
     ({"package": "other"}, ("other is not speculators",
                             "the rehearsal drives speculators' generator; other is not speculators")),
     ({"version": "0.2.0"}, ("speculators 0.2.0 is not supported",
-                            f"the rehearsal supports speculators {', '.join(SUPPORTED)}; speculators 0.2.0 is installed")),
+                            f"the rehearsal supports speculators {', '.join(SUPPORTED)}; speculators 0.2.0 is installed "
+                             "(verify still binds its calls)")),
     ({"vllm_location": None}, ("no vLLM in the target",
-                               "vLLM is not installed in /env/bin/python: there is nothing to rehearse against")),
+                               "vLLM is not installed in /env/bin/python: give --python the interpreter of the "
+                               "environment that has vLLM")),
 ])
 def test_refusals_say_why(changes: dict, why: tuple[str, str]) -> None:
     from dataclasses import replace
@@ -125,7 +127,7 @@ def test_rehearse_without_vllm_in_the_target_exits_2(sandbox) -> None:  # type: 
     r = sandbox.run("rehearse")
     assert (r.returncode, r.stdout) == (2, "")
     assert r.stderr == (f"patch-speculators: error: cannot rehearse: vLLM is not installed in {sandbox.python}: "
-                        "there is nothing to rehearse against\n")
+                        "give --python the interpreter of the environment that has vLLM\n")
     j = sandbox.run("rehearse", "--json")
     assert j.returncode == 2
     assert json.loads(j.stdout)["ok"] is False

@@ -41,10 +41,11 @@ def refusal(target: Target) -> tuple[str, str] | None:
     if target.version not in SUPPORTED:
         return (f"speculators {target.version} is not supported",
                 f"the rehearsal supports speculators {', '.join(SUPPORTED)}; "
-                f"{target.package} {target.version} is installed")
+                f"{target.package} {target.version} is installed (verify still binds its calls)")
     if target.vllm_location is None:
         return ("no vLLM in the target",
-                f"vLLM is not installed in {target.python}: there is nothing to rehearse against")
+                f"vLLM is not installed in {target.python}: give --python the interpreter of the "
+                f"environment that has vLLM")
     return None
 
 
