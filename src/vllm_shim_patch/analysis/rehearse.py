@@ -7,7 +7,7 @@ rule matches the site where it failed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TargetError
@@ -30,7 +30,7 @@ LAYERS = (1, 2)
 # How far below a scoped rule's edit a failure in the same function is still that edit's site.
 NEAR_LINES = 8
 
-PASSED, FAILED, TIMEOUT_OUTCOME, CANNOT, ERROR = "passed", "failed", "timeout", "cannot_rehearse", "error"
+PASSED, FAILED, TIMEOUT_OUTCOME, ERROR = "passed", "failed", "timeout", "error"
 
 
 def refusal(target: Target) -> tuple[str, str] | None:
@@ -67,7 +67,6 @@ class Rehearsal:
     answer: dict[str, Any]
     fixes: tuple[Site, ...] = ()
     pending: tuple[str, ...] = ()  # rules that would still edit the package as it is now
-    notes: tuple[str, ...] = field(default=())
 
     @property
     def outcome(self) -> str:
