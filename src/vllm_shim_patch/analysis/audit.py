@@ -180,6 +180,8 @@ def audit_plan(plan: Plan | None, uses: dict[str, list[CallRecord]], after_uses:
             rows.append(AuditRow(b, a, rules, text, moved))
         # What the rules write is checked too: an added call must bind like any other.
         rows += [AuditRow(b, b, (), "", (), added=True) for b in added]
+    if checker.members is not None:
+        checker.members.save()
     return rows
 
 

@@ -7,12 +7,21 @@ in vLLM's source or is a standard-library class (asked directly), no `__getattr_
 `setattr`, no decorator that may add attributes. This reads the static reader's parsed modules
 (`signatures.static`'s `Names`); it adds no parsing of its own except the search for a moved
 name, which greps the source only when something is missing.
+
+Answers are kept in the reader's on-disk cache (`StaticSignatures.answers`) beside its
+signatures, valid while every path read for them is unchanged: reads go through `Names` (which
+records them) or the walk for compiled modules (which records each directory's listing). An
+answer that needed a byte search of the whole tree (`defined_somewhere`) is not kept, nor is one
+built on it: the tree's files are not recorded. The key holds the Python the tool runs on, which
+answers for standard-library bases.
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib
+import os
 import re
 import sys
 import zipfile
@@ -45,6 +54,43 @@ class Members:
 
         self._Class, self._Ext, self._Func, self._Module, self._Unknown = Class, Ext, Func, Module, Unknown
         self._Missing = Missing
+        # This run's answers, each with whether it rests on a whole-tree search (never stored).
+        self._memo: dict[str, tuple[Answer, bool]] = {}
+        self._untracked = False
+        memo = getattr(names, "memo", None)
+        self._store = memo
+        self._table = memo.answers("members", _version()) if memo is not None else None
+        self._dirty = False
+
+    def save(self) -> None:
+        """Keep this run's new answers on disk (once, after the checks)."""
+        if self._dirty and self._store is not None:
+            self._store.save_answers()
+            self._dirty = False
+
+    def _cached(self, key: str, compute: Any) -> Answer:
+        if key in self._memo:
+            answer, untracked = self._memo[key]
+            self._untracked = self._untracked or untracked
+            return answer
+        table = self._table
+        if table is not None:
+            entry = table.get(key)
+            if (isinstance(entry, list) and len(entry) == 2 and (entry[0] is None or isinstance(entry[0], bool))
+                    and isinstance(entry[1], str)):
+                answer = (entry[0], entry[1])
+                self._memo[key] = (answer, False)
+                return answer
+        outer, self._untracked = self._untracked, False
+        try:
+            answer = compute()
+        finally:
+            untracked, self._untracked = self._untracked, outer or self._untracked
+        self._memo[key] = (answer, untracked)
+        if table is not None and not untracked:
+            table[key] = list(answer)
+            self._dirty = True
+        return answer
 
     # -- modules and names ---------------------------------------------------------------
 
@@ -56,7 +102,8 @@ class Members:
                 return True
         except self._Unknown:
             return True  # present but unparsable: not our finding
-        compiled = _compiled(self.names.root, name)
+        compiled, walked = _compiled(self.names.root, name)
+        self.names.accessed.update(walked)
         return None if compiled is None else compiled
 
     def exists(self, qualname: str, on_instance: bool = False, declared: bool = False) -> Answer:
@@ -65,6 +112,10 @@ class Members:
         `declared`: the instance is only annotated as `C` (or returned by a function annotated
         so): at run time it may be a subclass, so an attribute `C` lacks is missing only when no
         class of vLLM's source defines a name of that spelling."""
+        return self._cached(f"exists:{int(on_instance)}{int(declared)}:{qualname}",
+                            lambda: self._exists(qualname, on_instance, declared))
+
+    def _exists(self, qualname: str, on_instance: bool, declared: bool) -> Answer:
         owner, _, attr = qualname.rpartition(".")
         if not owner:
             return self.module_answer(qualname)
@@ -172,6 +223,9 @@ class Members:
         return out
 
     def module_answer(self, name: str) -> Answer:
+        return self._cached(f"module:{name}", lambda: self._module_answer(name))
+
+    def _module_answer(self, name: str) -> Answer:
         found = self.module_exists(name)
         if found is None:
             return None, f"no source for module {name}, and this vLLM source holds no compiled modules to look in"
@@ -185,6 +239,7 @@ class Members:
             return None, (f"{cls.label} has no attribute {attr!r}, but it is {abstract}: the object is "
                           f"an instance of some subclass, which may have it")
         where = defined_somewhere(self.names.root, attr)
+        self._untracked = True  # read every file of the tree, which the cache does not record
         if where:
             return None, (f"{cls.label} has no attribute {attr!r}, but the object is only annotated as "
                           f"{cls.label}: a subclass may define it ({where} does)")
@@ -391,29 +446,59 @@ def _dynamic_module(root: Path, path: str) -> str:
 
 
 _EXTENSIONS = (".so", ".pyd")
-_COMPILED: dict[str, list[str] | None] = {}
+_COMPILED: dict[str, tuple[list[str] | None, dict[str, Any]]] = {}
 
 
-def _compiled(root: Path, name: str) -> bool | None:
+def _compiled(root: Path, name: str) -> tuple[bool | None, dict[str, Any]]:
     """Whether a compiled module `name` is in the source, or listed in its dist-info RECORD (None:
-    neither holds a compiled file, e.g. a git checkout)."""
+    neither holds a compiled file, e.g. a git checkout); and the listing stamp of every directory
+    walked to tell (the RECORD and a wheel are the signature cache's own deps)."""
     key = str(root)
     if key not in _COMPILED:
+        walked: dict[str, Any] = {}
         if root.is_file():
             with zipfile.ZipFile(root) as zf:
                 files = [n for n in zf.namelist() if n.startswith("vllm/") and n.endswith(_EXTENSIONS)]
         else:
-            files = [p.relative_to(root).as_posix() for ext in _EXTENSIONS for p in (root / "vllm").rglob("*" + ext)]
+            files = _walk_compiled(root, walked)
             if not files:  # the `.py` files of a wheel: its RECORD still lists the compiled ones
                 for record in root.glob("vllm-*.dist-info/RECORD"):
                     rows = record.read_text("utf-8", "replace").splitlines()
                     files += [r.split(",", 1)[0] for r in rows if r.split(",", 1)[0].endswith(_EXTENSIONS)]
-        _COMPILED[key] = files or None
-    files = _COMPILED[key]
+        _COMPILED[key] = (files or None, walked)
+    files, walked = _COMPILED[key]
     if files is None:
-        return None
+        return None, walked
     rel = name.replace(".", "/")
-    return any(f.startswith(rel + ".") and f.count("/") == rel.count("/") for f in files)
+    return any(f.startswith(rel + ".") and f.count("/") == rel.count("/") for f in files), walked
+
+
+def _walk_compiled(root: Path, walked: dict[str, Any]) -> list[str]:
+    """The compiled files under root/vllm (as `rglob` finds them: symlinked folders not entered),
+    recording each folder's listing stamp in `walked`."""
+    from ..signatures.static.names import LISTING, listing
+
+    files = []
+    for dirpath, dirnames, filenames in os.walk(root / "vllm"):
+        here = Path(dirpath)
+        rel = here.relative_to(root).as_posix()
+        walked[rel + LISTING] = listing(here)
+        files += [f"{rel}/{n}" for n in (*dirnames, *filenames) if n.endswith(_EXTENSIONS)]
+    return files
+
+
+_VERSION: list[str] = []
+
+
+def _version() -> str:
+    """What the stored answers depend on besides vLLM's source: this module and calls.py (its
+    annotation reading), and the Python that answers for standard-library bases."""
+    if not _VERSION:
+        h = hashlib.sha256()
+        for path in (Path(__file__), Path(__file__).with_name("calls.py")):
+            h.update(path.read_bytes())
+        _VERSION.append(f"{h.hexdigest()[:24]}-py{sys.version_info[0]}.{sys.version_info[1]}")
+    return _VERSION[0]
 
 
 _DEFINED: dict[tuple[str, str], str] = {}

@@ -62,6 +62,8 @@ class StaticSignatures:
         self._store = SignatureCache(Path(cache_dir), root) if cache_dir is not None else None
         self._batch = 0
         self._dirty = False
+        if self._store is not None:
+            self._resolver.names.memo = self
 
     def get(self, qualname: str) -> Signature | None:
         return self._signature("signatures", qualname, qualname, self._resolver.signature)
@@ -127,6 +129,24 @@ class StaticSignatures:
         if self._store is not None and self._dirty and not self._batch:
             self._store.save(self._resolver.names.accessed)
             self._dirty = False
+
+    def answers(self, name: str, version: str) -> dict[str, Any] | None:
+        """A table of the on-disk cache for answers another check computes from `names` (None
+        without a cache dir), valid under the same rule: every path it reads through `names` is
+        recorded there. `version` names what else the answers depend on (that check's own code,
+        the Python it runs on): a table kept under another version is emptied."""
+        if self._store is None:
+            return None
+        table = self._store.table(name)
+        if table.get("") != version:
+            table.clear()
+            table[""] = version
+        return table
+
+    def save_answers(self) -> None:
+        """Write the tables `answers` gave (after a batch of new answers)."""
+        self._dirty = True
+        self._flush()
 
     @property
     def names(self) -> Any:

@@ -10,7 +10,11 @@ alternatives were weaker or slower: a digest of RECORD alone misses a file edite
 (the very thing this tool does to speculators), and hashing or stat-ing the whole tree costs
 25-80 ms, as much as the work saved. A stat of the ~50-100 paths the answers came from costs
 about a millisecond and notices any edit that changes a size or an mtime. For a wheel, its own
-stat stands for all of its files.
+stat stands for all of its files. An answer that depends on what a walk of directories found
+(that no compiled module is there) records the mtime of each directory walked (`vllm/x/*`):
+adding, removing or renaming an entry changes it. An answer that depends on the contents of the
+whole tree (a byte search of every file) is not kept by `analysis/members.py`; the one exception
+is `StaticSignatures.exists`'s attribute-set search, whose comment says what it misses.
 
 Answers also depend on the reader itself, so the file is keyed by a digest of the reader's
 source. One JSON file per source root, written atomically (temp file, rename); a file or entry
@@ -27,7 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from vllm_shim_patch.signatures.static.names import Stamp, stamp
+from vllm_shim_patch.signatures.static.names import LISTING, Stamp, listing, stamp
 
 __all__ = ["FORMAT", "SignatureCache", "default_cache_dir", "reader_digest"]
 
@@ -111,7 +115,9 @@ class SignatureCache:
         for rel, was in deps.items():
             if rel in fixed:
                 continue
-            if stamp(self.root / rel.rstrip("/")) != was:
+            now = listing(self.root / rel[: -len(LISTING)]) if rel.endswith(LISTING) else stamp(
+                self.root / rel.rstrip("/"))
+            if now != was:
                 return  # a file changed, appeared or went away: everything is read anew
         self.deps = deps
         self.tables = {k: v for k, v in data["tables"].items() if isinstance(v, dict)}

@@ -11,6 +11,7 @@ import os
 import stat
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from vllm_shim_patch.signatures.static.lazy import lazy_export
 from vllm_shim_patch.signatures.static.scope import (
@@ -28,7 +29,7 @@ from vllm_shim_patch.signatures.static.scope import (
     literal,
 )
 
-__all__ = ["INIT_ONLY_BASES", "NAMEDTUPLES", "STRUCT", "Names", "Stamp", "stamp"]
+__all__ = ["INIT_ONLY_BASES", "NAMEDTUPLES", "STRUCT", "LISTING", "Names", "Stamp", "listing", "stamp"]
 
 # External bases whose constructor is object's: they add no __init__ or __new__.
 _TRANSPARENT_BASES = frozenset(
@@ -74,6 +75,9 @@ class Names:
         # Every path of a source directory looked at, with what it was then: the signature cache
         # is valid while each still stats the same (absent paths included: a new file can shadow).
         self.accessed: dict[str, Stamp | None] = {}
+        # The reader that owns these modules (static/__init__.py), when it keeps answers on disk:
+        # checks built on these modules (analysis/members.py) keep theirs beside its own.
+        self.memo: Any = None
         self._classes: dict[int, Class] = {}
         self._mros: dict[int, Mro] = {}
         self._active: set[tuple[int, str]] = set()
@@ -391,6 +395,20 @@ def stamp(path: Path) -> Stamp | None:
     if stat.S_ISDIR(st.st_mode):
         return ("d", 0, 0)
     return ("f", st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
+
+
+# A key ending so in `accessed` stands for a directory's list of entries, not the directory.
+LISTING = "/*"
+
+
+def listing(path: Path) -> Stamp | None:
+    """What tells whether a directory's entries changed (one was added, removed or renamed): its
+    mtime. For an answer that depends on what a walk found, e.g. that no compiled module exists."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return ("l", 0, st.st_mtime_ns) if stat.S_ISDIR(st.st_mode) else None
 
 
 def _same(a: Obj, b: Obj) -> bool:
