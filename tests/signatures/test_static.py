@@ -148,3 +148,25 @@ def test_static_locate(static: StaticSignatures, tmp_path: Path) -> None:
 def test_static_returns(static: StaticSignatures, qualname: str, expected: str | None, reason: str) -> None:
     assert static.returns(qualname) == expected
     assert (static.returns_reason(qualname) or "") == reason
+
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_reading_a_module_leaves_the_cycle_collector_as_it_was(tmp_path: Path, enabled: bool) -> None:
+    import gc
+
+    from conftest import write_tree
+
+    root = write_tree(tmp_path, {"vllm/__init__.py": b"", "vllm/ok.py": b"def f(a, *, b=1):\n    pass\n",
+                                 "vllm/bad.py": b"def f(:\n"})
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        src = StaticSignatures(root)
+        assert render(src.get("vllm.ok.f")) == "a, *, b="
+        assert gc.isenabled() is enabled
+        assert src.get("vllm.bad.f") is None
+        assert src.unknown_reason("vllm.bad.f").startswith("cannot parse vllm/bad.py: ")
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -41,9 +41,36 @@ class Context:
 
     @cached_property
     def target(self) -> Target:
+        pending = self.__dict__.pop("_probing", None)
+        if pending is not None:  # started by start_probe: its answer, or its error, surfaces here
+            return pending.result()  # type: ignore[no-any-return]
         from ..target import probe
 
         return probe(self.settings.python, self.settings.package)
+
+    def start_probe(self) -> None:
+        """Ask the target interpreter now, in a thread (it waits on a subprocess), and open a
+        --vllm-source's reader meanwhile, which does not need the answer: for a command that reads
+        `target` but never calls `load` (which probes on its own), e.g. `audit --no-rules`. An
+        error of either surfaces where it always did: the probe's at `target`, the reader's at
+        `static_source` (it is simply opened again there)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from ..target import probe
+
+        if "target" in self.__dict__ or "_probing" in self.__dict__:
+            return
+        pool = ThreadPoolExecutor(max_workers=1)
+        self.__dict__["_probing"] = pool.submit(probe, self.settings.python, self.settings.package)
+        pool.shutdown(wait=False)
+        if self.settings.vllm_source and "static_source" not in self.__dict__:
+            from ..errors import PatchError
+            from ..signatures.select import source_reader
+
+            try:
+                self.__dict__["static_source"] = source_reader(self.settings.vllm_source)
+            except PatchError:
+                pass
 
     @cached_property
     def pack(self) -> RulePack:

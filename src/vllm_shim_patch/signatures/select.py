@@ -26,12 +26,21 @@ def guard_source(target: Target, vllm_source: str | None, cache_dir: Path | None
     from . import StaticSignatures
     from .static.cache import default_cache_dir
 
-    cache = cache_dir if cache_dir is not None else default_cache_dir()
     if vllm_source:
-        return StaticSignatures(Path(vllm_source).expanduser(), cache_dir=cache)
+        return source_reader(vllm_source, cache_dir)
+    cache = cache_dir if cache_dir is not None else default_cache_dir()
     if target.vllm_location is not None:
         return StaticSignatures(target.vllm_location, cache_dir=cache)
     return None
+
+
+def source_reader(vllm_source: str, cache_dir: Path | None = None) -> Any:
+    """The static reader of a --vllm-source (which needs nothing of the target)."""
+    from . import StaticSignatures
+    from .static.cache import default_cache_dir
+
+    cache = cache_dir if cache_dir is not None else default_cache_dir()
+    return StaticSignatures(Path(vllm_source).expanduser(), cache_dir=cache)
 
 
 def wants_live(target: Target, *, vllm_source: str | None, static: bool) -> bool:

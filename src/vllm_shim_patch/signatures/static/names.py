@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import gc
 import os
 import stat
 import zipfile
@@ -116,11 +117,7 @@ class Names:
             for path, is_package in ((f"{rel}/__init__.py", True), (f"{rel}.py", False)):
                 source = self._read(path)
                 if source is not None:
-                    try:
-                        tree = ast.parse(source, filename=path)
-                    except (SyntaxError, ValueError) as exc:
-                        raise Unknown(f"cannot parse {path}: {exc}") from None
-                    found = Module(name, path, is_package, Scope.read(tree.body))
+                    found = _read_module(name, path, is_package, source)
                     break
             else:
                 if self._is_dir(rel):  # a namespace package: only submodules live in it
@@ -395,6 +392,23 @@ def stamp(path: Path) -> Stamp | None:
     if stat.S_ISDIR(st.st_mode):
         return ("d", 0, 0)
     return ("f", st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
+
+
+def _read_module(name: str, path: str, is_package: bool, source: bytes) -> Module:
+    """The module parsed, with the cycle collector paused: its tree is tens of thousands of new
+    objects, none of them garbage, and the collections they would trigger (each over every tree
+    read before) cost about a third of the time."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        try:
+            tree = ast.parse(source, filename=path)
+        except (SyntaxError, ValueError) as exc:
+            raise Unknown(f"cannot parse {path}: {exc}") from None
+        return Module(name, path, is_package, Scope.read(tree.body))
+    finally:
+        if paused:
+            gc.enable()
 
 
 # A key ending so in `accessed` stands for a directory's list of entries, not the directory.
