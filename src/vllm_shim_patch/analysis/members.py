@@ -57,7 +57,8 @@ class Members:
         # This run's answers, each with whether it rests on a whole-tree search (never stored).
         self._memo: dict[str, tuple[Answer, bool]] = {}
         self._untracked = False
-        memo = getattr(names, "memo", None)
+        ref = getattr(names, "memo", None)
+        memo = ref() if ref is not None else None
         self._store = memo
         self._table = memo.answers("members", _version()) if memo is not None else None
         self._dirty = False

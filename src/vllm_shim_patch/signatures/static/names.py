@@ -76,8 +76,9 @@ class Names:
         # Every path of a source directory looked at, with what it was then: the signature cache
         # is valid while each still stats the same (absent paths included: a new file can shadow).
         self.accessed: dict[str, Stamp | None] = {}
-        # The reader that owns these modules (static/__init__.py), when it keeps answers on disk:
-        # checks built on these modules (analysis/members.py) keep theirs beside its own.
+        # A weak reference to the reader that owns these modules (static/__init__.py), when it
+        # keeps answers on disk: checks built on these modules (analysis/members.py) keep theirs
+        # beside its own.
         self.memo: Any = None
         self._classes: dict[int, Class] = {}
         self._mros: dict[int, Mro] = {}
