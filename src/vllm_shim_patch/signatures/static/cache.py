@@ -140,7 +140,8 @@ class SignatureCache:
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump(data, f, separators=(",", ":"))
+                    # dumps, not dump: dump streams through the pure-Python encoder (~5x slower).
+                    f.write(json.dumps(data, separators=(",", ":")))
                 os.replace(tmp, self.path)
             except BaseException:
                 with contextlib.suppress(OSError):
