@@ -121,7 +121,7 @@ def test_answers_kept_by_another_version_of_the_checks_are_dropped(tmp_path: Pat
     table["exists:00:vllm.request.missing"] = [True, ""]  # what another checker might have said
     assert Members(source.names).exists("vllm.request.missing") == (True, "")  # the table is trusted...
     assert source.answers("members", "another") == {"": "another"}  # ...only under its own version
-    monkeypatch.setattr(members_mod, "_VERSION", ["another-py0.0"])
+    monkeypatch.setattr(members_mod, "_VERSION", ["another-cpython0.0.0"])
     monkeypatch.setattr(members_mod, "_COMPILED", {})
     assert _ask(root, cache, question)[0][0] == (False, "vllm.request has no name 'missing'")
 

@@ -498,7 +498,8 @@ def _version() -> str:
         h = hashlib.sha256()
         for path in (Path(__file__), Path(__file__).with_name("calls.py")):
             h.update(path.read_bytes())
-        _VERSION.append(f"{h.hexdigest()[:24]}-py{sys.version_info[0]}.{sys.version_info[1]}")
+        python = ".".join(map(str, sys.version_info[:3]))
+        _VERSION.append(f"{h.hexdigest()[:24]}-{sys.implementation.name}{python}")
     return _VERSION[0]
 
 
