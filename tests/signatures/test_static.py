@@ -170,3 +170,17 @@ def test_reading_a_module_leaves_the_cycle_collector_as_it_was(tmp_path: Path, e
         assert gc.isenabled() is enabled
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_a_batch_leaves_the_cycle_collector_as_it_was() -> None:
+    import gc
+
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            src = StaticSignatures(TREE)
+            assert {k: render(v) for k, v in src.get_many([RESOLVED[0][0]]).items()} == {RESOLVED[0][0]: RESOLVED[0][1]}
+            assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -13,6 +13,7 @@ really has).
 
 from __future__ import annotations
 
+import gc
 import weakref
 import zipfile
 from collections.abc import Iterable
@@ -96,11 +97,17 @@ class StaticSignatures:
         return self._cache[key]
 
     def get_many(self, qualnames: Iterable[str]) -> dict[str, Signature | None]:
+        # The cycle collector paused for the batch: it reads modules and builds scopes (long-lived,
+        # no garbage cycles to speak of), and each full collection would walk every tree read so far.
+        paused = gc.isenabled()
+        gc.disable()
         self._batch += 1
         try:
             return {name: self.get(name) for name in qualnames}
         finally:
             self._batch -= 1
+            if paused:
+                gc.enable()
             self._flush()
 
     def defines(self, qualname: str) -> bool | None:
