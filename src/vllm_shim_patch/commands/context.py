@@ -43,7 +43,11 @@ class Context:
     def target(self) -> Target:
         pending = self.__dict__.pop("_probing", None)
         if pending is not None:  # started by start_probe: its answer, or its error, surfaces here
-            return pending.result()  # type: ignore[no-any-return]
+            thread, answer = pending
+            thread.join()
+            if "error" in answer:
+                raise answer["error"]
+            return answer["target"]  # type: ignore[no-any-return]
         from ..target import probe
 
         return probe(self.settings.python, self.settings.package)
@@ -54,15 +58,23 @@ class Context:
         `target` but never calls `load` (which probes on its own), e.g. `audit --no-rules`. An
         error of either surfaces where it always did: the probe's at `target`, the reader's at
         `static_source` (it is simply opened again there)."""
-        from concurrent.futures import ThreadPoolExecutor
+        import threading  # not concurrent.futures: 4 ms more to import, for one call
 
         from ..target import probe
 
         if "target" in self.__dict__ or "_probing" in self.__dict__:
             return
-        pool = ThreadPoolExecutor(max_workers=1)
-        self.__dict__["_probing"] = pool.submit(probe, self.settings.python, self.settings.package)
-        pool.shutdown(wait=False)
+        answer: dict[str, Any] = {}
+
+        def ask() -> None:
+            try:
+                answer["target"] = probe(self.settings.python, self.settings.package)
+            except BaseException as exc:  # noqa: BLE001  (re-raised in the main thread, at `target`)
+                answer["error"] = exc
+
+        thread = threading.Thread(target=ask, name="probe")
+        thread.start()
+        self.__dict__["_probing"] = (thread, answer)
         if self.settings.vllm_source and "static_source" not in self.__dict__:
             from ..errors import PatchError
             from ..signatures.select import source_reader
