@@ -128,3 +128,14 @@ ops.reshape_and_cache(1)
         (7, "import", "vllm.new.Thing", "in the try/except ImportError at line 6"),
         (11, "import", "vllm.x", "under `if vllm_version >= (0, 12)` at line 10"),
     ]
+
+
+def test_the_walk_is_ast_walk_in_its_order() -> None:
+    import ast
+    from pathlib import Path
+
+    from vllm_shim_patch.analysis import calls
+
+    tree = ast.parse(Path(calls.__file__).read_bytes())
+    assert [id(n) for n in calls._walk(tree)] == [id(n) for n in ast.walk(tree)]
+    assert all(calls._children(n) == list(ast.iter_child_nodes(n)) for n in ast.walk(tree))
