@@ -186,3 +186,17 @@ def test_the_reader_and_its_modules_are_freed_without_the_cycle_collector(tmp_pa
     finally:
         if was:
             gc.enable()
+
+
+def test_bytecode_written_by_an_import_keeps_the_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = write_tree(tmp_path / "src", {**TREE, "vllm/_C.abi3.so": b""})
+    cache = tmp_path / "cache"
+    (root / "vllm" / "__pycache__").mkdir()
+    first, _ = _ask(root, cache, [("vllm.request.missing", False, False)])
+    assert first == [(False, "vllm.request has no name 'missing'"), (True, ""), (False, "no module vllm._E")]
+    pycache = root / "vllm" / "__pycache__"
+    before = pycache.stat().st_mtime_ns
+    (pycache / "request.cpython-311.pyc").write_bytes(b"")
+    os.utime(pycache, ns=(before, before + 1_000_000_000))  # seen even by a coarse clock
+    _new_run(monkeypatch)
+    assert _ask(root, cache, [("vllm.request.missing", False, False)]) == (first, [])

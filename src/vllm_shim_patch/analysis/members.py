@@ -476,11 +476,13 @@ def _compiled(root: Path, name: str) -> tuple[bool | None, dict[str, Any]]:
 
 def _walk_compiled(root: Path, walked: dict[str, Any]) -> list[str]:
     """The compiled files under root/vllm (as `rglob` finds them: symlinked folders not entered),
-    recording each folder's listing stamp in `walked`."""
+    recording each folder's listing stamp in `walked`. `__pycache__` is not entered: nothing in it
+    is importable as a module, and its listing changes whenever an import writes bytecode."""
     from ..signatures.static.names import LISTING, listing
 
     files = []
     for dirpath, dirnames, filenames in os.walk(root / "vllm"):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
         here = Path(dirpath)
         rel = here.relative_to(root).as_posix()
         walked[rel + LISTING] = listing(here)
