@@ -14,7 +14,7 @@ def audit(ctx: Context, *, verbose: bool = False, emit_rules: str | None = None,
     from ..report.audit import render
 
     if rules:
-        plan = ctx.plan()
+        plan = ctx.plan(reuse=True)
         version = str(plan.version)
     else:
         plan, version = None, str(ctx.check_version())

@@ -22,37 +22,12 @@ from libcst.metadata import (
 
 from ..settings import Action, FileStatus
 from .context import CallSite, NeedsHuman, Rewrite
+from .results import FileResult, Site
 from .ops import compile_rule, guardable, observes_only
 from .scoped import Scope, line_map, module_of, time_limit
 
 if TYPE_CHECKING:
     from ..rules.model import Rule
-
-
-@dataclass(frozen=True)
-class Site:
-    rule_id: str
-    path: str
-    line: int
-    end_line: int  # the call's last line, so a diff hunk anywhere inside it names the rule
-    callee: str
-    action: Action
-    message: str
-    guarded: bool
-
-
-@dataclass(frozen=True)
-class FileResult:
-    path: str  # relative to the package root, "/"-separated
-    status: FileStatus
-    before: bytes = b""
-    after: bytes = b""
-    sites: tuple[Site, ...] = ()
-    reason: str = ""
-
-    @property
-    def changed(self) -> bool:
-        return self.status is FileStatus.CHANGED
 
 
 @dataclass
