@@ -153,11 +153,13 @@ def test_a_failed_plan_is_not_kept(tmp_path: Path, generator: bytes) -> None:
 
 def test_the_folder_keeps_the_newest_entries(tmp_path: Path) -> None:
     cache = PlanCache(tmp_path)
+    assert cache.empty  # a first run: the engine imports while the target answers
     result = FileResult("a.py", FileStatus.CHANGED, b"a", b"b",
                         (Site("r", "a.py", 1, 2, "vllm.X", Action.EDITED, "drop y", True),))
     for i in range(plancache.KEEP + 3):
         cache.put(f"{i:064x}", [result])
         os.utime(cache.folder / f"{i:064x}.json", ns=(i * 10**9, i * 10**9))
+    assert not cache.empty
     kept = sorted(p.stem for p in cache.folder.glob("*.json"))
     assert kept == [f"{i:064x}" for i in range(3, plancache.KEEP + 3)]
     assert cache.get(f"{plancache.KEEP + 2:064x}", {"a.py": b"a"}) == [result]

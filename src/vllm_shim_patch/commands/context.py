@@ -165,7 +165,8 @@ class Context:
         nothing it depends on changed."""
         from ..rewrite.plan import make_plan
 
-        self.load(engine=not reuse)
+        # libcst imports while the target answers, unless the plan may come from the cache.
+        self.load(engine=not reuse or self.plan_cache is None or self.plan_cache.empty)
         signatures, kind = self.guard
         return make_plan(self.target, self.pack, self.settings.vllm_version, signatures, kind,
                          files=self.originals() if files is None else files, declined=declined,

@@ -93,6 +93,14 @@ class PlanCache:
     def __init__(self, cache_dir: Path):
         self.folder = cache_dir / "plans"
 
+    @property
+    def empty(self) -> bool:
+        """No plan stored yet (a first run): the engine will surely run."""
+        try:
+            return not any(os.scandir(self.folder))
+        except OSError:
+            return True
+
     def get(self, key: str, files: Mapping[str, bytes]) -> list[FileResult] | None:
         try:
             data = json.loads((self.folder / f"{key}.json").read_bytes())
