@@ -97,7 +97,8 @@ class PlanCache:
     def empty(self) -> bool:
         """No plan stored yet (a first run): the engine will surely run."""
         try:
-            return not any(os.scandir(self.folder))
+            with os.scandir(self.folder) as entries:
+                return not any(entries)
         except OSError:
             return True
 
