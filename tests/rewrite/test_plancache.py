@@ -85,8 +85,10 @@ def test_the_key_follows_a_rule_file_and_a_codemod_by_their_bytes(tmp_path: Path
     after_codemod = plan_key(**inputs)  # type: ignore[arg-type]
     rule_file.write_text(rule_file.read_text().replace("a test", "a test, edited"))
     after_rule = plan_key(**inputs)  # type: ignore[arg-type]
-    assert len({before, after_codemod, after_rule}) == 3
-    codemod.unlink()
+    (rules_dir / "codemods" / "helpers.py").write_text("NAME = 'x'\n")  # a module the codemod may import
+    after_neighbour = plan_key(**inputs)  # type: ignore[arg-type]
+    assert len({before, after_codemod, after_rule, after_neighbour}) == 4
+    rule_file.unlink()
     assert plan_key(**inputs) is None  # type: ignore[arg-type]  (unreadable: no cache, never a guess)
 
 

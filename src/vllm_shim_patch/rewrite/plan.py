@@ -109,8 +109,7 @@ def make_plan(
 
         key = plan_key(target=target, rules=pack.rules, version=version, signatures=signatures,
                        kind=signature_kind, facts=facts, declined=declined, files=files)
-    if key is not None and reuse:
-        cached = cache.get(key, files)  # type: ignore[union-attr, arg-type]
+        cached = cache.get(key, files) if key is not None and reuse else None
         if cached is not None:
             return Plan(target, version, note, signature_kind, pack.rules, tuple(cached))
     from .engine import Engine
@@ -126,7 +125,7 @@ def make_plan(
         results = grammar.check(results)
     finally:
         grammar.close()
-    if key is not None and not any(r.status is FileStatus.FAILED for r in results):
+    if cache is not None and key is not None and not any(r.status is FileStatus.FAILED for r in results):
         # A failure may be the machine's (a codemod past its time limit under load): never kept.
-        cache.put(key, results)  # type: ignore[union-attr]
+        cache.put(key, results)
     return Plan(target, version, note, signature_kind, pack.rules, tuple(results))

@@ -6,7 +6,8 @@ stored under a digest of all of them and reused while none changed:
 
 - the tool's own code: the (path, size, mtime) of every module of the package, so an upgrade or
   an edited checkout never meets a plan an older engine made;
-- the rules: the bytes of every rule file and every codemod the rules name, with their paths;
+- the rules: the bytes of every rule file, and of every module in the folder of each codemod
+  the rules name (a codemod may import its neighbours), with their paths;
 - the vLLM the rules are for: the selected version, the signatures and class facts the guards
   read (their full text, defaults included), and the signature kind;
 - the target: its interpreter and Python version (the grammar check), the package, and the path
@@ -68,12 +69,15 @@ def plan_key(*, target: Any, rules: Sequence[Any], version: Any, signatures: Map
             h.update(b"\0")
 
     part("code", code_stamp())
-    sources = sorted({r.path for r in rules} | {str(spec) for r in rules for op, spec in r.ops if op == "codemod"})
+    codemod_dirs = {Path(str(spec)).parent for r in rules for op, spec in r.ops if op == "codemod"}
     try:
-        for path in sources:
+        codemods = {str(p) for d in codemod_dirs for p in d.glob("*.py")}
+        for path in sorted({r.path for r in rules} | codemods):
             part("source", path, Path(path).read_bytes())
     except OSError:
         return None
+    for rule in rules:  # which of the files' rules are loaded (the bundled ones may be left out)
+        part("rule", rule.id)
     part("version", version, "kind", kind)
     for name in sorted(signatures or {}):
         part("sig", name, repr((signatures or {})[name]))
