@@ -178,3 +178,30 @@ def test_emit_rules_to_a_folder_that_does_not_exist_is_one_line(sandbox: Sandbox
     assert (r.returncode, r.stdout) == (2, "")
     assert r.stderr == f"patch-speculators: error: --emit-rules {dest}: cannot write: No such file or directory\n"
     assert not dest.parent.exists()
+
+
+def test_after_apply_the_audit_is_clean_and_after_rollback_it_is_not(sandbox: Sandbox) -> None:
+    """The audit reads the files as installed: after apply nothing is pending (with or without
+    the rules), after rollback the original mismatches are back, byte for byte the same report."""
+    src = str(realdata.vllm_source("0.16.0"))
+    before = sandbox.run("--vllm-source", src, "audit", "--no-rules", "--json")
+    assert before.returncode == 1, before.stderr
+    mismatched = [(u["path"], u["line"], u["callee"]) for u in json.loads(before.stdout)["uses"]
+                  if u["status"] == "mismatch"]
+    assert mismatched == [(GENERATOR, 136, "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups"),
+                          (GENERATOR, 148, "vllm.v1.core.sched.scheduler.Scheduler"),
+                          (GENERATOR, 194, "vllm.config.SchedulerConfig")]
+    applied = sandbox.run("--vllm-source", src)
+    assert applied.returncode == 0, applied.stderr
+    with_rules = sandbox.run("--vllm-source", src, "audit", "--json")
+    assert with_rules.returncode == 0, with_rules.stderr
+    data = json.loads(with_rules.stdout)
+    assert data["rules_installed_in"] == [WORKER, GENERATOR]
+    assert {k: data["summary"][k] for k in ("uses", "added", "ok", "fixed", "remaining", "unknown")} == {
+        "uses": 63, "added": 0, "ok": 63, "fixed": 0, "remaining": 0, "unknown": 0}
+    no_rules = sandbox.run("--vllm-source", src, "audit", "--no-rules")
+    assert no_rules.returncode == 0, no_rules.stdout
+    assert no_rules.stdout.splitlines()[-1] == "63 uses: 63 ok, 0 mismatched, 0 unknown"
+    assert sandbox.run("rollback").returncode == 0
+    again = sandbox.run("--vllm-source", src, "audit", "--no-rules", "--json")
+    assert (again.returncode, again.stdout) == (1, before.stdout)

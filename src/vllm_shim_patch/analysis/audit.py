@@ -16,7 +16,9 @@ from .calls import ATTRIBUTE, CALL, IMPORT, METHOD, CallRecord
 from .verify import Binding
 
 if TYPE_CHECKING:
-    from ..rewrite.plan import Plan
+    from collections.abc import Sequence
+
+    from ..rewrite.results import FileResult
     from .members import Members
 
 
@@ -144,12 +146,12 @@ def _bound(sig: Any) -> tuple[Any, str]:
     return None, f"cannot tell whether {sig.qualname} takes self (its first parameter is not named self)"
 
 
-def audit_plan(plan: Plan | None, uses: dict[str, list[CallRecord]], after_uses: dict[str, list[CallRecord]],
-               checker: Checker, version: str = "") -> list[AuditRow]:
-    """Check every use of vLLM in the original files and, where the plan changes a file, after it
-    (no plan: the package as installed only)."""
-    changed = {r.path: r for r in plan.changed} if plan is not None else {}
-    version = str(plan.version) if plan is not None else version
+def audit_plan(pending: Sequence[FileResult], uses: dict[str, list[CallRecord]],
+               after_uses: dict[str, list[CallRecord]], checker: Checker, version: str) -> list[AuditRow]:
+    """Check every use of vLLM in the files as `uses` read them and, where a pending result of the
+    plan changes a file, after it (a result's EDITED sites name the rules that fix a use on their
+    line)."""
+    changed = {r.path: r for r in pending}
     rows = []
     for path in sorted(uses):
         before_uses = uses[path]

@@ -102,6 +102,17 @@ class Context:
 
         return tracked_paths(e.path for e in self.target.record)
 
+    def installed(self) -> dict[str, bytes]:
+        """The bytes of the package's .py files as they are now (a file RECORD names but that is
+        gone or unreadable is left out)."""
+        out = {}
+        for path in self.target.python_files():
+            try:
+                out[path] = (self.target.location / path).read_bytes()
+            except OSError:
+                continue
+        return out
+
     def originals(self) -> dict[str, bytes]:
         """The original bytes of the package's .py files (read anew: a baseline may just have moved)."""
         from ..overlay.baseline import original_bytes
