@@ -133,17 +133,22 @@ def test_emit_rules_drafts_what_a_rule_can_say_and_rules_check_refuses_it_until_
     assert (ok.returncode, ok.stdout) == (0, "3 rules OK in 1 file\n")
     tested = sandbox.run("rules", "test", str(filled))
     assert (tested.returncode, tested.stdout) == (0, "6 examples ok, 0 failing\n")
-    # With the filled draft the calls bind; what is left: the method no rule can name, and the old
-    # import, which the engine's `move` keeps when the moved name is the same (the call still
-    # uses that name): a limitation of the move operation, not of the draft.
+    # With the filled draft the calls bind and the moved name's old import is taken out (the move
+    # imports it from its new module); what is left is the method no rule can name.
     again = sandbox.run("--vllm-source", str(src), "--rules", str(filled), "audit", "--json")
     data = json.loads(again.stdout)
-    fixed = [(u["line"], u["rules"]) for u in data["uses"] if u["fixed"]]
-    assert fixed == [(143, ["get-kv-cache-config-from-groups-add-kv-cache-specs"]),
-                     (154, ["scheduler-drop-block-size"])]
+    fixed = [(u["line"], u["rules"], u["removed"]) for u in data["uses"] if u["fixed"]]
+    assert fixed == [(15, ["get-hash-fn-by-name-move"], True),
+                     (143, ["get-kv-cache-config-from-groups-add-kv-cache-specs"], False),
+                     (154, ["scheduler-drop-block-size"], False)]
+    added = [(u["line"], u["callee"], u["status"]) for u in data["uses"] if u["added"]]
+    assert added == [(30, "vllm.utils.get_hash_fn_by_name", "ok")]
     left = [(u["line"], u["callee"]) for u in data["uses"] if u["remaining"]]
-    assert left == [(15, "vllm.utils.hashing.get_hash_fn_by_name"),
-                    (315, "vllm.v1.executor.multiproc_executor.MultiprocExecutor.sample_tokens")]
+    assert left == [(315, "vllm.v1.executor.multiproc_executor.MultiprocExecutor.sample_tokens")]
+    text = sandbox.run("--vllm-source", str(src), "--rules", str(filled), "audit").stdout.splitlines()
+    assert f"  {GENERATOR}:15: import vllm.utils.hashing.get_hash_fn_by_name: mismatch (no module " \
+           "vllm.utils.hashing; get_hash_fn_by_name is in vllm.utils now) -> taken out by get-hash-fn-by-name-move" \
+           in text
 
 
 def test_emit_rules_writes_nothing_when_no_rule_can_say_it(sandbox: Sandbox, tmp_path: Path) -> None:

@@ -30,15 +30,23 @@ class AuditRow:
     suggestion: str  # a YAML rule for a mismatch no rule fixes
     moved_to: tuple[str, ...] = ()  # a missing import: public modules that define the name now
     added: bool = False  # a use the rules add (before is after: its line is in the patched file)
+    removed: bool = False  # a use the rules take out (a moved name's old import), or replace by others
 
     @property
     def fixed(self) -> bool:
-        return self.before.status is BindStatus.MISMATCH and self.after is not None and self.after.status is BindStatus.OK
+        if self.before.status is not BindStatus.MISMATCH:
+            return False
+        return self.removed or (self.after is not None and self.after.status is BindStatus.OK)
 
     @property
     def remaining(self) -> bool:
         final = self.after if self.after is not None else self.before
-        return final.status is BindStatus.MISMATCH
+        return not self.removed and final.status is BindStatus.MISMATCH
+
+    @property
+    def unknown(self) -> bool:
+        final = self.after if self.after is not None else self.before
+        return not self.removed and final.status is BindStatus.UNKNOWN
 
 
 def suggest(call: CallRecord, reason: str, version: str) -> str:
@@ -159,12 +167,15 @@ def audit_plan(pending: Sequence[FileResult], uses: dict[str, list[CallRecord]],
             continue
         result = changed.get(path)
         edited: dict[int, list[str]] = {}
+        by_callee: dict[str, list[str]] = {}
         for site in (result.sites if result else ()):
             if site.action is Action.EDITED:
                 edited.setdefault(site.line, []).append(site.rule_id)
+                by_callee.setdefault(site.callee, []).append(site.rule_id)
         before = _check_file(before_uses, checker)
         after: list[Binding | None] = [None] * len(before)
         added: list[Binding] = []
+        removed: set[int] = set()
         if result is not None:
             checked_after = _check_file(after_uses.get(path, []), checker)
             pairs = _pair(before_uses, after_uses.get(path, []))
@@ -172,14 +183,19 @@ def audit_plan(pending: Sequence[FileResult], uses: dict[str, list[CallRecord]],
                 after[i] = checked_after[j]
             paired = {j for _, j in pairs}
             added = [b for j, b in enumerate(checked_after) if j not in paired]
-        for b, a in zip(before, after):
+            removed = set(range(len(before))) - {i for i, _ in pairs}
+        for i, (b, a) in enumerate(zip(before, after)):
             rules = tuple(edited.get(b.call.line, ()))
             final = a if a is not None else b
             text = ""
             if final.status is BindStatus.MISMATCH and b.call.kind == CALL:  # a rule's call: an imported name
                 text = suggest(b.call, final.reason, version)
             moved = checker.moved(b.call) if b.call.kind == IMPORT and b.status is BindStatus.MISMATCH else ()
-            rows.append(AuditRow(b, a, rules, text, moved))
+            if i in removed:
+                # An import a move took out: the rule that edited calls of that name.
+                rules = rules or tuple(dict.fromkeys(by_callee.get(b.call.callee, ())))
+                text, moved = "", ()
+            rows.append(AuditRow(b, a, rules, text, moved, removed=i in removed))
         # What the rules write is checked too: an added call must bind like any other.
         rows += [AuditRow(b, b, (), "", (), added=True) for b in added]
     return rows
