@@ -11,6 +11,8 @@ of the real vLLM wheel, from `tests/realdata.py`). Contenders, each a fresh proc
   (the whole package, every use of vLLM, before and after the bundled rules);
 - `audit --no-rules`: the same without planning the rules (the package as installed: the job
   pyright does);
+- each of the two `cold` (a new VSP_CACHE_DIR per run: no signature cache, no plan cache) and
+  `warm` (the cache folder the warm-up run filled: a second audit of the same files);
 - `pyright`: `node <pyright>/index.js -p <project> --outputjson`, the project holding a copy of
   the installed package (pyright checks nothing under site-packages) and listing the three files,
   with `extraPaths` = [vLLM source, the copy].
@@ -137,28 +139,41 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="vsp-bench-audit-") as tmp:
         scratch = Path(tmp)
         project, copy = pyright_project(scratch, site, src)
-        base = [*bl.ours_command(), "--python", str(python), "--vllm-source", str(src), "--state-dir", "{fresh}"]
+        warm_cache = scratch / "warm-cache"
+        ours = [*bl.ours_command(), "--python", str(python), "--vllm-source", str(src)]
+        # Cold: a new cache folder per run (no signature cache, no plan cache), as on a new machine.
+        cold = ["env", "VSP_CACHE_DIR={fresh}/cache", *ours, "--state-dir", "{fresh}/state"]
+        # Warm: the cache the warm-up run filled (a second audit of the same files and vLLM).
+        warm = [*ours, "--state-dir", "{fresh}/state"]
+        warm_env = bl.tool_env(VSP_CACHE_DIR=str(warm_cache))
         contenders = [
-            bl.Contender("audit", [*base, "audit", "--json"], fresh_dir=True, ok_codes=(0, 1)),
-            bl.Contender("audit --no-rules", [*base, "audit", "--no-rules", "--json"], fresh_dir=True,
+            bl.Contender("audit, cold", [*cold, "audit", "--json"], fresh_dir=True, ok_codes=(0, 1)),
+            bl.Contender("audit, warm", [*warm, "audit", "--json"], env=warm_env, fresh_dir=True, ok_codes=(0, 1)),
+            bl.Contender("audit --no-rules, cold", [*cold, "audit", "--no-rules", "--json"], fresh_dir=True,
                          ok_codes=(0, 1)),
+            bl.Contender("audit --no-rules, warm", [*warm, "audit", "--no-rules", "--json"], env=warm_env,
+                         fresh_dir=True, ok_codes=(0, 1)),
             bl.Contender("pyright", [str(node), str(js), "-p", str(project), "--outputjson"], ok_codes=(0, 1)),
         ]
-        # Warm-up (byte-code caches, the OS file cache); the outputs are the findings compared.
+        # Warm-up (byte-code caches, the OS file cache, the warm contenders' cache); the outputs
+        # are the findings compared.
         out = {c.name: bl.run_captured(c, scratch) for c in contenders}
         for name, cap in out.items():
             if cap.returncode not in (0, 1):
                 bl.die(f"{name} exited {cap.returncode}: {cap.stderr.strip()[-400:]}")
+        for mode in ("audit", "audit --no-rules"):
+            if out[f"{mode}, cold"].stdout != out[f"{mode}, warm"].stdout:
+                bl.die(f"{mode}: the warm run's findings differ from the cold run's")
         print(f"# speculators 0.3.0 ({len(FILES)} vLLM-facing files) against the vLLM {args.vllm} source {src}")
         node_version = subprocess.run([node, '--version'], capture_output=True, text=True, check=False).stdout.strip()
         print(f"# pyright {PYRIGHT_VERSION} on node {node_version}")
         bl.measure(contenders, args.runs, scratch)
         print(f"\nwhole process, {args.runs} runs each, round-robin:")
-        pyright = contenders[2]
+        pyright = contenders[-1]
         bl.print_table(contenders, pyright, "pyright")
-        for c in contenders[:2]:
+        for c in contenders[:-1]:
             print(f"  pyright / {c.name}: {pyright.median / c.median:.1f}x (target: at least 10x)")
-        audit = json.loads(out["audit --no-rules"].stdout)
+        audit = json.loads(out["audit --no-rules, cold"].stdout)
         found = json.loads(out["pyright"].stdout)
         print("\nfindings (the package as installed):")
         print("\n".join(compare(audit, found, copy)))

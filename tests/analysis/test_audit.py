@@ -133,17 +133,22 @@ def test_emit_rules_drafts_what_a_rule_can_say_and_rules_check_refuses_it_until_
     assert (ok.returncode, ok.stdout) == (0, "3 rules OK in 1 file\n")
     tested = sandbox.run("rules", "test", str(filled))
     assert (tested.returncode, tested.stdout) == (0, "6 examples ok, 0 failing\n")
-    # With the filled draft the calls bind; what is left: the method no rule can name, and the old
-    # import, which the engine's `move` keeps when the moved name is the same (the call still
-    # uses that name): a limitation of the move operation, not of the draft.
+    # With the filled draft the calls bind and the moved name's old import is taken out (the move
+    # imports it from its new module); what is left is the method no rule can name.
     again = sandbox.run("--vllm-source", str(src), "--rules", str(filled), "audit", "--json")
     data = json.loads(again.stdout)
-    fixed = [(u["line"], u["rules"]) for u in data["uses"] if u["fixed"]]
-    assert fixed == [(143, ["get-kv-cache-config-from-groups-add-kv-cache-specs"]),
-                     (154, ["scheduler-drop-block-size"])]
+    fixed = [(u["line"], u["rules"], u["removed"]) for u in data["uses"] if u["fixed"]]
+    assert fixed == [(15, ["get-hash-fn-by-name-move"], True),
+                     (143, ["get-kv-cache-config-from-groups-add-kv-cache-specs"], False),
+                     (154, ["scheduler-drop-block-size"], False)]
+    added = [(u["line"], u["callee"], u["status"]) for u in data["uses"] if u["added"]]
+    assert added == [(30, "vllm.utils.get_hash_fn_by_name", "ok")]
     left = [(u["line"], u["callee"]) for u in data["uses"] if u["remaining"]]
-    assert left == [(15, "vllm.utils.hashing.get_hash_fn_by_name"),
-                    (315, "vllm.v1.executor.multiproc_executor.MultiprocExecutor.sample_tokens")]
+    assert left == [(315, "vllm.v1.executor.multiproc_executor.MultiprocExecutor.sample_tokens")]
+    text = sandbox.run("--vllm-source", str(src), "--rules", str(filled), "audit").stdout.splitlines()
+    assert f"  {GENERATOR}:15: import vllm.utils.hashing.get_hash_fn_by_name: mismatch (no module " \
+           "vllm.utils.hashing; get_hash_fn_by_name is in vllm.utils now) -> taken out by get-hash-fn-by-name-move" \
+           in text
 
 
 def test_emit_rules_writes_nothing_when_no_rule_can_say_it(sandbox: Sandbox, tmp_path: Path) -> None:
@@ -178,3 +183,30 @@ def test_emit_rules_to_a_folder_that_does_not_exist_is_one_line(sandbox: Sandbox
     assert (r.returncode, r.stdout) == (2, "")
     assert r.stderr == f"patch-speculators: error: --emit-rules {dest}: cannot write: No such file or directory\n"
     assert not dest.parent.exists()
+
+
+def test_after_apply_the_audit_is_clean_and_after_rollback_it_is_not(sandbox: Sandbox) -> None:
+    """The audit reads the files as installed: after apply nothing is pending (with or without
+    the rules), after rollback the original mismatches are back, byte for byte the same report."""
+    src = str(realdata.vllm_source("0.16.0"))
+    before = sandbox.run("--vllm-source", src, "audit", "--no-rules", "--json")
+    assert before.returncode == 1, before.stderr
+    mismatched = [(u["path"], u["line"], u["callee"]) for u in json.loads(before.stdout)["uses"]
+                  if u["status"] == "mismatch"]
+    assert mismatched == [(GENERATOR, 136, "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups"),
+                          (GENERATOR, 148, "vllm.v1.core.sched.scheduler.Scheduler"),
+                          (GENERATOR, 194, "vllm.config.SchedulerConfig")]
+    applied = sandbox.run("--vllm-source", src)
+    assert applied.returncode == 0, applied.stderr
+    with_rules = sandbox.run("--vllm-source", src, "audit", "--json")
+    assert with_rules.returncode == 0, with_rules.stderr
+    data = json.loads(with_rules.stdout)
+    assert data["rules_installed_in"] == [WORKER, GENERATOR]
+    assert {k: data["summary"][k] for k in ("uses", "added", "ok", "fixed", "remaining", "unknown")} == {
+        "uses": 63, "added": 0, "ok": 63, "fixed": 0, "remaining": 0, "unknown": 0}
+    no_rules = sandbox.run("--vllm-source", src, "audit", "--no-rules")
+    assert no_rules.returncode == 0, no_rules.stdout
+    assert no_rules.stdout.splitlines()[-1] == "63 uses: 63 ok, 0 mismatched, 0 unknown"
+    assert sandbox.run("rollback").returncode == 0
+    again = sandbox.run("--vllm-source", src, "audit", "--no-rules", "--json")
+    assert (again.returncode, again.stdout) == (1, before.stdout)

@@ -16,7 +16,7 @@ from vllm_shim_patch.analysis.rehearse import SUPPORTED, interpret, refusal, req
 from vllm_shim_patch.errors import TargetError
 from packaging.version import Version
 
-from vllm_shim_patch.rewrite.engine import FileResult, Site
+from vllm_shim_patch.rewrite.results import FileResult, Site
 from vllm_shim_patch.rewrite.plan import Plan
 from vllm_shim_patch.settings import Action, FileStatus
 from vllm_shim_patch.target import REMOTE, Target

@@ -54,3 +54,22 @@ def test_text_without_the_rules() -> None:
         "  pkg/m.py:4: attribute vllm.a.B.f: unknown (why not)",
         "3 uses: 1 ok, 1 mismatched, 1 unknown",
     ]
+
+
+def test_uses_the_rules_take_out_are_neither_remaining_nor_unknown() -> None:
+    gone = [
+        AuditRow(Binding(use(15, "import", "vllm.a.old.C"), MISMATCH, "no module vllm.a.old"), None,
+                 ("c-move",), "", removed=True),
+        AuditRow(Binding(use(16, "import", "vllm.a.D"), UNKNOWN, "cannot tell"), None, (), "", removed=True),
+        AuditRow(Binding(use(17, "import", "vllm.a.E"), OK, ""), None, (), "", removed=True),
+    ]
+    text, data = render(gone, "pkg 1.0", "vLLM 0.16.0", verbose=False)
+    assert text.splitlines() == [
+        "pkg 1.0 against vLLM 0.16.0: 3 uses of vLLM (3 imports)",
+        "  pkg/m.py:15: import vllm.a.old.C: mismatch (no module vllm.a.old) -> taken out by c-move",
+        "3 uses: 2 ok, 1 fixed by the rules, 0 still mismatched, 0 unknown",
+    ]
+    assert [(u["line"], u["fixed"], u["remaining"], u["removed"]) for u in data["uses"]] == [
+        (15, True, False, True), (16, False, False, True), (17, False, False, True)]
+    verbose, _ = render(gone[1:2], "pkg 1.0", "vLLM 0.16.0", verbose=True)
+    assert verbose.splitlines()[1] == "  pkg/m.py:16: import vllm.a.D: unknown (cannot tell) -> taken out by the rules"

@@ -17,7 +17,8 @@ import libcst as cst
 import pytest
 from packaging.version import Version
 
-from vllm_shim_patch.rewrite.engine import Engine, FileResult
+from vllm_shim_patch.rewrite.engine import Engine
+from vllm_shim_patch.rewrite.results import FileResult
 from vllm_shim_patch.report.diff import file_diff
 from vllm_shim_patch.rules import Rule
 from vllm_shim_patch.rules.loader import load_pack, parse_rules

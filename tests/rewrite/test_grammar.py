@@ -19,7 +19,7 @@ from conftest import GENERATOR, Sandbox
 
 from vllm_shim_patch.errors import TargetError
 from vllm_shim_patch.rewrite import grammar
-from vllm_shim_patch.rewrite.engine import FileResult
+from vllm_shim_patch.rewrite.results import FileResult
 from vllm_shim_patch.rewrite.grammar import compile_in_target
 from vllm_shim_patch.settings import FileStatus
 from vllm_shim_patch.target import Target

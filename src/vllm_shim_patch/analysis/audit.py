@@ -16,7 +16,9 @@ from .calls import ATTRIBUTE, CALL, IMPORT, METHOD, CallRecord
 from .verify import Binding
 
 if TYPE_CHECKING:
-    from ..rewrite.plan import Plan
+    from collections.abc import Sequence
+
+    from ..rewrite.results import FileResult
     from .members import Members
 
 
@@ -28,15 +30,23 @@ class AuditRow:
     suggestion: str  # a YAML rule for a mismatch no rule fixes
     moved_to: tuple[str, ...] = ()  # a missing import: public modules that define the name now
     added: bool = False  # a use the rules add (before is after: its line is in the patched file)
+    removed: bool = False  # a use the rules take out (a moved name's old import), or replace by others
 
     @property
     def fixed(self) -> bool:
-        return self.before.status is BindStatus.MISMATCH and self.after is not None and self.after.status is BindStatus.OK
+        if self.before.status is not BindStatus.MISMATCH:
+            return False
+        return self.removed or (self.after is not None and self.after.status is BindStatus.OK)
 
     @property
     def remaining(self) -> bool:
         final = self.after if self.after is not None else self.before
-        return final.status is BindStatus.MISMATCH
+        return not self.removed and final.status is BindStatus.MISMATCH
+
+    @property
+    def unknown(self) -> bool:
+        final = self.after if self.after is not None else self.before
+        return not self.removed and final.status is BindStatus.UNKNOWN
 
 
 def suggest(call: CallRecord, reason: str, version: str) -> str:
@@ -144,12 +154,12 @@ def _bound(sig: Any) -> tuple[Any, str]:
     return None, f"cannot tell whether {sig.qualname} takes self (its first parameter is not named self)"
 
 
-def audit_plan(plan: Plan | None, uses: dict[str, list[CallRecord]], after_uses: dict[str, list[CallRecord]],
-               checker: Checker, version: str = "") -> list[AuditRow]:
-    """Check every use of vLLM in the original files and, where the plan changes a file, after it
-    (no plan: the package as installed only)."""
-    changed = {r.path: r for r in plan.changed} if plan is not None else {}
-    version = str(plan.version) if plan is not None else version
+def audit_plan(pending: Sequence[FileResult], uses: dict[str, list[CallRecord]],
+               after_uses: dict[str, list[CallRecord]], checker: Checker, version: str) -> list[AuditRow]:
+    """Check every use of vLLM in the files as `uses` read them and, where a pending result of the
+    plan changes a file, after it (a result's EDITED sites name the rules that fix a use on their
+    line)."""
+    changed = {r.path: r for r in pending}
     rows = []
     for path in sorted(uses):
         before_uses = uses[path]
@@ -157,12 +167,15 @@ def audit_plan(plan: Plan | None, uses: dict[str, list[CallRecord]], after_uses:
             continue
         result = changed.get(path)
         edited: dict[int, list[str]] = {}
+        by_callee: dict[str, list[str]] = {}
         for site in (result.sites if result else ()):
             if site.action is Action.EDITED:
                 edited.setdefault(site.line, []).append(site.rule_id)
+                by_callee.setdefault(site.callee, []).append(site.rule_id)
         before = _check_file(before_uses, checker)
         after: list[Binding | None] = [None] * len(before)
         added: list[Binding] = []
+        removed: set[int] = set()
         if result is not None:
             checked_after = _check_file(after_uses.get(path, []), checker)
             pairs = _pair(before_uses, after_uses.get(path, []))
@@ -170,14 +183,19 @@ def audit_plan(plan: Plan | None, uses: dict[str, list[CallRecord]], after_uses:
                 after[i] = checked_after[j]
             paired = {j for _, j in pairs}
             added = [b for j, b in enumerate(checked_after) if j not in paired]
-        for b, a in zip(before, after):
+            removed = set(range(len(before))) - {i for i, _ in pairs}
+        for i, (b, a) in enumerate(zip(before, after)):
             rules = tuple(edited.get(b.call.line, ()))
             final = a if a is not None else b
             text = ""
             if final.status is BindStatus.MISMATCH and b.call.kind == CALL:  # a rule's call: an imported name
                 text = suggest(b.call, final.reason, version)
             moved = checker.moved(b.call) if b.call.kind == IMPORT and b.status is BindStatus.MISMATCH else ()
-            rows.append(AuditRow(b, a, rules, text, moved))
+            if i in removed:
+                # An import a move took out: the rule that edited calls of that name.
+                rules = rules or tuple(dict.fromkeys(by_callee.get(b.call.callee, ())))
+                text, moved = "", ()
+            rows.append(AuditRow(b, a, rules, text, moved, removed=i in removed))
         # What the rules write is checked too: an added call must bind like any other.
         rows += [AuditRow(b, b, (), "", (), added=True) for b in added]
     if checker.members is not None:

@@ -14,7 +14,7 @@ from ..errors import TargetError
 from ..settings import Action
 
 if TYPE_CHECKING:
-    from ..rewrite.engine import Site
+    from ..rewrite.results import Site
     from ..rewrite.plan import Plan
     from ..target import Target
 

@@ -8,19 +8,34 @@ from .context import Context, Outcome
 
 
 def audit(ctx: Context, *, verbose: bool = False, emit_rules: str | None = None, rules: bool = True) -> Outcome:
-    """`rules=False` checks the package as installed and skips planning the rules (no libcst)."""
+    """The package's files as installed, and where the rules would change one, after them;
+    `rules=False` skips planning the rules (no libcst)."""
+    from dataclasses import replace
+
     from ..analysis.audit import Checker, audit_plan
     from ..analysis.calls import scan_uses
     from ..report.audit import render
+    from ..report.text import plural
 
     if rules:
-        plan = ctx.plan()
+        plan = ctx.plan(ctx.originals(), reuse=True)
         version = str(plan.version)
     else:
         plan, version = None, str(ctx.check_version())
-    originals = ctx.originals()
-    uses = {p: scan_uses(d, p) for p, d in originals.items()}
-    after = {r.path: scan_uses(r.after, r.path) for r in plan.changed} if plan is not None else {}
+        ctx.overlay  # noqa: B018  (a damaged overlay stops every command, this one too)
+    # The files as installed are what runs; the plan (from the original bytes) is what apply
+    # would leave. A file the rules' edits are installed in has nothing pending.
+    installed = ctx.installed()
+    pending, applied = [], []
+    for r in plan.changed if plan is not None else ():
+        now = installed.get(r.path)
+        if now == r.after:
+            applied.append(r.path)
+        else:
+            # Edited since (by hand, or by older rules): which rule fixes which line is not known.
+            pending.append(r if now == r.before else replace(r, sites=()))
+    uses = {p: scan_uses(d, p) for p, d in installed.items()}
+    after = {r.path: scan_uses(r.after, r.path) for r in pending}
     callees = {u.callee for group in (*uses.values(), *after.values()) for u in group if u.is_call}
     signatures, sig_kind, note = ctx.bindings(callees)
     source = ctx.static_source
@@ -30,16 +45,22 @@ def audit(ctx: Context, *, verbose: bool = False, emit_rules: str | None = None,
 
         members = Members(source.names)
     checker = Checker(signatures, note, members, source if sig_kind == "static" else None)
-    rows = audit_plan(plan, uses, after, checker, version)
+    rows = audit_plan(pending, uses, after, checker, version)
     target = ctx.target
-    installed = f"vLLM {target.vllm_version}" if target.vllm_version else "no installed vLLM"
-    rules_for = f"rules for {version}" if plan is not None else f"vLLM {version}, rules not applied"
-    against = f"{installed}, {rules_for} ({sig_kind or 'no'} signatures)"
+    vllm = f"vLLM {target.vllm_version}" if target.vllm_version else "no installed vLLM"
+    if plan is None:
+        rules_for = f"vLLM {version}, the files as installed"
+    elif applied:
+        rules_for = f"rules for {version}, installed in {plural(len(applied), 'file')}"
+    else:
+        rules_for = f"rules for {version}"
+    against = f"{vllm}, {rules_for} ({sig_kind or 'no'} signatures)"
     text, data = render(rows, ctx.who, against, verbose, rules=plan is not None)
     if note:
         text = f"note: {note}\n{text}"
     data.update({"package": target.package, "version": target.version, "vllm": target.vllm_version,
-                 "rules_for": version if plan is not None else None, "for": version, "signatures": sig_kind})
+                 "rules_for": version if plan is not None else None, "for": version, "signatures": sig_kind,
+                 "rules_installed_in": applied})
     if emit_rules is not None:
         line, data["emitted"] = _emit(ctx, rows, signatures, version, emit_rules)
         text = f"{text}\n{line}"

@@ -90,9 +90,9 @@ class Context:
 
         return load_pack(self.settings.rules)
 
-    def load(self) -> None:
+    def load(self, engine: bool = True) -> None:
         """Target and rules for a command that runs the engine: the target interpreter answers
-        while the rules load and libcst imports here."""
+        while the rules load and (`engine`) libcst imports here."""
         from concurrent.futures import ThreadPoolExecutor
 
         if "target" in self.__dict__:
@@ -104,7 +104,8 @@ class Context:
         with ThreadPoolExecutor(max_workers=1) as pool:
             target = pool.submit(probe, self.settings.python, self.settings.package)
             self.pack  # noqa: B018  (a bad rule file is reported before the target's answer is read)
-            import libcst  # noqa: F401  (every caller runs the engine next)
+            if engine:
+                import libcst  # noqa: F401  (the caller runs the engine next)
 
             self.__dict__["target"] = target.result()
         self.check_version()
@@ -139,6 +140,17 @@ class Context:
         from ..overlay.layout import tracked_paths
 
         return tracked_paths(e.path for e in self.target.record)
+
+    def installed(self) -> dict[str, bytes]:
+        """The bytes of the package's .py files as they are now (a file RECORD names but that is
+        gone or unreadable is left out)."""
+        out = {}
+        for path in self.target.python_files():
+            try:
+                out[path] = (self.target.location / path).read_bytes()
+            except OSError:
+                continue
+        return out
 
     def originals(self) -> dict[str, bytes]:
         """The original bytes of the package's .py files (read anew: a baseline may just have moved)."""
@@ -197,15 +209,27 @@ class Context:
                                   static=self.settings.static, probe=probe)
 
     def plan(self, files: dict[str, bytes] | None = None,
-             declined: frozenset[tuple[str, int, str]] = frozenset()) -> Plan:
-        """What apply would write, computed from the original bytes (or `files`)."""
+             declined: frozenset[tuple[str, int, str]] = frozenset(), reuse: bool = False) -> Plan:
+        """What apply would write, computed from the original bytes (or `files`). Every plan is
+        kept in the plan cache; `reuse` (a command that writes nothing) takes it from there when
+        nothing it depends on changed."""
         from ..rewrite.plan import make_plan
 
-        self.load()
+        # libcst imports while the target answers, unless the plan may come from the cache.
+        self.load(engine=not reuse or self.plan_cache is None or self.plan_cache.empty)
         signatures, kind = self.guard
         return make_plan(self.target, self.pack, self.settings.vllm_version, signatures, kind,
                          files=self.originals() if files is None else files, declined=declined,
-                         facts=self.facts, source=self.source_version)
+                         facts=self.facts, source=self.source_version, cache=self.plan_cache, reuse=reuse)
+
+    @cached_property
+    def plan_cache(self) -> Any:
+        """The plan cache under the tool's cache folder (beside the signature cache), or None."""
+        from ..rewrite.plancache import PlanCache
+        from ..signatures.static.cache import default_cache_dir
+
+        folder = default_cache_dir()
+        return PlanCache(folder) if folder is not None else None
 
     @cached_property
     def source_version(self) -> tuple[str, str | None] | None:

@@ -19,8 +19,7 @@ def rehearse(ctx: Context, *, timeout: float | None = None) -> Outcome:
         answer = {"ok": False, "outcome": "error", "failure": {"exception": "the target gave no rehearsal answer"}}
     result = interpret(answer, None)
     if result.failed:
-        current = {p: (target.location / p).read_bytes() for p in target.python_files()}
-        result = interpret(answer, ctx.plan(current))
+        result = interpret(answer, ctx.plan(ctx.installed()))
     code = 0 if result.passed else 1 if result.failed else 2
     text = "\n".join([*lines(result, verbose=verbose), f"{ctx.who} on vLLM {target.vllm_version}: {headline(result)}"])
     return Outcome(text, {"ok": result.passed, "package": ctx.who, "vllm": target.vllm_version,

@@ -14,7 +14,8 @@ def verify(ctx: Context, *, all_calls: bool = False) -> Outcome:
     target = ctx.target
     pyfiles = target.python_files()
     originals = ctx.originals()
-    current = {p: (target.location / p).read_bytes() for p in pyfiles}
+    current = ctx.installed()
+    pyfiles = [p for p in pyfiles if p in current]
     changed = [p for p in pyfiles if current[p] != originals.get(p, current[p])]
     if all_calls:
         # A package's __main__ runs its CLI when imported: it is not a module to smoke-test.

@@ -38,7 +38,8 @@ def render(rows: list[AuditRow], who: str, against: str, verbose: bool,
                 lines.append(f"  {line(b)} (added by the rules; line of the patched file){tail}")
             continue
         if row.fixed:
-            lines.append(f"  {line(b)} -> fixed by {', '.join(row.rules) or 'the rules'}")
+            how = "taken out" if row.removed else "fixed"
+            lines.append(f"  {line(b)} -> {how} by {', '.join(row.rules) or 'the rules'}")
         elif row.remaining:
             verdict = " -> no rule fixes this" if rules else ""
             if row.suggestion:
@@ -46,11 +47,11 @@ def render(rows: list[AuditRow], who: str, against: str, verbose: bool,
                 lines += ["      " + text for text in row.suggestion.splitlines()]
             else:
                 lines.append(f"  {line(b, row.after)}{verdict}")
-        elif (row.after or b).status == "unknown" or verbose:
-            lines.append(f"  {line(b, row.after)}")
+        elif row.unknown or verbose:
+            lines.append(f"  {line(b, row.after)}" + (" -> taken out by the rules" if row.removed else ""))
     fixed = sum(r.fixed for r in rows)
     remaining = sum(r.remaining for r in rows)
-    unknown = sum((r.after or r.before).status == "unknown" for r in rows)
+    unknown = sum(r.unknown for r in rows)
     ok = len(rows) - fixed - remaining - unknown
     lines.append(
         f"{plural(len(rows), 'use')}: {ok} ok, {fixed} fixed by the rules, "
@@ -63,7 +64,7 @@ def render(rows: list[AuditRow], who: str, against: str, verbose: bool,
              "end_line": r.before.call.end_line or r.before.call.line,
              "after": r.after.as_dict() if r.after else None, "rules": list(r.rules),
              "fixed": r.fixed, "remaining": r.remaining, "suggestion": r.suggestion or None,
-             "moved_to": list(r.moved_to), "added": r.added}
+             "moved_to": list(r.moved_to), "added": r.added, "removed": r.removed}
             for r in rows
         ],
         "summary": {"uses": len(rows), "added": added, "ok": ok, "fixed": fixed, "remaining": remaining,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..settings import Action
 
 if TYPE_CHECKING:
-    from ..rewrite.engine import FileResult, Site
+    from ..rewrite.results import FileResult, Site
     from ..rewrite.plan import Plan
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")

@@ -9,7 +9,7 @@ from .diff import file_diff
 from .text import plural
 
 if TYPE_CHECKING:
-    from ..rewrite.engine import Site
+    from ..rewrite.results import Site
     from ..rewrite.plan import Plan
 
 

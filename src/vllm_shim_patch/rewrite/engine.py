@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
+from libcst.helpers import get_full_name_for_node
 from libcst.metadata import (
     MetadataWrapper,
     PositionProvider,
@@ -22,37 +23,12 @@ from libcst.metadata import (
 
 from ..settings import Action, FileStatus
 from .context import CallSite, NeedsHuman, Rewrite
+from .results import FileResult, Site
 from .ops import compile_rule, guardable, observes_only
 from .scoped import Scope, line_map, module_of, time_limit
 
 if TYPE_CHECKING:
     from ..rules.model import Rule
-
-
-@dataclass(frozen=True)
-class Site:
-    rule_id: str
-    path: str
-    line: int
-    end_line: int  # the call's last line, so a diff hunk anywhere inside it names the rule
-    callee: str
-    action: Action
-    message: str
-    guarded: bool
-
-
-@dataclass(frozen=True)
-class FileResult:
-    path: str  # relative to the package root, "/"-separated
-    status: FileStatus
-    before: bytes = b""
-    after: bytes = b""
-    sites: tuple[Site, ...] = ()
-    reason: str = ""
-
-    @property
-    def changed(self) -> bool:
-        return self.status is FileStatus.CHANGED
 
 
 @dataclass
@@ -119,6 +95,8 @@ class Engine:
 
                 new_module = AddImportsVisitor(command.context).transform_module(new_module)
                 new_module = RemoveImportsVisitor(command.context).transform_module(new_module)
+            if command.shadowed:
+                new_module = new_module.visit(_DropShadowedImports(command.shadowed))
             if scoped:
                 new_module = scoped_pass.run(new_module, scoped)
             after = new_module.bytes
@@ -155,6 +133,8 @@ class _CallRewriter(cst.CSTTransformer):
         self.wrapper = wrapper
         self.context: Any = None  # a libcst CodemodContext, made only when imports must change
         self.sites: list[Site] = []
+        # (module, name) imports a move replaced by one of the same name from elsewhere.
+        self.shadowed: set[tuple[str, str]] = set()
 
     def _import_context(self) -> Any:
         if self.context is None:
@@ -200,6 +180,12 @@ class _CallRewriter(cst.CSTTransformer):
                 self._record(CallSite(rule, callee, self.path, line, signature), Action.NEEDS_HUMAN, message)
             return updated_node
         call = updated_node
+        added: list[tuple[str, str]] = []
+        old_module = callee.rpartition(".")[0]
+
+        def moved_to(name: str) -> bool:
+            return any(obj == name and module != old_module for module, obj in added)
+
         for rule, rewrites in candidates:
             site = CallSite(rule, callee, self.path, line, signature)
             try:
@@ -214,6 +200,7 @@ class _CallRewriter(cst.CSTTransformer):
 
                 for module, obj in site.imports_to_add:
                     AddImportsVisitor.add_needed_import(self._import_context(), module, obj)
+                added += site.imports_to_add
                 for module, obj in site.imports_to_remove:
                     RemoveImportsVisitor.remove_unused_import(self._import_context(), module, obj)
             if site.edits:
@@ -230,12 +217,45 @@ class _CallRewriter(cst.CSTTransformer):
             from libcst.codemod.visitors import RemoveImportsVisitor
 
             RemoveImportsVisitor.remove_unused_import_by_node(self._import_context(), original_node.func)
+        elif isinstance(call.func, cst.Name) and moved_to(call.func.value):
+            # Moved under the same name: the new import binds it, so the old one is still "used"
+            # and would stay, and still fail where its module no longer has the name.
+            self.shadowed.add((callee.rpartition(".")[0], call.func.value))
         return call
 
     def _record(self, site: CallSite, action: Action, message: str) -> None:
         self.sites.append(
             Site(site.rule.id, self.path, site.line, self._end_line, site.callee, action, message, site.guarded)
         )
+
+
+class _DropShadowedImports(cst.CSTTransformer):
+    """Remove `name` from every `from module import ...` of the file, for each (module, name): the
+    new import at the top binds the name for every scope (a block left empty gets a `pass`)."""
+
+    def __init__(self, names: set[tuple[str, str]]):
+        super().__init__()
+        self.names = names
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+                            ) -> cst.IndentedBlock:
+        if not updated_node.body:
+            return updated_node.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+        return updated_node
+
+    def leave_ImportFrom(self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
+                         ) -> cst.ImportFrom | cst.RemovalSentinel:
+        if updated_node.relative or updated_node.module is None or isinstance(updated_node.names, cst.ImportStar):
+            return updated_node
+        module = get_full_name_for_node(updated_node.module)
+        keep = [a for a in updated_node.names if (module, a.evaluated_alias or a.evaluated_name) not in self.names]
+        if len(keep) == len(updated_node.names):
+            return updated_node
+        if not keep:
+            return cst.RemoveFromParent()
+        if updated_node.rpar is None:  # `from m import a, b`: no trailing comma outside parentheses
+            keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated_node.with_changes(names=keep)
 
 
 def _syntax_error(data: bytes, path: str, exc: cst.ParserSyntaxError) -> str:
@@ -311,6 +331,7 @@ class _ScopedPass:
             with time_limit(CODEMOD_SECONDS):
                 # Nodes are immutable and the module is not used again: no defensive deep copy.
                 new = MetadataWrapper(module, unsafe_skip_copy=True).visit(transform)
+                transform.place(module)
         except (Exception, SystemExit) as exc:  # SystemExit too: a codemod must not end the run, let alone with 0
             what = f"codemod {name!r}" if name else f"operation {rule.operations[0]!r}"
             raise _ScopedFailure(f"rule {rule.id}: {what} {_failure(exc)}") from exc

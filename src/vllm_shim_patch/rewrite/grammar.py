@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from ..errors import TargetError
 from ..settings import FileStatus
 from ..target import REMOTE, Target
-from .engine import FileResult
+from .results import FileResult
 
 COMPILE_TIMEOUT = 120.0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
@@ -13,8 +13,10 @@ from ..rules.model import Rule, RulePack
 from ..settings import Action, FileStatus, SignatureKind
 from ..target import Target
 from ..versions import in_series, parse_version, resolve_version
-from .engine import Engine, FileResult, Site
-from .grammar import TargetGrammar
+from .results import FileResult, Site
+
+if TYPE_CHECKING:
+    from .plancache import PlanCache
 
 __all__ = ["Plan", "in_series", "make_plan", "parse_version", "resolve_version"]
 
@@ -91,12 +93,28 @@ def make_plan(
     declined: frozenset[tuple[str, int, str]] = frozenset(),
     facts: Mapping[str, bool | None] | None = None,
     source: tuple[str, str | None] | None = None,
+    cache: PlanCache | None = None,
+    reuse: bool = False,
 ) -> Plan:
     """Run the engine over the package's files (or over `files`, e.g. the overlay's originals).
 
     `source`: the --vllm-source path and the version it carries, which selects the rules when no
-    --vllm-version is given (and must agree with one that is)."""
+    --vllm-version is given (and must agree with one that is). `cache`: the plan of `files` is
+    stored there, and with `reuse` taken from there when every input is the same (no engine,
+    no libcst: rewrite/plancache.py)."""
     version, note = select_version(target, pack, requested, guarded=signatures is not None, source=source)
+    key = None
+    if cache is not None and files is not None:
+        from .plancache import plan_key
+
+        key = plan_key(target=target, rules=pack.rules, version=version, signatures=signatures,
+                       kind=signature_kind, facts=facts, declined=declined, files=files)
+        cached = cache.get(key, files) if key is not None and reuse else None
+        if cached is not None:
+            return Plan(target, version, note, signature_kind, pack.rules, tuple(cached))
+    from .engine import Engine
+    from .grammar import TargetGrammar
+
     engine = Engine(pack.rules, version, signatures, declined, facts, compile_here=False)
     grammar = TargetGrammar(target)  # started now: its start-up overlaps the engine's work
     try:
@@ -107,4 +125,7 @@ def make_plan(
         results = grammar.check(results)
     finally:
         grammar.close()
+    if cache is not None and key is not None and not any(r.status is FileStatus.FAILED for r in results):
+        # A failure may be the machine's (a codemod past its time limit under load): never kept.
+        cache.put(key, results)
     return Plan(target, version, note, signature_kind, pack.rules, tuple(results))

@@ -2,6 +2,8 @@
 
 To add an operation, write `NAME.py` defining ``OPERATION = Operation(...)`` (see `base.py`) and
 add it to `OPERATIONS` below; the loader, the engine, the docs and the audit read it from here.
+An operation imports libcst where it compiles a rewrite, never at module level: reading rules
+(`rules check`, an audit answered from the plan cache) costs no libcst import.
 """
 
 from __future__ import annotations

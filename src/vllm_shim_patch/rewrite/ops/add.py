@@ -6,13 +6,12 @@ import ast
 import re
 from typing import TYPE_CHECKING, Any
 
-import libcst as cst
-
-from .. import arglist
-from ..context import CallSite, NeedsHuman, Rewrite, repeatable
 from .base import NodeReader, Fields, Operation, is_identifier
 
 if TYPE_CHECKING:
+    import libcst as cst
+
+    from ..context import CallSite, Rewrite
     from ...rules.model import OldSignature, Rule
 
 # `{vllm_config}` in an expression: the value of that argument at the call.
@@ -52,6 +51,9 @@ def parse(r: NodeReader, fields: Fields, parsed: dict[str, Any], signature: OldS
 
 
 def _substitute(template: str, call: cst.Call, names: list[str | None]) -> cst.BaseExpression:
+    import libcst as cst
+    from ..context import NeedsHuman, repeatable
+
     module = cst.Module(body=[])
     pieces: dict[str, str] = {}
     for placeholder in PLACEHOLDER_RE.findall(template):
@@ -72,6 +74,10 @@ def _substitute(template: str, call: cst.Call, names: list[str | None]) -> cst.B
 
 
 def _rewrite(name: str, template: str) -> Rewrite:
+    import libcst as cst
+    from .. import arglist
+    from ..context import NeedsHuman
+
     def rewrite(call: cst.Call, site: CallSite) -> cst.Call:
         sig = site.signature
         if sig is not None and not sig.accepts(name):

@@ -5,13 +5,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-import libcst as cst
-
-from .. import arglist
-from ..context import CallSite, NeedsHuman, Rewrite, repeatable
 from .base import NodeReader, Fields, Operation
 
 if TYPE_CHECKING:
+    import libcst as cst
+
+    from ..context import CallSite, Rewrite
     from ...rules.model import OldSignature, Rule
 
 
@@ -25,6 +24,10 @@ def parse(r: NodeReader, fields: Fields, parsed: dict[str, Any], signature: OldS
 
 
 def _rewrite(name: str) -> Rewrite:
+    import libcst as cst
+    from .. import arglist
+    from ..context import NeedsHuman, repeatable
+
     def rewrite(call: cst.Call, site: CallSite) -> cst.Call:
         sig = site.signature
         if sig is not None and sig.accepts(name):

@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import libcst as cst
-
-from ..scoped import ScopedTransform, dotted
 from .base import NodeReader, QUALNAME_RE, Fields, Operation, is_identifier
 
 if TYPE_CHECKING:
+    import libcst as cst
+
+    from ..scoped import ScopedTransform
     from ...rules.model import OldSignature, Rule
 
 
@@ -60,6 +60,10 @@ def parse(r: NodeReader, fields: Fields, parsed: dict[str, Any], signature: OldS
 
 
 def _transform(spec: MethodRename, rule: Rule) -> type[ScopedTransform]:
+    import libcst as cst
+
+    from ..scoped import ScopedTransform, dotted
+
     class Rename(ScopedTransform):
         def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
             func = updated_node.func

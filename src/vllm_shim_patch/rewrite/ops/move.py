@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import libcst as cst
-
-from ..context import CallSite, Rewrite
 from .base import NodeReader, QUALNAME_RE, Fields, Operation
 
 if TYPE_CHECKING:
+    import libcst as cst
+
+    from ..context import CallSite, Rewrite
     from ...rules.model import OldSignature, Rule
 
 
@@ -22,6 +22,7 @@ def parse(r: NodeReader, fields: Fields, parsed: dict[str, Any], signature: OldS
 
 
 def compile_spec(target: str, rule: Rule) -> list[Rewrite]:
+    import libcst as cst
     module, _, name = target.rpartition(".")
 
     def rewrite(call: cst.Call, site: CallSite) -> cst.Call:

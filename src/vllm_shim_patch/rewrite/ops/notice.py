@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import libcst as cst
-
-from ..context import CallSite, Rewrite
 from .base import NodeReader, Fields, Operation
 
 if TYPE_CHECKING:
+    import libcst as cst
+
+    from ..context import CallSite, Rewrite
     from ...rules.model import OldSignature, Rule
 
 
@@ -27,6 +27,8 @@ def parse(r: NodeReader, fields: Fields, parsed: dict[str, Any], signature: OldS
 
 
 def compile_spec(spec: Notice, rule: Rule) -> list[Rewrite]:
+    import libcst as cst
+
     def rewrite(call: cst.Call, site: CallSite) -> cst.Call:
         passed = {a.keyword.value for a in call.args if a.keyword is not None}
         if spec.missing and not any(a.star for a in call.args) and set(spec.missing) <= passed:

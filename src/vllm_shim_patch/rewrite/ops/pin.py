@@ -11,13 +11,12 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import libcst as cst
-
-from .. import arglist
-from ..context import CallSite, NeedsHuman, Rewrite
 from .base import NodeReader, Fields, Operation, is_identifier
 
 if TYPE_CHECKING:
+    import libcst as cst
+
+    from ..context import CallSite, Rewrite
     from ...rules.model import OldSignature, Rule
 
 
@@ -54,6 +53,10 @@ def parse(r: NodeReader, fields: Fields, parsed: dict[str, Any], signature: OldS
 
 
 def _rewrite(pin: Pin) -> Rewrite:
+    import libcst as cst
+    from .. import arglist
+    from ..context import NeedsHuman
+
     def rewrite(call: cst.Call, site: CallSite) -> cst.Call:
         sig = site.signature
         if sig is not None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import libcst as cst
-
-from ..context import CallSite, Rewrite
 from .base import NodeReader, Fields, Operation, is_identifier
 
 if TYPE_CHECKING:
+    import libcst as cst
+
+    from ..context import CallSite, Rewrite
     from ...rules.model import OldSignature, Rule
 
 
@@ -31,6 +31,8 @@ def parse(r: NodeReader, fields: Fields, parsed: dict[str, Any], signature: OldS
 
 
 def _rewrite(old: str, new: str) -> Rewrite:
+    import libcst as cst
+
     def rewrite(call: cst.Call, site: CallSite) -> cst.Call:
         sig = site.signature
         if sig is not None and (sig.accepts(old) or not sig.accepts(new)):

@@ -1,0 +1,164 @@
+"""The plan cache: what the engine said of the package's files, kept on disk between runs.
+
+Planning costs libcst's import (~130 ms) and its metadata passes (~200 ms on speculators 0.3.0),
+more than everything else `audit` does. Its answer is a pure function of its inputs, so it is
+stored under a digest of all of them and reused while none changed:
+
+- the tool's own code: the (path, size, mtime) of every module of the package, so an upgrade or
+  an edited checkout never meets a plan an older engine made;
+- the rules: the bytes of every rule file, and of every module in the folder of each codemod
+  the rules name (a codemod may import its neighbours), with their paths;
+- the vLLM the rules are for: the selected version, the signatures and class facts the guards
+  read (their full text, defaults included), and the signature kind;
+- the target: its interpreter and Python version (the grammar check), the package, and the path
+  and bytes of every file planned;
+- the review's declined sites.
+
+The file holds the per-file results after the target's grammar check. `audit` reads it; every
+command that plans writes it, so an audit after a dry run or an apply starts warm. An entry that
+is unreadable, of another format, or for other files is ignored and planned anew, never trusted;
+a failed write only costs speed. The folder keeps the newest `KEEP` entries.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..settings import Action, FileStatus
+from .results import FileResult, Site
+
+FORMAT = 1
+KEEP = 32
+_code_stamp: str | None = None
+
+
+def code_stamp() -> str:
+    """The tool's code as installed: size and mtime of each module (stat only, ~1 ms)."""
+    global _code_stamp
+    if _code_stamp is None:
+        root = Path(__file__).resolve().parent.parent
+        h = hashlib.sha256(str(FORMAT).encode())
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for name in sorted(filenames):
+                if name.endswith(".py"):
+                    st = os.stat(os.path.join(dirpath, name))
+                    rel = os.path.relpath(os.path.join(dirpath, name), root)
+                    h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+        _code_stamp = h.hexdigest()
+    return _code_stamp
+
+
+def plan_key(*, target: Any, rules: Sequence[Any], version: Any, signatures: Mapping[str, Any] | None,
+             kind: Any, facts: Mapping[str, bool | None] | None, declined: frozenset[tuple[str, int, str]],
+             files: Mapping[str, bytes]) -> str | None:
+    """The digest of everything the plan depends on; None when an input cannot be read (no cache)."""
+    h = hashlib.sha256()
+
+    def part(*items: object) -> None:
+        for item in items:
+            h.update(item if isinstance(item, bytes) else str(item).encode("utf-8", "surrogateescape"))
+            h.update(b"\0")
+
+    part("code", code_stamp())
+    codemod_dirs = {Path(str(spec)).parent for r in rules for op, spec in r.ops if op == "codemod"}
+    try:
+        codemods = {str(p) for d in codemod_dirs for p in d.glob("*.py")}
+        for path in sorted({r.path for r in rules} | codemods):
+            part("source", path, Path(path).read_bytes())
+    except OSError:
+        return None
+    for rule in rules:  # which of the files' rules are loaded (the bundled ones may be left out)
+        part("rule", rule.id)
+    part("version", version, "kind", kind)
+    for name in sorted(signatures or {}):
+        part("sig", name, repr((signatures or {})[name]))
+    part("no-signatures" if signatures is None else "signatures")
+    for name in sorted(facts or {}):
+        part("fact", name, (facts or {})[name])
+    part("no-facts" if facts is None else "facts")
+    for site in sorted(declined):
+        part("declined", *site)
+    part("target", target.python, target.python_version, target.package, target.version, target.location)
+    for path in sorted(files):
+        part("file", path, hashlib.sha256(files[path]).hexdigest())
+    return h.hexdigest()
+
+
+class PlanCache:
+    def __init__(self, cache_dir: Path):
+        self.folder = cache_dir / "plans"
+
+    @property
+    def empty(self) -> bool:
+        """No plan stored yet (a first run): the engine will surely run."""
+        try:
+            with os.scandir(self.folder) as entries:
+                return not any(entries)
+        except OSError:
+            return True
+
+    def get(self, key: str, files: Mapping[str, bytes]) -> list[FileResult] | None:
+        try:
+            data = json.loads((self.folder / f"{key}.json").read_bytes())
+            if data["format"] != FORMAT or data["key"] != key or sorted(data["files"]) != sorted(files):
+                return None
+            return [_result(entry, files) for entry in data["results"]]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def put(self, key: str, results: Sequence[FileResult]) -> None:
+        data = {
+            "format": FORMAT,
+            "key": key,
+            "files": sorted(r.path for r in results),
+            "results": [_entry(r) for r in results],
+        }
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{key}.")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump(data, f, separators=(",", ":"))
+                os.replace(tmp, self.folder / f"{key}.json")
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+            self._prune()
+        except OSError:
+            pass
+
+    def _prune(self) -> None:
+        entries = sorted(self.folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+        for stale in entries[KEEP:]:
+            with contextlib.suppress(OSError):
+                stale.unlink()
+
+
+def _entry(r: FileResult) -> dict[str, Any]:
+    return {
+        "path": r.path,
+        "status": r.status.value,
+        "after": base64.b64encode(r.after).decode("ascii") if r.after != r.before else None,
+        "reason": r.reason,
+        "sites": [[s.rule_id, s.path, s.line, s.end_line, s.callee, s.action.value, s.message, s.guarded]
+                  for s in r.sites],
+    }
+
+
+def _result(entry: dict[str, Any], files: Mapping[str, bytes]) -> FileResult:
+    path = entry["path"]
+    before = files[path]
+    after = before if entry["after"] is None else base64.b64decode(entry["after"], validate=True)
+    sites = tuple(Site(str(rule), str(p), int(line), int(end), str(callee), Action(action), str(message), bool(g))
+                  for rule, p, line, end, callee, action, message, g in entry["sites"])
+    return FileResult(path, FileStatus(entry["status"]), before, after, sites, str(entry["reason"]))

@@ -1,0 +1,34 @@
+"""What the engine says of each file: plain data, importing no libcst (a cached plan is read
+without the engine)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..settings import Action, FileStatus
+
+
+@dataclass(frozen=True)
+class Site:
+    rule_id: str
+    path: str
+    line: int
+    end_line: int  # the call's last line, so a diff hunk anywhere inside it names the rule
+    callee: str
+    action: Action
+    message: str
+    guarded: bool
+
+
+@dataclass(frozen=True)
+class FileResult:
+    path: str  # relative to the package root, "/"-separated
+    status: FileStatus
+    before: bytes = b""
+    after: bytes = b""
+    sites: tuple[Site, ...] = ()
+    reason: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return self.status is FileStatus.CHANGED

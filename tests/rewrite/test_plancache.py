@@ -1,0 +1,207 @@
+"""The plan cache: a plan is reused only while every input is the same, and reused exactly.
+
+The fast tests drive `make_plan` on the bundled rules over the real speculators 0.3.0 generator;
+the slow ones run the CLI on the real speculators 0.3.0 against the real vLLM 0.16.0 source.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import realdata
+from conftest import GENERATOR, Sandbox
+from packaging.version import Version
+
+from vllm_shim_patch.rewrite import plancache
+from vllm_shim_patch.rewrite.plan import make_plan
+from vllm_shim_patch.rewrite.plancache import PlanCache, plan_key
+from vllm_shim_patch.rewrite.results import FileResult, Site
+from vllm_shim_patch.rules.loader import load_pack
+from vllm_shim_patch.settings import Action, FileStatus
+from vllm_shim_patch.signatures.model import Param, Signature
+from vllm_shim_patch.target import Target
+
+
+@pytest.fixture(scope="module")
+def generator() -> bytes:
+    with zipfile.ZipFile(realdata.speculators_wheel("0.3.0")) as zf:
+        return zf.read(GENERATOR)
+
+
+def target_for(tmp_path: Path, **changes: object) -> Target:
+    base = Target(python=sys.executable, python_version="3.11.7", package="speculators", version="0.3.0",
+                  location=tmp_path, record=(), editable=None, vllm_version=None, vllm_location=None)
+    return dataclasses.replace(base, **changes)
+
+
+def key_inputs(tmp_path: Path, generator: bytes) -> dict[str, object]:
+    sig = Signature("vllm.v1.request.Request", (Param("request_id", "positional_or_keyword", True),), "x.py:1")
+    return {"target": target_for(tmp_path), "rules": load_pack().rules, "version": Version("0.16.0"),
+            "signatures": {"vllm.v1.request.Request": sig}, "kind": "static",
+            "facts": {"vllm.v1.executor.Executor.sample_tokens": True}, "declined": frozenset(),
+            "files": {GENERATOR: generator}}
+
+
+def test_the_key_is_stable_and_names_every_input(tmp_path: Path, generator: bytes) -> None:
+    inputs = key_inputs(tmp_path, generator)
+    key = plan_key(**inputs)  # type: ignore[arg-type]
+    assert key == plan_key(**key_inputs(tmp_path, generator))  # type: ignore[arg-type]
+    sig = inputs["signatures"]["vllm.v1.request.Request"]  # type: ignore[index]
+    other_default = dataclasses.replace(sig, params=(Param("request_id", "positional_or_keyword", False, "'x'"),))
+    changed = {
+        "a file's bytes": {"files": {GENERATOR: generator + b"\n"}},
+        "another file": {"files": {GENERATOR: generator, "speculators/x.py": b""}},
+        "the version": {"version": Version("0.17.0")},
+        "a signature's default text": {"signatures": {"vllm.v1.request.Request": other_default}},
+        "no signatures": {"signatures": None},
+        "a class fact": {"facts": {"vllm.v1.executor.Executor.sample_tokens": False}},
+        "a declined site": {"declined": frozenset({(GENERATOR, 10, "scheduler-add-block-size")})},
+        "the target's Python": {"target": target_for(tmp_path, python_version="3.13.1")},
+        "the package's place": {"target": target_for(tmp_path / "other")},
+        "the rules": {"rules": load_pack().rules[:-1]},
+    }
+    keys = {what: plan_key(**{**inputs, **change}) for what, change in changed.items()}  # type: ignore[arg-type]
+    assert key not in keys.values()
+    assert len(set(keys.values())) == len(keys)
+
+
+def test_the_key_follows_a_rule_file_and_a_codemod_by_their_bytes(tmp_path: Path, generator: bytes) -> None:
+    rules_dir = tmp_path / "rules"
+    (rules_dir / "codemods").mkdir(parents=True)
+    codemod = rules_dir / "codemods" / "mine.py"
+    codemod.write_text("def rewrite(call, site):\n    return call\n")
+    rule_file = rules_dir / "mine.yaml"
+    rule_file.write_text("schema: 1\nrules:\n  - id: mine\n    call: vllm.v1.request.Request\n"
+                         "    since: '0.12'\n    codemod: mine\n    why: a test\n")
+    inputs = {**key_inputs(tmp_path, generator), "rules": load_pack([rule_file]).rules}
+    before = plan_key(**inputs)  # type: ignore[arg-type]
+    codemod.write_text("def rewrite(call, site):\n    return call  # changed\n")
+    after_codemod = plan_key(**inputs)  # type: ignore[arg-type]
+    rule_file.write_text(rule_file.read_text().replace("a test", "a test, edited"))
+    after_rule = plan_key(**inputs)  # type: ignore[arg-type]
+    (rules_dir / "codemods" / "helpers.py").write_text("NAME = 'x'\n")  # a module the codemod may import
+    after_neighbour = plan_key(**inputs)  # type: ignore[arg-type]
+    assert len({before, after_codemod, after_rule, after_neighbour}) == 4
+    rule_file.unlink()
+    assert plan_key(**inputs) is None  # type: ignore[arg-type]  (unreadable: no cache, never a guess)
+
+
+def test_the_key_follows_the_tools_own_code(tmp_path: Path, generator: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = plan_key(**key_inputs(tmp_path, generator))  # type: ignore[arg-type]
+    monkeypatch.setattr(plancache, "_code_stamp", "another build of the tool")
+    assert plan_key(**key_inputs(tmp_path, generator)) != key  # type: ignore[arg-type]
+
+
+def test_a_cached_plan_is_the_plan(tmp_path: Path, generator: bytes) -> None:
+    pack = load_pack()
+    target = target_for(tmp_path)
+    cache = PlanCache(tmp_path / "cache")
+    files = {GENERATOR: generator, "speculators/__init__.py": b"",
+             "speculators/bad.py": b"from vllm.v1.request import Request\nRequest(\n"}
+    fresh = make_plan(target, pack, "0.16", files=files, cache=cache)
+    assert [r.status for r in fresh.results] == [FileStatus.UNCHANGED, FileStatus.SKIPPED, FileStatus.CHANGED]
+    assert len(list((tmp_path / "cache" / "plans").glob("*.json"))) == 1
+    reused = make_plan(target, pack, "0.16", files=files, cache=cache, reuse=True)
+    assert reused.results == fresh.results
+    assert reused.results[2].after != generator and reused.results[2].before == generator
+    # Without `reuse` the engine runs again (a command that writes never trusts the cache).
+    (entry,) = (tmp_path / "cache" / "plans").glob("*.json")
+    data = json.loads(entry.read_text())
+    data["results"][2]["sites"][0][6] = "edited in the cache"
+    entry.write_text(json.dumps(data))
+    assert make_plan(target, pack, "0.16", files=files, cache=cache).results == fresh.results
+
+
+@pytest.mark.parametrize("damage", [
+    pytest.param(lambda d: b"{not json", id="not-json"),
+    pytest.param(lambda d: d.replace(b'"format":1', b'"format":0'), id="other-format"),
+    pytest.param(lambda d: d.replace(b'"status":"changed"', b'"status":"rewritten"'), id="unknown-status"),
+    pytest.param(lambda d: d.replace(b'"after":"', b'"after":"*'), id="bad-base64"),
+    pytest.param(lambda d: d[: len(d) // 2], id="cut-short"),
+])
+def test_a_damaged_entry_is_planned_anew(tmp_path: Path, generator: bytes, damage: object) -> None:
+    pack, target, cache = load_pack(), target_for(tmp_path), PlanCache(tmp_path / "cache")
+    files = {GENERATOR: generator}
+    fresh = make_plan(target, pack, "0.16", files=files, cache=cache)
+    (entry,) = (tmp_path / "cache" / "plans").glob("*.json")
+    entry.write_bytes(damage(entry.read_bytes()))  # type: ignore[operator]
+    key = plan_key(target=target, rules=pack.rules, version=Version("0.16"), signatures=None, kind=None,
+                   facts=None, declined=frozenset(), files=files)
+    assert key is not None and cache.get(key, files) is None
+    assert make_plan(target, pack, "0.16", files=files, cache=cache, reuse=True).results == fresh.results
+
+
+def test_a_failed_plan_is_not_kept(tmp_path: Path, generator: bytes) -> None:
+    rules_dir = tmp_path / "rules"
+    (rules_dir / "codemods").mkdir(parents=True)
+    (rules_dir / "codemods" / "boom.py").write_text(
+        "from vllm_shim_patch.rewrite.scoped import ScopedTransform\n\n"
+        "class Codemod(ScopedTransform):\n    def leave_Call(self, original_node, updated_node):\n"
+        "        raise ValueError('boom')\n")
+    (rules_dir / "boom.yaml").write_text(
+        "schema: 1\nrules:\n  - id: boom\n    in: speculators.data_generation.vllm_hidden_states_generator:"
+        "VllmHiddenStatesGenerator.generate\n    since: '0.12'\n    codemod: boom\n    why: a test\n")
+    pack, target, cache = load_pack([rules_dir / "boom.yaml"]), target_for(tmp_path), PlanCache(tmp_path / "cache")
+    plan = make_plan(target, pack, "0.16", files={GENERATOR: generator}, cache=cache)
+    assert [r.status for r in plan.results] == [FileStatus.FAILED]
+    assert not (tmp_path / "cache" / "plans").exists()
+
+
+def test_the_folder_keeps_the_newest_entries(tmp_path: Path) -> None:
+    cache = PlanCache(tmp_path)
+    assert cache.empty  # a first run: the engine imports while the target answers
+    result = FileResult("a.py", FileStatus.CHANGED, b"a", b"b",
+                        (Site("r", "a.py", 1, 2, "vllm.X", Action.EDITED, "drop y", True),))
+    for i in range(plancache.KEEP + 3):
+        cache.put(f"{i:064x}", [result])
+        os.utime(cache.folder / f"{i:064x}.json", ns=(i * 10**9, i * 10**9))
+    assert not cache.empty
+    kept = sorted(p.stem for p in cache.folder.glob("*.json"))
+    assert kept == [f"{i:064x}" for i in range(3, plancache.KEEP + 3)]
+    assert cache.get(f"{plancache.KEEP + 2:064x}", {"a.py": b"a"}) == [result]
+    assert cache.get(f"{plancache.KEEP + 2:064x}", {"a.py": b"a", "b.py": b""}) is None  # other files
+
+
+# ------------------------------------------------------------------ the CLI, real data
+
+
+def libcst_imported(proc_stderr: str) -> bool:
+    return any(line.rsplit("|", 1)[-1].strip() == "libcst" for line in proc_stderr.splitlines()
+               if line.startswith("import time:"))
+
+
+@pytest.mark.slow
+def test_a_second_audit_is_read_from_the_cache_without_libcst(sandbox: Sandbox, tmp_path: Path) -> None:
+    src = str(realdata.vllm_source("0.16.0"))
+    env = {"VSP_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPROFILEIMPORTTIME": "1"}
+    first = sandbox.run("--vllm-source", src, "audit", "--json", env=env)
+    second = sandbox.run("--vllm-source", src, "audit", "--json", env=env)
+    assert (first.returncode, second.returncode) == (0, 0), first.stderr[-2000:]
+    assert libcst_imported(first.stderr) and not libcst_imported(second.stderr)
+    assert second.stdout == first.stdout
+    data = json.loads(second.stdout)
+    assert data["summary"]["remaining"] == 0 and data["rules_for"] == "0.16.0"
+
+
+@pytest.mark.slow
+def test_an_audit_after_a_dry_run_starts_warm_and_an_edit_plans_anew(sandbox: Sandbox, tmp_path: Path) -> None:
+    src = str(realdata.vllm_source("0.16.0"))
+    env = {"VSP_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPROFILEIMPORTTIME": "1"}
+    dry = sandbox.run("--vllm-source", src, "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    warm = sandbox.run("--vllm-source", src, "audit", "--json", env=env)
+    assert warm.returncode == 0 and not libcst_imported(warm.stderr)
+    # One line more at the top of the generator: a new plan, and every finding one line lower.
+    path = sandbox.site / GENERATOR
+    path.write_bytes(b"# a local note\n" + path.read_bytes())
+    edited = sandbox.run("--vllm-source", src, "audit", "--json", env=env)
+    assert edited.returncode == 0 and libcst_imported(edited.stderr)
+    before = [(u["path"], u["line"], u["callee"]) for u in json.loads(warm.stdout)["uses"]]
+    after = [(u["path"], u["line"], u["callee"]) for u in json.loads(edited.stdout)["uses"]]
+    assert after == [(p, line + (p == GENERATOR), c) for p, line, c in before]
