@@ -210,3 +210,79 @@ def test_after_apply_the_audit_is_clean_and_after_rollback_it_is_not(sandbox: Sa
     assert sandbox.run("rollback").returncode == 0
     again = sandbox.run("--vllm-source", src, "audit", "--no-rules", "--json")
     assert (again.returncode, again.stdout) == (1, before.stdout)
+
+
+KV_UTILS = "vllm.v1.core.kv_cache_utils"
+
+
+def _gone(name: str, hint: str = "no public module of this vLLM defines") -> str:
+    where = f"{name} is in {hint} now" if hint.startswith("vllm.") else f"{hint} {name}"
+    return f"{KV_UTILS} has no name '{name}'; {where}"
+
+
+def _see_import(name: str) -> str:
+    return f"not bound: {KV_UTILS} has no name '{name}' (see the import)"
+
+
+def test_speculators_030_on_vllm_0102_names_each_import_and_no_follow_on_mismatch(sandbox: Sandbox) -> None:
+    """Each name of a multi-line import on its own line; what reads a missing import's result
+    (`kv_cache_config.num_blocks`) is unknown, like the call itself, never a second mismatch."""
+    rows, summary = findings(sandbox, "0.10.2")
+    assert rows == [
+        (GENERATOR, 16, "import", f"{KV_UTILS}._get_kv_cache_groups_uniform_spec", "mismatch",
+         _gone("_get_kv_cache_groups_uniform_spec"), []),
+        (GENERATOR, 17, "import", f"{KV_UTILS}.get_kv_cache_config_from_groups", "mismatch",
+         _gone("get_kv_cache_config_from_groups"), []),
+        (GENERATOR, 131, "call", f"{KV_UTILS}._get_kv_cache_groups_uniform_spec", "unknown",
+         _see_import("_get_kv_cache_groups_uniform_spec"), []),
+        (GENERATOR, 136, "call", f"{KV_UTILS}.get_kv_cache_config_from_groups", "unknown",
+         _see_import("get_kv_cache_config_from_groups"), []),
+        (GENERATOR, 143, "attribute", f"{KV_UTILS}.get_kv_cache_config_from_groups.num_blocks", "unknown",
+         _see_import("get_kv_cache_config_from_groups"), []),
+    ]
+    assert summary == {"uses": 60, "added": 0, "ok": 55, "fixed": 0, "remaining": 2, "unknown": 3,
+                       "call": 20, "method": 10, "import": 21, "attribute": 9, "exit": 1}
+
+
+def test_speculators_030_on_vllm_0330_the_imports_moved(sandbox: Sandbox) -> None:
+    rows, summary = findings(sandbox, "0.33.0")
+    planning = "vllm.v1.core.kv_cache_planning"
+    assert rows[:7] == [
+        (GENERATOR, 16, "import", f"{KV_UTILS}._get_kv_cache_groups_uniform_spec", "mismatch",
+         _gone("_get_kv_cache_groups_uniform_spec", planning), []),
+        (GENERATOR, 17, "import", f"{KV_UTILS}.get_kv_cache_config_from_groups", "mismatch",
+         _gone("get_kv_cache_config_from_groups", planning), []),
+        (GENERATOR, 18, "import", f"{KV_UTILS}.unify_hybrid_kv_cache_specs", "mismatch",
+         _gone("unify_hybrid_kv_cache_specs", planning), []),
+        (GENERATOR, 130, "call", f"{KV_UTILS}.unify_hybrid_kv_cache_specs", "unknown",
+         _see_import("unify_hybrid_kv_cache_specs"), []),
+        (GENERATOR, 131, "call", f"{KV_UTILS}._get_kv_cache_groups_uniform_spec", "unknown",
+         _see_import("_get_kv_cache_groups_uniform_spec"), []),
+        (GENERATOR, 136, "call", f"{KV_UTILS}.get_kv_cache_config_from_groups", "unknown",
+         _see_import("get_kv_cache_config_from_groups"), ["kv-cache-config-drop-specs"]),
+        (GENERATOR, 143, "attribute", f"{KV_UTILS}.get_kv_cache_config_from_groups.num_blocks", "unknown",
+         _see_import("get_kv_cache_config_from_groups"), []),
+    ]
+    assert [(r[1], r[4], r[6]) for r in rows[7:]] == [
+        (148, "ok", ["scheduler-add-block-size"]), (194, "ok", ["scheduler-config-add-is-encoder-decoder"]),
+        (234, "ok", ["request-drop-eos-token-id"])]
+    assert {k: summary[k] for k in ("fixed", "remaining", "unknown", "exit")} == {
+        "fixed": 3, "remaining": 3, "unknown": 4, "exit": 1}
+
+
+def test_speculators_040_on_vllm_0100_names_every_problem_of_a_call(sandbox: Sandbox, tmp_path: Path) -> None:
+    """One reading names all a call needs: the keyword to drop and the arguments to add, and the
+    suggested rule says both."""
+    sandbox.pip_reinstall(realdata.speculators_wheel("0.4.0"))
+    rows, _ = findings(sandbox, "0.10.0")
+    request = next(r for r in rows if r[3] == "vllm.v1.request.Request")
+    assert request == (GENERATOR, 264, "call", "vllm.v1.request.Request", "mismatch",
+                       "unexpected keyword argument 'block_hasher'; missing required arguments "
+                       "'multi_modal_inputs', 'multi_modal_hashes', 'multi_modal_placeholders'", [])
+    text = sandbox.run("--vllm-source", str(realdata.vllm_source("0.10.0")), "audit").stdout
+    assert ("      - id: request-drop-block-hasher-add-multi-modal-inputs-multi-modal-hashes-multi-modal-placeholders\n"
+            "        call: vllm.v1.request.Request\n"
+            '        since: "0.10.0"\n'
+            "        drop: [block_hasher]\n"
+            '        add: {multi_modal_inputs: "TODO: an expression", multi_modal_hashes: "TODO: an expression", '
+            'multi_modal_placeholders: "TODO: an expression"}\n') in text

@@ -41,3 +41,20 @@ def test_rename_drop_add_and_what_no_rule_can_say(tmp_path: Path) -> None:
     text = render(items, left, "0.20", "pkg 1.0", "pkg")
     filled = text.replace("TODO: an expression", "16")
     assert [r.id for r in parse_rules(filled)] == ["build-rename-model-cfg-2", "build-add-block-size"]
+
+
+def test_one_rule_says_every_change_a_call_needs() -> None:
+    from vllm_shim_patch.analysis.draft import operation
+
+    reason = ("unexpected keyword arguments 'block_hasher', 'cfg'; "
+              "missing required arguments 'mm_inputs', 'config'")
+    assert operation(reason) == (
+        "drop-block_hasher-cfg-add-mm_inputs-config",
+        'drop: [block_hasher, cfg]\nadd: {mm_inputs: "TODO: an expression", config: "TODO: an expression"}',
+    )
+    # A keyword renamed to a missing parameter is not also dropped, nor the parameter added.
+    assert operation(reason, {"cfg": "config"}) == (
+        "rename-cfg-drop-block_hasher-add-mm_inputs",
+        'rename: {cfg: config}\ndrop: [block_hasher]\nadd: {mm_inputs: "TODO: an expression"}',
+    )
+    assert operation("instance of vllm.X has no attribute 'y'") is None

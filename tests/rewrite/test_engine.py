@@ -19,6 +19,7 @@ from packaging.version import Version
 
 from vllm_shim_patch.rewrite.engine import Engine
 from vllm_shim_patch.rewrite.results import FileResult
+from vllm_shim_patch.signatures.model import Param, Signature
 from vllm_shim_patch.report.diff import file_diff
 from vllm_shim_patch.rules import Rule
 from vllm_shim_patch.rules.loader import load_pack, parse_rules
@@ -450,14 +451,9 @@ def test_since_selects_rules_when_unguarded(version: Version | None, after: str)
     assert all(not s.guarded for s in result.sites)
 
 
-class FakeSignature:
-    """The smallest stand-in for a vLLM signature: what `accepts(name)` says."""
-
-    def __init__(self, *names: str) -> None:
-        self.names = set(names)
-
-    def accepts(self, name: str) -> bool:
-        return name in self.names
+def FakeSignature(*names: str) -> Signature:  # noqa: N802  (reads like the class it builds)
+    """A signature taking exactly these keywords (optional), as a vLLM callable would."""
+    return Signature("m.X", tuple(Param(n, "positional_or_keyword", False) for n in names), "m.py:1")
 
 
 @pytest.mark.parametrize(
@@ -523,6 +519,26 @@ def test_signature_guard_decides(
     rule: str, version: str, takes: tuple[str, ...], src: str, after: str, site: tuple[str, str]
 ) -> None:
     result = _run(rule, src, version=Version(version), signatures={"m.X": FakeSignature(*takes)})
+    assert result.after.decode() == after
+    assert [(s.action, s.message, s.guarded) for s in result.sites] == [(*site, True)]
+
+
+PYDANTIC_IGNORE = Signature("m.X", (Param("a", "positional_or_keyword", True),
+                                    Param("ignored_extra", "var_keyword", False)), "m.py:1")
+
+
+@pytest.mark.parametrize(("rule", "src", "after", "site"), [
+    pytest.param(ADD, "from m import X\nX(c, k)\n", "from m import X\nX(c, k)\n",
+                 ("not-needed", "not needed for this vLLM: X does not take bs"), id="add-what-it-would-drop"),
+    pytest.param(RENAME, "from m import X\nX(old=1)\n", "from m import X\nX(old=1)\n",
+                 ("not-needed", "not needed for this vLLM: X does not take new"), id="rename-to-what-it-would-drop"),
+    pytest.param(DROP, "from m import X\nX(a, eos=1)\n", "from m import X\nX(a)\n",
+                 ("edited", "drop eos"), id="drop-what-it-drops-anyway"),
+])
+def test_a_keyword_pydantic_would_drop_is_not_taken(rule: str, src: str, after: str, site: tuple[str, str]) -> None:
+    """A pydantic dataclass with extra="ignore" (vLLM's configs before 0.16) binds any keyword and
+    drops it: adding or renaming into such a keyword would fix nothing (the value would be lost)."""
+    result = _run(rule, src, version=Version("0.12"), signatures={"m.X": PYDANTIC_IGNORE})
     assert result.after.decode() == after
     assert [(s.action, s.message, s.guarded) for s in result.sites] == [(*site, True)]
 

@@ -77,6 +77,10 @@ BIND = [
     ("star-args-cannot-fill-kwonly", POSONLY, "*rest", "mismatch", "missing required argument 'z'"),
     ("star-kwargs-cannot-fill-posonly", POSONLY, "**rest", "mismatch",
      "missing required argument 'x'"),
+    # Every keyword to drop and every argument to add, in one reason (vLLM 0.10.0's Request).
+    ("unexpected-and-missing", REQUEST_017, "request_id=r, prompt_token_ids=p, block_hasher=h, eos_token_id=e",
+     "mismatch", "unexpected keyword arguments 'block_hasher', 'eos_token_id'; "
+     "missing required arguments 'sampling_params', 'pooling_params'"),
 ]  # fmt: skip
 
 

@@ -60,7 +60,7 @@ def suggest(call: CallRecord, reason: str, version: str) -> str:
         f"- id: {rid}",
         f"  call: {call.callee}",
         f'  since: "{version}"',
-        f"  {op_line}",
+        *(f"  {line}" for line in op_line.splitlines()),
         f'  why: "vLLM {version}: {reason}"',
     ])
 
@@ -104,7 +104,7 @@ class Checker:
         else:
             found, why = self.members.exists(use.callee, use.on_instance, use.declared)
         if found is False:
-            if use.kind == CALL and any(use.callee == m or use.callee.startswith(m + ".") for m in missing_imports):
+            if any(use.callee == m or use.callee.startswith(m + ".") for m in missing_imports):
                 return Binding(use, BindStatus.UNKNOWN, f"not bound: {why} (see the import)")
             return Binding(use, BindStatus.MISMATCH, why)
         if use.kind == ATTRIBUTE:

@@ -165,23 +165,25 @@ class _Scanner:
         return text.decode("utf-8", "replace").replace("\r\n", "\n")
 
     def _record(self, node: ast.AST, kind: str, qualname: str, on_instance: bool = False,
-                call: ast.Call | None = None, declared: bool = False) -> None:
+                call: ast.Call | None = None, declared: bool = False, at: ast.AST | None = None) -> None:
+        """`at`: where the use is, when not `node` itself (one name of a multi-line import)."""
         args = call.args if call is not None else []
         kws = call.keywords if call is not None else []
+        place = at if at is not None else call if call is not None else node
         self.found.append(CallRecord(
             path=self.path,
-            line=node.lineno,  # type: ignore[attr-defined]
+            line=(at or node).lineno,  # type: ignore[attr-defined]
             callee=qualname,
             n_positional=sum(1 for a in args if not isinstance(a, ast.Starred)),
             keywords=tuple(k.arg for k in kws if k.arg is not None),
             star_args=any(isinstance(a, ast.Starred) for a in args),
             star_kwargs=any(k.arg is None for k in kws),
             code=self._code(call if call is not None else node),
-            end_line=(call if call is not None else node).end_lineno or node.lineno,  # type: ignore[attr-defined]
+            end_line=place.end_lineno or (at or node).lineno,  # type: ignore[attr-defined]
             kind=kind,
             on_instance=on_instance,
             declared=declared,
-            conditional=self._conditional(node.lineno),  # type: ignore[attr-defined]
+            conditional=self._conditional((at or node).lineno),  # type: ignore[attr-defined]
         ))
 
     def _conditional(self, line: int) -> str:
@@ -206,13 +208,13 @@ class _Scanner:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if self._ours(a.name):
-                        self._record(node, IMPORT, a.name)
+                        self._record(node, IMPORT, a.name, at=a)
             elif isinstance(node, ast.ImportFrom):
                 base = _absolute(node, self.module)
                 if not self._ours(base):
                     continue
                 for a in node.names:
-                    self._record(node, IMPORT, base if a.name == "*" else f"{base}.{a.name}")
+                    self._record(node, IMPORT, base if a.name == "*" else f"{base}.{a.name}", at=a)
 
     def _body(self, body: list[ast.stmt], names: dict[str, str], env: dict[str, Val],
               cls: _ClassInfo | None) -> None:

@@ -27,15 +27,15 @@ from .calls import CALL, IMPORT
 AuditRow = Any
 PLACEHOLDER = "TODO: an expression"
 _SENTINEL = "__vsp_todo__"  # stands for the placeholder while the engine computes `after`
-_UNEXPECTED = re.compile(r"unexpected keyword argument '(\w+)'")
-_MISSING = re.compile(r"missing required arguments? (.+)$")
+_UNEXPECTED = re.compile(r"unexpected keyword arguments? ((?:'\w+'(?:, )?)+)")
+_MISSING = re.compile(r"missing required arguments? ((?:'\w+'(?:, )?)+)")
 
 
 @dataclass
 class Draft:
     id: str
     call: str
-    op: str  # the YAML operation line, e.g. "drop: [block_size]"
+    op: str  # the YAML operation lines, e.g. "drop: [block_size]" (one per line)
     why: str
     sites: list[tuple[str, int, str]] = field(default_factory=list)  # path, line, code
     examples: list[tuple[str, str]] = field(default_factory=list)
@@ -84,26 +84,44 @@ def _rule(use: Any, reason: str, sig: Any, row: AuditRow, called: set[tuple[str,
         return None
     if use.kind != CALL:
         return None  # a method call or attribute: a rule's `call` names an imported callable
-    if (m := _UNEXPECTED.search(reason)) and sig is not None:
-        old = m.group(1)
+    renamed: dict[str, str] = {}
+    if sig is not None:
+        unexpected, missing = _names(_UNEXPECTED, reason), _names(_MISSING, reason)
         free = [p.name for p in sig.params if p.kind in ("positional_or_keyword", "keyword_only")
                 and p.name not in use.keywords]
-        close = difflib.get_close_matches(old, free, n=2, cutoff=0.75)
-        if len(close) == 1:
-            return short, f"rename-{old}", f"rename: {{{old}: {close[0]}}}"
-    found = operation(reason)
+        for old in unexpected:
+            close = difflib.get_close_matches(old, free, n=2, cutoff=0.75)
+            if len(close) == 1 and close[0] not in renamed.values():
+                renamed[old] = close[0]
+    found = operation(reason, renamed)
     return (short, *found) if found else None
 
 
-def operation(reason: str) -> tuple[str, str] | None:
-    """(id suffix, YAML operation line) for a binding mismatch `drop` or `add` can fix, else None."""
-    if m := _UNEXPECTED.search(reason):
-        return f"drop-{m.group(1)}", f"drop: [{m.group(1)}]"
-    if m := _MISSING.search(reason):
-        names = re.findall(r"'(\w+)'", m.group(1))
-        body = ", ".join(f"{n}: {json.dumps(PLACEHOLDER)}" for n in names)
-        return f"add-{'-'.join(names)}", "add: {" + body + "}"
-    return None
+def _names(pattern: re.Pattern[str], reason: str) -> list[str]:
+    m = pattern.search(reason)
+    return re.findall(r"'(\w+)'", m.group(1)) if m else []
+
+
+def operation(reason: str, renamed: dict[str, str] | None = None) -> tuple[str, str] | None:
+    """(id suffix, YAML operation lines) for a binding mismatch `rename`, `drop` and `add` can fix
+    (`renamed`: unexpected keywords to rename, each to an unpassed parameter), else None."""
+    renamed = renamed or {}
+    unexpected, missing = _names(_UNEXPECTED, reason), _names(_MISSING, reason)
+    if not unexpected and not missing:
+        return None
+    dropped = [n for n in unexpected if n not in renamed]
+    added = [n for n in missing if n not in renamed.values()]
+    suffix, ops = [], []
+    if renamed:
+        suffix.append("rename-" + "-".join(renamed))
+        ops.append("rename: {" + ", ".join(f"{a}: {b}" for a, b in renamed.items()) + "}")
+    if dropped:
+        suffix.append("drop-" + "-".join(dropped))
+        ops.append(f"drop: [{', '.join(dropped)}]")
+    if added:
+        suffix.append("add-" + "-".join(added))
+        ops.append("add: {" + ", ".join(f"{n}: {json.dumps(PLACEHOLDER)}" for n in added) + "}")
+    return "-".join(suffix), "\n".join(ops)
 
 
 def _unique(rid: str, taken: set[str]) -> str:
@@ -153,8 +171,8 @@ def _block(text: str, indent: str) -> list[str]:
 def _render(items: list[Draft], since: str) -> str:
     lines = ["schema: 1", "rules:"]
     for d in items:
-        lines += [f"  - id: {d.id}", f"    call: {d.call}", f"    since: {json.dumps(since)}", f"    {d.op}",
-                  f"    why: {json.dumps(d.why)}"]
+        lines += [f"  - id: {d.id}", f"    call: {d.call}", f"    since: {json.dumps(since)}",
+                  *(f"    {op}" for op in d.op.splitlines()), f"    why: {json.dumps(d.why)}"]
         if d.examples:
             lines.append("    examples:")
             for before, after in d.examples:

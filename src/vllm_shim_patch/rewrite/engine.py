@@ -301,7 +301,7 @@ class _ScopedPass:
             answers.append((None if known is None else not known, f"{owner.rsplit('.', 1)[-1]} still defines {attr}"))
         for callee, param in guard.accepts:
             sig = signatures.get(callee)
-            answers.append((None if sig is None else sig.accepts(param),
+            answers.append((None if sig is None else sig.takes(param),
                             f"{callee.rsplit('.', 1)[-1]} does not take {param}"))
         refused = [why for known, why in answers if known is False]
         if refused:

@@ -79,6 +79,11 @@ class Signature:
             return True
         return self._has(VAR_KW)
 
+    def takes(self, name: str) -> bool:
+        """Whether keyword `name` binds and has an effect: accepted, and not only to be dropped.
+        What the rules' guards ask (adding an argument pydantic would drop is not a fix)."""
+        return self.accepts(name) and not self.ignores(name)
+
     def ignores(self, name: str) -> bool:
         """Whether keyword `name` binds only to be dropped: a pydantic dataclass with
         extra="ignore" (vLLM's configs before 0.16) takes unknown keywords without error, and
@@ -108,7 +113,9 @@ class Signature:
         """Check a call (`n_positional` positionals, these keyword names) against the signature.
 
         A `*args`/`**kwargs` splat at the call leaves the result "unknown" unless the explicit
-        arguments already fail.
+        arguments already fail. Unexpected keywords and missing arguments are reported together
+        ("unexpected keyword argument 'a'; missing required argument 'b'"), so one reading names
+        every change the call needs.
         """
         positional = [p for p in self.params if p.kind in (POS_ONLY, POS_OR_KW)]
         if n_positional > len(positional) and not self._has(VAR_POS):
@@ -118,6 +125,7 @@ class Signature:
         filled = {p.name for p in positional[:n_positional]}
         by_keyword = {p.name: p for p in self.params if p.kind in (POS_OR_KW, KW_ONLY)}
         seen: set[str] = set()
+        unexpected: list[str] = []
         for name in keywords:
             if name in seen or (name in filled and name in by_keyword):
                 return _mismatch(f"multiple values for argument {name!r}")
@@ -127,7 +135,7 @@ class Signature:
             param = self._param(name)
             if param is not None and param.kind == POS_ONLY:
                 return _mismatch(f"positional-only argument {name!r} passed as keyword")
-            return _mismatch(f"unexpected keyword argument {name!r}")
+            unexpected.append(name)
 
         def unfilled(p: Param) -> bool:
             if not p.required or p.name in filled:
@@ -139,9 +147,11 @@ class Signature:
             return not star_kwargs if p.kind == KW_ONLY else not (star_args or star_kwargs)
 
         missing = [p.name for p in self.params if unfilled(p)]
-        if missing:
-            quoted = ", ".join(repr(n) for n in missing)
-            return _mismatch(f"missing required argument{'s' if len(missing) > 1 else ''} {quoted}")
+        problems = [f"{what}{'s' if len(names) > 1 else ''} {', '.join(repr(n) for n in names)}"
+                    for what, names in (("unexpected keyword argument", unexpected),
+                                        ("missing required argument", missing)) if names]
+        if problems:
+            return _mismatch("; ".join(problems))
         if star_args or star_kwargs:
             return BindResult("unknown", "*args/**kwargs at the call")
         return _OK

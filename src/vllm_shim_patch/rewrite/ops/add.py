@@ -80,7 +80,7 @@ def _rewrite(name: str, template: str) -> Rewrite:
 
     def rewrite(call: cst.Call, site: CallSite) -> cst.Call:
         sig = site.signature
-        if sig is not None and not sig.accepts(name):
+        if sig is not None and not sig.takes(name):
             site.notes.append(f"not needed for this vLLM: {site.short_callee} does not take {name}")
             return call
         names = site.arg_names(call)

@@ -30,7 +30,7 @@ def _rewrite(name: str) -> Rewrite:
 
     def rewrite(call: cst.Call, site: CallSite) -> cst.Call:
         sig = site.signature
-        if sig is not None and sig.accepts(name):
+        if sig is not None and sig.takes(name):
             site.notes.append(f"not needed for this vLLM: {site.short_callee} still takes {name}")
             return call
         names = site.arg_names(call)

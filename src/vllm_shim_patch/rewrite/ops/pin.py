@@ -60,7 +60,7 @@ def _rewrite(pin: Pin) -> Rewrite:
     def rewrite(call: cst.Call, site: CallSite) -> cst.Call:
         sig = site.signature
         if sig is not None:
-            if not sig.accepts(pin.name):
+            if not sig.takes(pin.name):
                 site.notes.append(f"not needed for this vLLM: {site.short_callee} does not take {pin.name}")
                 return call
             default = sig.default_of(pin.name)

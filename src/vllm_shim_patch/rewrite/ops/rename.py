@@ -35,8 +35,8 @@ def _rewrite(old: str, new: str) -> Rewrite:
 
     def rewrite(call: cst.Call, site: CallSite) -> cst.Call:
         sig = site.signature
-        if sig is not None and (sig.accepts(old) or not sig.accepts(new)):
-            why = f"still takes {old}" if sig.accepts(old) else f"does not take {new}"
+        if sig is not None and (sig.takes(old) or not sig.takes(new)):
+            why = f"still takes {old}" if sig.takes(old) else f"does not take {new}"
             site.notes.append(f"not needed for this vLLM: {site.short_callee} {why}")
             return call
         names = site.arg_names(call)
