@@ -143,3 +143,32 @@ def test_scope_and_module_names() -> None:
 def test_line_map_names_the_original_line() -> None:
     to_original = line_map("a\nb\nc\n", "a\nb\nnew\nc\n")
     assert [to_original(n) for n in (1, 2, 3, 4)] == [1, 2, 2, 3]
+
+
+def test_a_codemod_sees_the_whole_module_and_its_lines(tmp_path: Path) -> None:
+    """The codemod contract: every node is visited (a codemod may gather from outside its region,
+    with each visit_X paired with its leave_X), and positions are there during the visit."""
+    rules = _rules(tmp_path, CODEMOD_RULE.format(name="whole"), {"whole": """
+        from libcst.metadata import PositionProvider
+        from vllm_shim_patch.rewrite.scoped import ScopedTransform
+
+        class Codemod(ScopedTransform):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.depth, self.names = 0, []
+
+            def visit_FunctionDef(self, node):
+                self.depth += 1
+                self.names.append((node.name.value, self.get_metadata(PositionProvider, node).start.line))
+
+            def leave_FunctionDef(self, original_node, updated_node):
+                self.depth -= 1
+                assert self.depth >= 0, "a leave without its visit"
+                if self.at_scope and self.names != [("helper", 1), ("forward", 3)]:
+                    raise ValueError(f"saw {self.names}")
+                return updated_node
+    """})
+    source = b"def helper():\n    pass\ndef forward(self, ids):\n    return self.get_input_embeddings(ids)\n"
+    result = Engine(rules, Version("0.16")).transform(source, "pkg/worker.py")
+    assert (result.status, result.reason) == ("unchanged", "")
+    assert [(s.action, s.message) for s in result.sites] == [("already", "nothing to change")]

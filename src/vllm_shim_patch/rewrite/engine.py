@@ -331,7 +331,6 @@ class _ScopedPass:
             with time_limit(CODEMOD_SECONDS):
                 # Nodes are immutable and the module is not used again: no defensive deep copy.
                 new = MetadataWrapper(module, unsafe_skip_copy=True).visit(transform)
-                transform.place(module)
         except (Exception, SystemExit) as exc:  # SystemExit too: a codemod must not end the run, let alone with 0
             what = f"codemod {name!r}" if name else f"operation {rule.operations[0]!r}"
             raise _ScopedFailure(f"rule {rule.id}: {what} {_failure(exc)}") from exc

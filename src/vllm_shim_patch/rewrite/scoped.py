@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import PositionProvider
 
 if TYPE_CHECKING:
     from ..rules.model import Rule
@@ -64,11 +64,9 @@ class ScopedTransform(cst.CSTTransformer):
     Subclasses act only where `self.in_scope` is true, call `self.edited(node, what)` for each
     change and `self.needs_human(node, why)` for each site they leave alone. `self.rule` is the
     rule (its spec through `self.rule.op(...)`); `self.module` the whole module being changed.
-    Classes and functions off the path to the region are not entered (most of a module is
-    elsewhere); module-level statements and the module itself are visited as usual. Lines are
-    computed after the visit, and only when something was edited or left for a human.
     """
 
+    METADATA_DEPENDENCIES = (PositionProvider,)
     codemod_name: str | None = None  # set on a codemod's class when it is loaded
 
     def __init__(self, rule: Rule, scope: Scope, module: cst.Module):
@@ -80,7 +78,6 @@ class ScopedTransform(cst.CSTTransformer):
         self.edits: list[tuple[int, int, str]] = []
         self.human: list[tuple[int, int, str]] = []
         self._stack: list[str] = []
-        self._marked: list[tuple[list[tuple[int, int, str]], cst.CSTNode, str]] = []
 
     @property
     def in_scope(self) -> bool:
@@ -96,9 +93,6 @@ class ScopedTransform(cst.CSTTransformer):
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, (cst.ClassDef, cst.FunctionDef)):
             self._stack.append(node.name.value)
-            depth = min(len(self._stack), len(self.scope.inner))
-            if tuple(self._stack[:depth]) != self.scope.inner[:depth]:
-                return False  # off the path to the region: nothing in it is ours (on_leave still runs)
             if tuple(self._stack) == self.scope.inner:
                 self.found = True
         return super().on_visit(node)
@@ -109,21 +103,15 @@ class ScopedTransform(cst.CSTTransformer):
             self._stack.pop()
         return result
 
+    def _span(self, node: cst.CSTNode) -> tuple[int, int]:
+        pos = self.get_metadata(PositionProvider, node)
+        return pos.start.line, pos.end.line
+
     def edited(self, node: cst.CSTNode, what: str) -> None:
-        self._marked.append((self.edits, node, what))
+        self.edits.append((*self._span(node), what))
 
     def needs_human(self, node: cst.CSTNode, why: str) -> None:
-        self._marked.append((self.human, node, why))
-
-    def place(self, module: cst.Module) -> None:
-        """Fill `edits` and `human` with lines of `module` (the one visited: `node`s are its own)."""
-        if not self._marked:
-            return
-        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-        for into, node, what in self._marked:
-            pos = positions[node]
-            into.append((pos.start.line, pos.end.line, what))
-        self._marked.clear()
+        self.human.append((*self._span(node), why))
 
 
 def dotted(node: cst.BaseExpression) -> str | None:
