@@ -230,32 +230,62 @@ class _CallRewriter(cst.CSTTransformer):
 
 
 class _DropShadowedImports(cst.CSTTransformer):
-    """Remove `name` from every `from module import ...` of the file, for each (module, name): the
-    new import at the top binds the name for every scope (a block left empty gets a `pass`)."""
+    """Take `name` out of every `from module import name` of the file, for each (module, name), where
+    it is bound under its own name (`import name as other` binds something else and stays): the
+    new import at the top binds the name for every scope. A statement left without names goes,
+    its comments passing to the next statement; a block left empty gets `pass`."""
 
     def __init__(self, names: set[tuple[str, str]]):
         super().__init__()
         self.names = names
 
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        body, carried = self._trim(updated_node.body)
+        return updated_node.with_changes(body=body, footer=[*carried, *updated_node.footer])
+
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
                             ) -> cst.IndentedBlock:
-        if not updated_node.body:
-            return updated_node.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
-        return updated_node
+        body, carried = self._trim(updated_node.body)
+        if not body:
+            return updated_node.with_changes(body=[cst.SimpleStatementLine([cst.Pass()], leading_lines=carried)])
+        return updated_node.with_changes(body=body, footer=[*carried, *updated_node.footer])
 
-    def leave_ImportFrom(self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
-                         ) -> cst.ImportFrom | cst.RemovalSentinel:
-        if updated_node.relative or updated_node.module is None or isinstance(updated_node.names, cst.ImportStar):
-            return updated_node
-        module = get_full_name_for_node(updated_node.module)
-        keep = [a for a in updated_node.names if (module, a.evaluated_alias or a.evaluated_name) not in self.names]
-        if len(keep) == len(updated_node.names):
-            return updated_node
-        if not keep:
-            return cst.RemoveFromParent()
-        if updated_node.rpar is None:  # `from m import a, b`: no trailing comma outside parentheses
-            keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return updated_node.with_changes(names=keep)
+    def _shadowed(self, node: cst.ImportFrom, alias: cst.ImportAlias) -> bool:
+        if node.relative or node.module is None:
+            return False
+        name = alias.evaluated_name
+        bound = alias.evaluated_alias
+        return (bound is None or bound == name) and (get_full_name_for_node(node.module), name) in self.names
+
+    def _trim(self, body: Sequence[Any]) -> tuple[list[Any], list[cst.EmptyLine]]:
+        """The statements with the names taken out, and the lines of a last statement taken out."""
+        out: list[Any] = []
+        carried: list[cst.EmptyLine] = []  # the comments and blank lines of a statement taken out
+        for stmt in body:
+            if carried:
+                stmt = stmt.with_changes(leading_lines=[*carried, *stmt.leading_lines])
+                carried = []
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                out.append(stmt)
+                continue
+            small = []
+            for part in stmt.body:
+                if isinstance(part, cst.ImportFrom) and not isinstance(part.names, cst.ImportStar):
+                    keep = [a for a in part.names if not self._shadowed(part, a)]
+                    if not keep:
+                        continue
+                    if len(keep) < len(part.names) and part.rpar is None:
+                        # `from m import a, b` takes no trailing comma outside parentheses.
+                        keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                    part = part.with_changes(names=keep)
+                small.append(part)
+            if not small:
+                carried = list(stmt.leading_lines)
+                continue
+            if len(small) < len(stmt.body):
+                small[-1] = small[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+            out.append(stmt.with_changes(body=small))
+        return out, carried
 
 
 def _syntax_error(data: bytes, path: str, exc: cst.ParserSyntaxError) -> str:
