@@ -98,6 +98,33 @@ def test_the_key_follows_the_tools_own_code(tmp_path: Path, generator: bytes, mo
     assert plan_key(**key_inputs(tmp_path, generator)) != key  # type: ignore[arg-type]
 
 
+def test_the_code_stamp_covers_libcst_and_the_tools_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An upgraded libcst may parse what the old one refused (a SKIPPED file): a new stamp."""
+    import importlib.util
+
+    import libcst
+
+    fake = tmp_path / "libcst"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("")
+    (fake / "native.so").write_bytes(b"1")
+    real_find_spec = importlib.util.find_spec
+
+    def stamp_with(libcst_dir: Path | None) -> str:
+        monkeypatch.setattr(plancache, "_code_stamp", None)
+        monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: (
+            importlib.machinery.ModuleSpec("libcst", None, origin=str(libcst_dir / "__init__.py"))
+            if name == "libcst" and libcst_dir is not None else real_find_spec(name, *a)))
+        return plancache.code_stamp()
+
+    installed = stamp_with(Path(libcst.__file__).parent)
+    before = stamp_with(fake)
+    (fake / "native.so").write_bytes(b"22")  # another build of the parser
+    assert len({installed, before, stamp_with(fake)}) == 3
+    monkeypatch.setattr("sys.version", "3.99.0 (another interpreter)")
+    assert stamp_with(fake) not in {installed, before}
+
+
 def test_a_cached_plan_is_the_plan(tmp_path: Path, generator: bytes) -> None:
     pack = load_pack()
     target = target_for(tmp_path)
@@ -156,12 +183,18 @@ def test_a_failed_plan_is_not_kept(tmp_path: Path, generator: bytes) -> None:
 def test_the_folder_keeps_the_newest_entries(tmp_path: Path) -> None:
     cache = PlanCache(tmp_path)
     assert cache.empty  # a first run: the engine imports while the target answers
+    cache.folder.mkdir()
+    left = cache.folder / f".{0:064x}.tmpabc"  # what a run killed while writing leaves
+    left.write_text("{")
+    assert cache.empty
+    os.utime(left, (1, 1))
     result = FileResult("a.py", FileStatus.CHANGED, b"a", b"b",
                         (Site("r", "a.py", 1, 2, "vllm.X", Action.EDITED, "drop y", True),))
     for i in range(plancache.KEEP + 3):
         cache.put(f"{i:064x}", [result])
         os.utime(cache.folder / f"{i:064x}.json", ns=(i * 10**9, i * 10**9))
     assert not cache.empty
+    assert not left.exists()  # pruned with the oldest entries
     kept = sorted(p.stem for p in cache.folder.glob("*.json"))
     assert kept == [f"{i:064x}" for i in range(3, plancache.KEEP + 3)]
     assert cache.get(f"{plancache.KEEP + 2:064x}", {"a.py": b"a"}) == [result]

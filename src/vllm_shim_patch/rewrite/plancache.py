@@ -5,7 +5,8 @@ more than everything else `audit` does. Its answer is a pure function of its inp
 stored under a digest of all of them and reused while none changed:
 
 - the tool's own code: the (path, size, mtime) of every module of the package, so an upgrade or
-  an edited checkout never meets a plan an older engine made;
+  an edited checkout never meets a plan an older engine made; the same of libcst's files (its
+  parser decides what parses), and the tool's Python (it words a syntax error);
 - the rules: the bytes of every rule file, and of every module in the folder of each codemod
   the rules name (a codemod may import its neighbours), with their paths;
 - the vLLM the rules are for: the selected version, the signatures and class facts the guards
@@ -28,6 +29,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,20 +43,35 @@ _code_stamp: str | None = None
 
 
 def code_stamp() -> str:
-    """The tool's code as installed: size and mtime of each module (stat only, ~1 ms)."""
+    """The code that makes a plan, as installed: the tool's modules and libcst's (size and mtime
+    of each, found without importing libcst; stat only, ~2 ms), and the tool's Python."""
     global _code_stamp
     if _code_stamp is None:
-        root = Path(__file__).resolve().parent.parent
-        h = hashlib.sha256(str(FORMAT).encode())
-        for dirpath, dirnames, filenames in os.walk(root):
+        import importlib.util
+        import sys
+
+        h = hashlib.sha256(f"{FORMAT}\0{sys.version}\0{sys.executable}".encode())
+        ours = Path(__file__).resolve().parent.parent
+        for dirpath, dirnames, filenames in os.walk(ours):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
             for name in sorted(filenames):
                 if name.endswith(".py"):
-                    st = os.stat(os.path.join(dirpath, name))
-                    rel = os.path.relpath(os.path.join(dirpath, name), root)
-                    h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+                    _stamp(h, ours, os.path.join(dirpath, name))
+        # libcst's top level (its `_version.py` and native parser; an upgrade rewrites them).
+        spec = importlib.util.find_spec("libcst")
+        if spec is not None and spec.origin:
+            theirs = Path(spec.origin).resolve().parent
+            with os.scandir(theirs) as entries:
+                for entry in sorted(entries, key=lambda e: e.name):
+                    if entry.name.endswith((".py", ".so", ".pyd")):
+                        _stamp(h, theirs.parent, entry.path)
         _code_stamp = h.hexdigest()
     return _code_stamp
+
+
+def _stamp(h: Any, root: Path, path: str) -> None:
+    st = os.stat(path)
+    h.update(f"{os.path.relpath(path, root)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
 
 
 def plan_key(*, target: Any, rules: Sequence[Any], version: Any, signatures: Mapping[str, Any] | None,
@@ -102,7 +119,7 @@ class PlanCache:
         """No plan stored yet (a first run): the engine will surely run."""
         try:
             with os.scandir(self.folder) as entries:
-                return not any(entries)
+                return not any(e.name.endswith(".json") and not e.name.startswith(".") for e in entries)
         except OSError:
             return True
 
@@ -127,7 +144,7 @@ class PlanCache:
             fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{key}.")
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump(data, f, separators=(",", ":"))
+                    f.write(json.dumps(data, separators=(",", ":")))  # the C encoder: dump() streams in Python
                 os.replace(tmp, self.folder / f"{key}.json")
             except BaseException:
                 with contextlib.suppress(OSError):
@@ -138,8 +155,10 @@ class PlanCache:
             pass
 
     def _prune(self) -> None:
-        entries = sorted(self.folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
-        for stale in entries[KEEP:]:
+        entries = sorted(self.folder.glob("[!.]*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+        # A temporary file a killed run left behind (older than any write in progress).
+        abandoned = [p for p in self.folder.glob(".*") if time.time() - p.stat().st_mtime > 3600]
+        for stale in [*entries[KEEP:], *abandoned]:
             with contextlib.suppress(OSError):
                 stale.unlink()
 
