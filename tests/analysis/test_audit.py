@@ -286,3 +286,13 @@ def test_speculators_040_on_vllm_0100_names_every_problem_of_a_call(sandbox: San
             "        drop: [block_hasher]\n"
             '        add: {multi_modal_inputs: "TODO: an expression", multi_modal_hashes: "TODO: an expression", '
             'multi_modal_placeholders: "TODO: an expression"}\n') in text
+
+
+def test_a_file_record_lists_but_is_gone_is_named_not_skipped_in_silence(sandbox: Sandbox) -> None:
+    (sandbox.site / "speculators/data_generation/configs.py").unlink()
+    src = str(realdata.vllm_source("0.16.0"))
+    r = sandbox.run("--vllm-source", src, "audit", "--no-rules")
+    assert r.stdout.splitlines()[0] == (
+        "note: speculators/data_generation/configs.py is missing (RECORD lists it): not audited")
+    data = json.loads(sandbox.run("--vllm-source", src, "audit", "--json").stdout)
+    assert data["missing"] == ["speculators/data_generation/configs.py"]

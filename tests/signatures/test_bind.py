@@ -78,6 +78,9 @@ BIND = [
     ("star-kwargs-cannot-fill-posonly", POSONLY, "**rest", "mismatch",
      "missing required argument 'x'"),
     # Every keyword to drop and every argument to add, in one reason (vLLM 0.10.0's Request).
+    ("posonly-and-unexpected", POSONLY, "1, x=2, zz=3", "mismatch",
+     "positional-only argument 'x' passed as keyword; unexpected keyword argument 'zz'; "
+     "missing required argument 'z'"),
     ("unexpected-and-missing", REQUEST_017, "request_id=r, prompt_token_ids=p, block_hasher=h, eos_token_id=e",
      "mismatch", "unexpected keyword arguments 'block_hasher', 'eos_token_id'; "
      "missing required arguments 'sampling_params', 'pooling_params'"),

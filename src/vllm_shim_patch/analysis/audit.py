@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any
 
+from ..rewrite.results import MOVE_EDIT
 from ..settings import Action, BindStatus
 from .calls import ATTRIBUTE, CALL, IMPORT, METHOD, CallRecord
 from .verify import Binding
@@ -49,13 +50,14 @@ class AuditRow:
         return not self.removed and final.status is BindStatus.UNKNOWN
 
 
-def suggest(call: CallRecord, reason: str, version: str) -> str:
-    """A rule skeleton for one mismatch, in the bundled pack's own format."""
-    from .draft import operation
+def suggest(call: CallRecord, reason: str, version: str, sig: Any = None) -> str:
+    """A rule skeleton for one mismatch, in the bundled pack's own format (what `--emit-rules`
+    drafts for it)."""
+    from .draft import operation, renames, rule_id
 
-    short = call.callee.rsplit(".", 1)[1].lower()
-    suffix, op_line = operation(reason) or ("notice", f'notice: "{reason}"')
-    rid = f"{short}-{suffix}".replace("_", "-")
+    short = call.callee.rsplit(".", 1)[1]
+    suffix, op_line = operation(reason, renames(reason, sig, call.keywords)) or ("notice", f'notice: "{reason}"')
+    rid = rule_id(short, suffix)
     return "\n".join([
         f"- id: {rid}",
         f"  call: {call.callee}",
@@ -171,7 +173,8 @@ def audit_plan(pending: Sequence[FileResult], uses: dict[str, list[CallRecord]],
         for site in (result.sites if result else ()):
             if site.action is Action.EDITED:
                 edited.setdefault(site.line, []).append(site.rule_id)
-                by_callee.setdefault(site.callee, []).append(site.rule_id)
+                if any(e.startswith(MOVE_EDIT) for e in site.message.split("; ")):  # takes an import out
+                    by_callee.setdefault(site.callee, []).append(site.rule_id)
         before = _check_file(before_uses, checker)
         after: list[Binding | None] = [None] * len(before)
         added: list[Binding] = []
@@ -189,10 +192,10 @@ def audit_plan(pending: Sequence[FileResult], uses: dict[str, list[CallRecord]],
             final = a if a is not None else b
             text = ""
             if final.status is BindStatus.MISMATCH and b.call.kind == CALL:  # a rule's call: an imported name
-                text = suggest(b.call, final.reason, version)
+                text = suggest(b.call, final.reason, version, checker.signatures.get(b.call.callee))
             moved = checker.moved(b.call) if b.call.kind == IMPORT and b.status is BindStatus.MISMATCH else ()
             if i in removed:
-                # An import a move took out: the rule that edited calls of that name.
+                # An import a move took out: the rule that moved calls of that name.
                 rules = rules or tuple(dict.fromkeys(by_callee.get(b.call.callee, ())))
                 text, moved = "", ()
             rows.append(AuditRow(b, a, rules, text, moved, removed=i in removed))

@@ -64,7 +64,7 @@ def drafts(rows: list[AuditRow], signatures: dict[str, Any], version: str,
         short, suffix, op = made
         key = (use.callee, op)
         if key not in out:
-            rid = _unique(f"{short}-{suffix}".replace("_", "-").lower(), taken)
+            rid = _unique(rule_id(short, suffix), taken)
             out[key] = Draft(rid, use.callee, op, f"vLLM {version}: {final.reason}")
         # A moved name's example is its call (the import follows the call).
         codes = calls.get((use.path, use.callee), []) if use.kind == IMPORT else [use.code]
@@ -84,17 +84,27 @@ def _rule(use: Any, reason: str, sig: Any, row: AuditRow, called: set[tuple[str,
         return None
     if use.kind != CALL:
         return None  # a method call or attribute: a rule's `call` names an imported callable
-    renamed: dict[str, str] = {}
-    if sig is not None:
-        unexpected, missing = _names(_UNEXPECTED, reason), _names(_MISSING, reason)
-        free = [p.name for p in sig.params if p.kind in ("positional_or_keyword", "keyword_only")
-                and p.name not in use.keywords]
-        for old in unexpected:
-            close = difflib.get_close_matches(old, free, n=2, cutoff=0.75)
-            if len(close) == 1 and close[0] not in renamed.values():
-                renamed[old] = close[0]
-    found = operation(reason, renamed)
+    found = operation(reason, renames(reason, sig, use.keywords))
     return (short, *found) if found else None
+
+
+def renames(reason: str, sig: Any, passed: tuple[str, ...]) -> dict[str, str]:
+    """The obvious renames: each unexpected keyword with one unpassed parameter of a close name."""
+    renamed: dict[str, str] = {}
+    if sig is None:
+        return renamed
+    free = [p.name for p in sig.params if p.kind in ("positional_or_keyword", "keyword_only")
+            and p.name not in passed]
+    for old in _names(_UNEXPECTED, reason):
+        close = difflib.get_close_matches(old, free, n=2, cutoff=0.75)
+        if len(close) == 1 and close[0] not in renamed.values():
+            renamed[old] = close[0]
+    return renamed
+
+
+def rule_id(short: str, suffix: str) -> str:
+    """`_get_x` + `move` → `get-x-move`: the loader's id shape (no leading or doubled dash)."""
+    return re.sub(r"-+", "-", f"{short}-{suffix}".replace("_", "-").lower()).strip("-")
 
 
 def _names(pattern: re.Pattern[str], reason: str) -> list[str]:

@@ -56,11 +56,14 @@ def audit(ctx: Context, *, verbose: bool = False, emit_rules: str | None = None,
         rules_for = f"rules for {version}"
     against = f"{vllm}, {rules_for} ({sig_kind or 'no'} signatures)"
     text, data = render(rows, ctx.who, against, verbose, rules=plan is not None)
+    missing = [p for p in target.python_files() if p not in installed]
+    for path in reversed(missing):
+        text = f"note: {path} is missing (RECORD lists it): not audited\n{text}"
     if note:
         text = f"note: {note}\n{text}"
     data.update({"package": target.package, "version": target.version, "vllm": target.vllm_version,
                  "rules_for": version if plan is not None else None, "for": version, "signatures": sig_kind,
-                 "rules_installed_in": applied})
+                 "rules_installed_in": applied, "missing": missing})
     if emit_rules is not None:
         line, data["emitted"] = _emit(ctx, rows, signatures, version, emit_rules)
         text = f"{text}\n{line}"

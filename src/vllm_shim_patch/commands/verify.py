@@ -15,12 +15,12 @@ def verify(ctx: Context, *, all_calls: bool = False) -> Outcome:
     pyfiles = target.python_files()
     originals = ctx.originals()
     current = ctx.installed()
-    pyfiles = [p for p in pyfiles if p in current]
-    changed = [p for p in pyfiles if current[p] != originals.get(p, current[p])]
+    # A file RECORD lists that is gone counts as changed: its import is checked, and fails.
+    changed = [p for p in pyfiles if current.get(p) != originals.get(p, current.get(p))]
     if all_calls:
         # A package's __main__ runs its CLI when imported: it is not a module to smoke-test.
         modules = [module_name(p) for p in pyfiles if not p.endswith("/__main__.py")]
-        calls = [c for p in pyfiles for c in scan(current[p], p)]
+        calls = [c for p in pyfiles if p in current for c in scan(current[p], p)]
     else:
         modules = [module_name(p) for p in changed]
         if not changed:
@@ -28,7 +28,7 @@ def verify(ctx: Context, *, all_calls: bool = False) -> Outcome:
             return Outcome(text, {"ok": True, "imports": [], "signatures": None, "bindings": [],
                                   "verdict": "not patched", "not_checked": []}, 0)
         named = {c for r in ctx.pack.rules for c in r.calls}
-        calls = [c for p in pyfiles for c in scan(current[p], p) if p in changed or c.callee in named]
+        calls = [c for p in pyfiles if p in current for c in scan(current[p], p) if p in changed or c.callee in named]
     result = run_checks(target, ctx.bindings, modules, calls, live=ctx.live)
     verdict = result.summary if result.ok else f"FAILED: {result.reason}"
     text = "\n".join([*result.lines, f"verify {ctx.who}: {verdict}"])

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from ..settings import Action, FileStatus
 
+MOVE_EDIT = "move to"  # how a site names a move (the audit tells the import a move took out by it)
+
 
 @dataclass(frozen=True)
 class Site:

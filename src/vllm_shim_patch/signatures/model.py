@@ -113,9 +113,9 @@ class Signature:
         """Check a call (`n_positional` positionals, these keyword names) against the signature.
 
         A `*args`/`**kwargs` splat at the call leaves the result "unknown" unless the explicit
-        arguments already fail. Unexpected keywords and missing arguments are reported together
-        ("unexpected keyword argument 'a'; missing required argument 'b'"), so one reading names
-        every change the call needs.
+        arguments already fail. Every problem is reported, in one reason ("unexpected keyword
+        argument 'a'; missing required argument 'b'"), so one reading names every change the call
+        needs; only a positional surplus stops the reading (which parameter each fills is unknown).
         """
         positional = [p for p in self.params if p.kind in (POS_ONLY, POS_OR_KW)]
         if n_positional > len(positional) and not self._has(VAR_POS):
@@ -126,19 +126,24 @@ class Signature:
         by_keyword = {p.name: p for p in self.params if p.kind in (POS_OR_KW, KW_ONLY)}
         seen: set[str] = set()
         unexpected: list[str] = []
+        problems: list[str] = []
+        reported: set[str] = set()  # a positional-only parameter named as a keyword: not "missing" too
         for name in keywords:
             if name in seen or (name in filled and name in by_keyword):
-                return _mismatch(f"multiple values for argument {name!r}")
+                problems.append(f"multiple values for argument {name!r}")
+                continue
             seen.add(name)
             if name in by_keyword or self._has(VAR_KW):
                 continue
             param = self._param(name)
             if param is not None and param.kind == POS_ONLY:
-                return _mismatch(f"positional-only argument {name!r} passed as keyword")
+                problems.append(f"positional-only argument {name!r} passed as keyword")
+                reported.add(name)
+                continue
             unexpected.append(name)
 
         def unfilled(p: Param) -> bool:
-            if not p.required or p.name in filled:
+            if not p.required or p.name in filled or p.name in reported:
                 return False
             if p.kind == POS_ONLY:
                 return not star_args  # a keyword, even from **kwargs, cannot fill it
@@ -147,9 +152,9 @@ class Signature:
             return not star_kwargs if p.kind == KW_ONLY else not (star_args or star_kwargs)
 
         missing = [p.name for p in self.params if unfilled(p)]
-        problems = [f"{what}{'s' if len(names) > 1 else ''} {', '.join(repr(n) for n in names)}"
-                    for what, names in (("unexpected keyword argument", unexpected),
-                                        ("missing required argument", missing)) if names]
+        problems += [f"{what}{'s' if len(names) > 1 else ''} {', '.join(repr(n) for n in names)}"
+                     for what, names in (("unexpected keyword argument", unexpected),
+                                         ("missing required argument", missing)) if names]
         if problems:
             return _mismatch("; ".join(problems))
         if star_args or star_kwargs:

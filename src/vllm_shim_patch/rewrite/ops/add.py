@@ -99,18 +99,6 @@ def compile_spec(spec: tuple[tuple[str, str], ...], rule: Rule) -> list[Rewrite]
     return [_rewrite(name, expr) for name, expr in spec]
 
 
-_MISSING = re.compile(r"missing required arguments? (.+)$")
-
-
-def suggest(reason: str) -> tuple[str, str] | None:
-    m = _MISSING.search(reason)
-    if not m:
-        return None
-    names = re.findall(r"'(\w+)'", m.group(1))
-    body = ", ".join(f'{n}: "TODO: an expression"' for n in names)
-    return f"add-{'-'.join(names)}", "add: {" + body + "}"
-
-
 OPERATION = Operation(
     name="add",
     keys=("add",),
@@ -119,5 +107,4 @@ OPERATION = Operation(
     describe=lambda spec: "; ".join(f"add `{n}={v}`" for n, v in spec),
     guardable=True,
     touches=lambda spec: tuple(n for n, _ in spec),
-    suggest=suggest,
 )

@@ -65,8 +65,6 @@ class Operation:
     observes: bool = False
     # The argument names it edits (one argument may be edited by one operation only).
     touches: Callable[[Any], tuple[str, ...]] = _touches_nothing
-    # For `audit`: a YAML line that fixes a binding mismatch with this reason, or None.
-    suggest: Callable[[str], tuple[str, str] | None] | None = None
     # The kinds of rule it serves: "call" (matched by qualified name) and/or "scope" (`in:`).
     kinds: frozenset[str] = frozenset({"call"})
     # The guard its spec implies for a scoped rule (e.g. the classes a renamed method lives on),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
 from .base import NodeReader, Fields, Operation
@@ -65,14 +64,6 @@ def compile_spec(spec: tuple[str, ...], rule: Rule) -> list[Rewrite]:
     return [_rewrite(name) for name in spec]
 
 
-_UNEXPECTED = re.compile(r"unexpected keyword argument '(\w+)'")
-
-
-def suggest(reason: str) -> tuple[str, str] | None:
-    m = _UNEXPECTED.search(reason)
-    return (f"drop-{m.group(1)}", f"drop: [{m.group(1)}]") if m else None
-
-
 OPERATION = Operation(
     name="drop",
     keys=("drop",),
@@ -81,5 +72,4 @@ OPERATION = Operation(
     describe=lambda spec: "; ".join(f"drop `{n}`" for n in spec),
     guardable=True,
     touches=lambda spec: tuple(spec),
-    suggest=suggest,
 )

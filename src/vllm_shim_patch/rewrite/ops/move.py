@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..results import MOVE_EDIT
 from .base import NodeReader, QUALNAME_RE, Fields, Operation
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ def compile_spec(target: str, rule: Rule) -> list[Rewrite]:
         # The engine drops the old import (any form: alias, `import a.b`, `from a import b`)
         # when the callee expression is replaced and the import is left unused.
         site.imports_to_add.append((module, name))
-        site.edits.append(f"move to {target}")
+        site.edits.append(f"{MOVE_EDIT} {target}")
         return call.with_changes(func=cst.Name(name))
 
     return [rewrite]
