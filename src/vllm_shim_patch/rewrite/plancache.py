@@ -8,7 +8,9 @@ stored under a digest of all of them and reused while none changed:
   an edited checkout never meets a plan an older engine made; the same of libcst's files (its
   parser decides what parses), and the tool's Python (it words a syntax error);
 - the rules: the bytes of every rule file, and of every module in the folder of each codemod
-  the rules name (a codemod may import its neighbours), with their paths;
+  the rules name (a codemod may import its neighbours), with their paths; a module a codemod
+  imports from elsewhere is not covered (after editing one, any change to the codemod's folder,
+  or `--dry-run`, which plans anew, brings the audit up to date);
 - the vLLM the rules are for: the selected version, the signatures and class facts the guards
   read (their full text, defaults included), and the signature kind;
 - the target: its interpreter and Python version (the grammar check), the package, and the path
