@@ -11,8 +11,9 @@ of the real vLLM wheel, from `tests/realdata.py`). Contenders, each a fresh proc
   (the whole package, every use of vLLM, before and after the bundled rules);
 - `audit --no-rules`: the same without planning the rules (the package as installed: the job
   pyright does);
-- each of the two `cold` (a new VSP_CACHE_DIR per run: no signature cache, no plan cache) and
-  `warm` (the cache folder the warm-up run filled: a second audit of the same files);
+- each of the two as a user runs it again (the cache folder the warm-up run filled: signatures,
+  existence answers, the plan) and with an empty cache (a new VSP_CACHE_DIR per run: a first run
+  on a new machine);
 - `pyright`: `node <pyright>/index.js -p <project> --outputjson`, the project holding a copy of
   the installed package (pyright checks nothing under site-packages) and listing the three files,
   with `extraPaths` = [vLLM source, the copy].
@@ -141,29 +142,29 @@ def main() -> None:
         project, copy = pyright_project(scratch, site, src)
         warm_cache = scratch / "warm-cache"
         ours = [*bl.ours_command(), "--python", str(python), "--vllm-source", str(src)]
-        # Cold: a new cache folder per run (no signature cache, no plan cache), as on a new machine.
+        # A new cache folder per run (no signature cache, no plan cache), as on a new machine.
         cold = ["env", "VSP_CACHE_DIR={fresh}/cache", *ours, "--state-dir", "{fresh}/state"]
-        # Warm: the cache the warm-up run filled (a second audit of the same files and vLLM).
+        # The cache the warm-up run filled (a second audit of the same files and vLLM).
         warm = [*ours, "--state-dir", "{fresh}/state"]
         warm_env = bl.tool_env(VSP_CACHE_DIR=str(warm_cache))
         contenders = [
-            bl.Contender("audit, cold", [*cold, "audit", "--json"], fresh_dir=True, ok_codes=(0, 1)),
-            bl.Contender("audit, warm", [*warm, "audit", "--json"], env=warm_env, fresh_dir=True, ok_codes=(0, 1)),
-            bl.Contender("audit --no-rules, cold", [*cold, "audit", "--no-rules", "--json"], fresh_dir=True,
+            bl.Contender("audit, empty cache", [*cold, "audit", "--json"], fresh_dir=True, ok_codes=(0, 1)),
+            bl.Contender("audit", [*warm, "audit", "--json"], env=warm_env, fresh_dir=True, ok_codes=(0, 1)),
+            bl.Contender("audit --no-rules, empty cache", [*cold, "audit", "--no-rules", "--json"], fresh_dir=True,
                          ok_codes=(0, 1)),
-            bl.Contender("audit --no-rules, warm", [*warm, "audit", "--no-rules", "--json"], env=warm_env,
+            bl.Contender("audit --no-rules", [*warm, "audit", "--no-rules", "--json"], env=warm_env,
                          fresh_dir=True, ok_codes=(0, 1)),
             bl.Contender("pyright", [str(node), str(js), "-p", str(project), "--outputjson"], ok_codes=(0, 1)),
         ]
-        # Warm-up (byte-code caches, the OS file cache, the warm contenders' cache); the outputs
+        # Warm-up (byte-code caches, the OS file cache, the cache of the contenders that keep one); the outputs
         # are the findings compared.
         out = {c.name: bl.run_captured(c, scratch) for c in contenders}
         for name, cap in out.items():
             if cap.returncode not in (0, 1):
                 bl.die(f"{name} exited {cap.returncode}: {cap.stderr.strip()[-400:]}")
         for mode in ("audit", "audit --no-rules"):
-            if out[f"{mode}, cold"].stdout != out[f"{mode}, warm"].stdout:
-                bl.die(f"{mode}: the warm run's findings differ from the cold run's")
+            if out[f"{mode}, empty cache"].stdout != out[mode].stdout:
+                bl.die(f"{mode}: the findings with the cache differ from those without")
         print(f"# speculators 0.3.0 ({len(FILES)} vLLM-facing files) against the vLLM {args.vllm} source {src}")
         node_version = subprocess.run([node, '--version'], capture_output=True, text=True, check=False).stdout.strip()
         print(f"# pyright {PYRIGHT_VERSION} on node {node_version}")
@@ -173,7 +174,7 @@ def main() -> None:
         bl.print_table(contenders, pyright, "pyright")
         for c in contenders[:-1]:
             print(f"  pyright / {c.name}: {pyright.median / c.median:.1f}x (target: at least 10x)")
-        audit = json.loads(out["audit --no-rules, cold"].stdout)
+        audit = json.loads(out["audit --no-rules, empty cache"].stdout)
         found = json.loads(out["pyright"].stdout)
         print("\nfindings (the package as installed):")
         print("\n".join(compare(audit, found, copy)))
