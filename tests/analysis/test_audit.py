@@ -133,21 +133,21 @@ def test_emit_rules_drafts_what_a_rule_can_say_and_rules_check_refuses_it_until_
     assert (ok.returncode, ok.stdout) == (0, "3 rules OK in 1 file\n")
     tested = sandbox.run("rules", "test", str(filled))
     assert (tested.returncode, tested.stdout) == (0, "6 examples ok, 0 failing\n")
-    # With the filled draft the calls bind and the moved name's old import is taken out (the move
-    # imports it from its new module); what is left is the method no rule can name.
+    # With the filled draft the calls bind and the moved name's import points at its new module
+    # (the move edits it where it stands); what is left is the method no rule can name.
     again = sandbox.run("--vllm-source", str(src), "--rules", str(filled), "audit", "--json")
     data = json.loads(again.stdout)
-    fixed = [(u["line"], u["rules"], u["removed"]) for u in data["uses"] if u["fixed"]]
-    assert fixed == [(15, ["get-hash-fn-by-name-move"], True),
-                     (143, ["get-kv-cache-config-from-groups-add-kv-cache-specs"], False),
-                     (154, ["scheduler-drop-block-size"], False)]
-    added = [(u["line"], u["callee"], u["status"]) for u in data["uses"] if u["added"]]
-    assert added == [(30, "vllm.utils.get_hash_fn_by_name", "ok")]
+    fixed = [(u["line"], u["rules"], u["after"]["callee"]) for u in data["uses"] if u["fixed"]]
+    assert fixed == [(15, ["get-hash-fn-by-name-move"], "vllm.utils.get_hash_fn_by_name"),
+                     (143, ["get-kv-cache-config-from-groups-add-kv-cache-specs"],
+                      "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups"),
+                     (154, ["scheduler-drop-block-size"], "vllm.v1.core.sched.scheduler.Scheduler")]
+    assert [u for u in data["uses"] if u["added"] or u["removed"]] == []
     left = [(u["line"], u["callee"]) for u in data["uses"] if u["remaining"]]
     assert left == [(315, "vllm.v1.executor.multiproc_executor.MultiprocExecutor.sample_tokens")]
     text = sandbox.run("--vllm-source", str(src), "--rules", str(filled), "audit").stdout.splitlines()
     assert f"  {GENERATOR}:15: import vllm.utils.hashing.get_hash_fn_by_name: mismatch (no module " \
-           "vllm.utils.hashing; get_hash_fn_by_name is in vllm.utils now) -> taken out by get-hash-fn-by-name-move" \
+           "vllm.utils.hashing; get_hash_fn_by_name is in vllm.utils now) -> fixed by get-hash-fn-by-name-move" \
            in text
 
 

@@ -58,3 +58,11 @@ def test_one_rule_says_every_change_a_call_needs() -> None:
         'rename: {cfg: config}\ndrop: [block_hasher]\nadd: {mm_inputs: "TODO: an expression"}',
     )
     assert operation("instance of vllm.X has no attribute 'y'") is None
+
+
+def test_no_rule_for_a_call_a_rule_could_only_half_fix() -> None:
+    from vllm_shim_patch.analysis.draft import operation
+
+    assert operation("positional-only argument 'x' passed as keyword; missing required argument 'b'") is None
+    assert operation("multiple values for argument 'a'; unexpected keyword argument 'c'") is None
+    assert operation("missing required argument 'b'") == ("add-b", 'add: {b: "TODO: an expression"}')

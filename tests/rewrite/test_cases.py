@@ -21,7 +21,7 @@ EXPECTED = {
     "codemod.yaml": (1, 2),
     "layout.yaml": (18, 0),
     "matching.yaml": (10, 7),
-    "operations.yaml": (29, 3),
+    "operations.yaml": (30, 3),
 }
 
 

@@ -173,7 +173,7 @@ def audit_plan(pending: Sequence[FileResult], uses: dict[str, list[CallRecord]],
         for site in (result.sites if result else ()):
             if site.action is Action.EDITED:
                 edited.setdefault(site.line, []).append(site.rule_id)
-                if any(e.startswith(MOVE_EDIT) for e in site.message.split("; ")):  # takes an import out
+                if any(e.startswith(MOVE_EDIT) for e in site.message.split("; ")):  # edits an import
                     by_callee.setdefault(site.callee, []).append(site.rule_id)
         before = _check_file(before_uses, checker)
         after: list[Binding | None] = [None] * len(before)
@@ -192,11 +192,12 @@ def audit_plan(pending: Sequence[FileResult], uses: dict[str, list[CallRecord]],
             final = a if a is not None else b
             text = ""
             if final.status is BindStatus.MISMATCH and b.call.kind == CALL:  # a rule's call: an imported name
-                text = suggest(b.call, final.reason, version, checker.signatures.get(b.call.callee))
+                text = suggest(final.call, final.reason, version, checker.signatures.get(b.call.callee))
             moved = checker.moved(b.call) if b.call.kind == IMPORT and b.status is BindStatus.MISMATCH else ()
-            if i in removed:
-                # An import a move took out: the rule that moved calls of that name.
+            if b.call.kind == IMPORT and (i in removed or (a is not None and a.call.callee != b.call.callee)):
+                # An import a move pointed elsewhere or took out: the rule that moved calls of that name.
                 rules = rules or tuple(dict.fromkeys(by_callee.get(b.call.callee, ())))
+            if i in removed:
                 text, moved = "", ()
             rows.append(AuditRow(b, a, rules, text, moved, removed=i in removed))
         # What the rules write is checked too: an added call must bind like any other.

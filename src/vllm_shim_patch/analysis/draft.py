@@ -28,6 +28,8 @@ AuditRow = Any
 PLACEHOLDER = "TODO: an expression"
 _SENTINEL = "__vsp_todo__"  # stands for the placeholder while the engine computes `after`
 _UNEXPECTED = re.compile(r"unexpected keyword arguments? ((?:'\w+'(?:, )?)+)")
+# Binding problems no rename, drop or add can fix (a positional argument to move to a keyword).
+_NOT_EXPRESSIBLE = ("multiple values for argument", "positional-only argument", "too many positional")
 _MISSING = re.compile(r"missing required arguments? ((?:'\w+'(?:, )?)+)")
 
 
@@ -84,7 +86,8 @@ def _rule(use: Any, reason: str, sig: Any, row: AuditRow, called: set[tuple[str,
         return None
     if use.kind != CALL:
         return None  # a method call or attribute: a rule's `call` names an imported callable
-    found = operation(reason, renames(reason, sig, use.keywords))
+    # The keywords of the call as the rules leave it: the reason is about that call.
+    found = operation(reason, renames(reason, sig, (row.after or row.before).call.keywords))
     return (short, *found) if found else None
 
 
@@ -117,8 +120,8 @@ def operation(reason: str, renamed: dict[str, str] | None = None) -> tuple[str, 
     (`renamed`: unexpected keywords to rename, each to an unpassed parameter), else None."""
     renamed = renamed or {}
     unexpected, missing = _names(_UNEXPECTED, reason), _names(_MISSING, reason)
-    if not unexpected and not missing:
-        return None
+    if not unexpected and not missing or any(p in reason for p in _NOT_EXPRESSIBLE):
+        return None  # a rule doing part of it would leave the call failing
     dropped = [n for n in unexpected if n not in renamed]
     added = [n for n in missing if n not in renamed.values()]
     suffix, ops = [], []

@@ -58,7 +58,8 @@ def audit(ctx: Context, *, verbose: bool = False, emit_rules: str | None = None,
     text, data = render(rows, ctx.who, against, verbose, rules=plan is not None)
     missing = [p for p in target.python_files() if p not in installed]
     for path in reversed(missing):
-        text = f"note: {path} is missing (RECORD lists it): not audited\n{text}"
+        what = "cannot be read" if (target.location / path).exists() else "is missing (RECORD lists it)"
+        text = f"note: {path} {what}: not audited\n{text}"
     if note:
         text = f"note: {note}\n{text}"
     data.update({"package": target.package, "version": target.version, "vllm": target.vllm_version,

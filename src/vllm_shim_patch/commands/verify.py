@@ -15,7 +15,8 @@ def verify(ctx: Context, *, all_calls: bool = False) -> Outcome:
     pyfiles = target.python_files()
     originals = ctx.originals()
     current = ctx.installed()
-    # A file RECORD lists that is gone counts as changed: its import is checked, and fails.
+    # A file RECORD lists that is gone, where the overlay has its original, counts as changed: its
+    # import is checked, and fails.
     changed = [p for p in pyfiles if current.get(p) != originals.get(p, current.get(p))]
     if all_calls:
         # A package's __main__ runs its CLI when imported: it is not a module to smoke-test.

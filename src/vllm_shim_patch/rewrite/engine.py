@@ -95,8 +95,8 @@ class Engine:
 
                 new_module = AddImportsVisitor(command.context).transform_module(new_module)
                 new_module = RemoveImportsVisitor(command.context).transform_module(new_module)
-            if command.shadowed:
-                new_module = new_module.visit(_DropShadowedImports(command.shadowed))
+            if command.retarget:
+                new_module = new_module.visit(_RetargetImports(command.retarget))
             if scoped:
                 new_module = scoped_pass.run(new_module, scoped)
             after = new_module.bytes
@@ -133,8 +133,8 @@ class _CallRewriter(cst.CSTTransformer):
         self.wrapper = wrapper
         self.context: Any = None  # a libcst CodemodContext, made only when imports must change
         self.sites: list[Site] = []
-        # (module, name) imports a move replaced by one of the same name from elsewhere.
-        self.shadowed: set[tuple[str, str]] = set()
+        # (old module, name) -> new module: imports of a name moved under the same name.
+        self.retarget: dict[tuple[str, str], str] = {}
 
     def _import_context(self) -> Any:
         if self.context is None:
@@ -181,11 +181,6 @@ class _CallRewriter(cst.CSTTransformer):
             return updated_node
         call = updated_node
         added: list[tuple[str, str]] = []
-        old_module = callee.rpartition(".")[0]
-
-        def moved_to(name: str) -> bool:
-            return any(obj == name and module != old_module for module, obj in added)
-
         for rule, rewrites in candidates:
             site = CallSite(rule, callee, self.path, line, signature)
             try:
@@ -195,12 +190,10 @@ class _CallRewriter(cst.CSTTransformer):
             except NeedsHuman as exc:
                 self._record(site, Action.NEEDS_HUMAN, str(exc))
                 continue
-            if site.imports_to_add or site.imports_to_remove:
-                from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+            added += site.imports_to_add
+            if site.imports_to_remove:
+                from libcst.codemod.visitors import RemoveImportsVisitor
 
-                for module, obj in site.imports_to_add:
-                    AddImportsVisitor.add_needed_import(self._import_context(), module, obj)
-                added += site.imports_to_add
                 for module, obj in site.imports_to_remove:
                     RemoveImportsVisitor.remove_unused_import(self._import_context(), module, obj)
             if site.edits:
@@ -212,15 +205,23 @@ class _CallRewriter(cst.CSTTransformer):
             else:
                 self._record(site, Action.ALREADY, "nothing to change")
             call = new
-        if not call.func.deep_equals(original_node.func):
+        same = call.func.deep_equals(original_node.func)
+        old_module = callee.rpartition(".")[0]
+        for module, obj in added:
+            if same and isinstance(call.func, cst.Name) and obj == call.func.value and module != old_module:
+                # Moved under the same name: the import that binds it is pointed at the new module
+                # where it stands (its scope and order kept); a new one beside it would leave the
+                # old import running, and failing where its module no longer has the name.
+                self.retarget[(old_module, obj)] = module
+                continue
+            from libcst.codemod.visitors import AddImportsVisitor
+
+            AddImportsVisitor.add_needed_import(self._import_context(), module, obj)
+        if not same:
             # The callee itself was replaced (move): drop the import that named it, if now unused.
             from libcst.codemod.visitors import RemoveImportsVisitor
 
             RemoveImportsVisitor.remove_unused_import_by_node(self._import_context(), original_node.func)
-        elif isinstance(call.func, cst.Name) and moved_to(call.func.value):
-            # Moved under the same name: the new import binds it, so the old one is still "used"
-            # and would stay, and still fail where its module no longer has the name.
-            self.shadowed.add((callee.rpartition(".")[0], call.func.value))
         return call
 
     def _record(self, site: CallSite, action: Action, message: str) -> None:
@@ -229,63 +230,56 @@ class _CallRewriter(cst.CSTTransformer):
         )
 
 
-class _DropShadowedImports(cst.CSTTransformer):
-    """Take `name` out of every `from module import name` of the file, for each (module, name), where
-    it is bound under its own name (`import name as other` binds something else and stays): the
-    new import at the top binds the name for every scope. A statement left without names goes,
-    its comments passing to the next statement; a block left empty gets `pass`."""
+class _RetargetImports(cst.CSTTransformer):
+    """Point every `from old import name` of the file that binds `name` as itself at the module the
+    name moved to, for each ((old, name), new), where it stands: a function's own import stays
+    in the function, a class body's in the class. Other names of the same statement keep their
+    module (the statement is split, on a line of its own where it had one)."""
 
-    def __init__(self, names: set[tuple[str, str]]):
+    def __init__(self, moves: dict[tuple[str, str], str]):
         super().__init__()
-        self.names = names
+        self.moves = moves
 
-    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        body, carried = self._trim(updated_node.body)
-        return updated_node.with_changes(body=body, footer=[*carried, *updated_node.footer])
+    def leave_ImportFrom(self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
+                         ) -> cst.ImportFrom | cst.FlattenSentinel[cst.BaseSmallStatement]:
+        if updated_node.relative or updated_node.module is None or isinstance(updated_node.names, cst.ImportStar):
+            return updated_node
+        module = get_full_name_for_node(updated_node.module)
+        stay: list[cst.ImportAlias] = []
+        moved: dict[str, list[cst.ImportAlias]] = {}
+        for alias in updated_node.names:
+            bound = alias.evaluated_alias
+            new = self.moves.get((module, alias.evaluated_name)) if bound in (None, alias.evaluated_name) else None
+            if new is None:
+                stay.append(alias)
+            else:
+                moved.setdefault(new, []).append(alias.with_changes(comma=cst.MaybeSentinel.DEFAULT))
+        if not moved:
+            return updated_node
+        made = [cst.ImportFrom(module=_dotted(new), names=names) for new, names in moved.items()]
+        if not stay:
+            first, *rest = made
+            first = updated_node.with_changes(module=first.module, names=first.names, lpar=None, rpar=None)
+            return cst.FlattenSentinel([first, *rest]) if rest else first
+        if updated_node.rpar is None:  # `from m import a, b` takes no trailing comma outside parentheses
+            stay[-1] = stay[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return cst.FlattenSentinel([updated_node.with_changes(names=stay), *made])
 
-    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
-                            ) -> cst.IndentedBlock:
-        body, carried = self._trim(updated_node.body)
-        if not body:
-            return updated_node.with_changes(body=[cst.SimpleStatementLine([cst.Pass()], leading_lines=carried)])
-        return updated_node.with_changes(body=body, footer=[*carried, *updated_node.footer])
+    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine,
+                                  updated_node: cst.SimpleStatementLine
+                                  ) -> cst.SimpleStatementLine | cst.FlattenSentinel[cst.SimpleStatementLine]:
+        if len(original_node.body) > 1 or len(updated_node.body) == 1:
+            return updated_node  # untouched, or a line of `a; b` already: it stays one line
+        # An import this pass split: one statement per line, as the line had one.
+        lines = [updated_node.with_changes(body=[updated_node.body[0]])]
+        return cst.FlattenSentinel([*lines, *(cst.SimpleStatementLine([part]) for part in updated_node.body[1:])])
 
-    def _shadowed(self, node: cst.ImportFrom, alias: cst.ImportAlias) -> bool:
-        if node.relative or node.module is None:
-            return False
-        name = alias.evaluated_name
-        bound = alias.evaluated_alias
-        return (bound is None or bound == name) and (get_full_name_for_node(node.module), name) in self.names
 
-    def _trim(self, body: Sequence[Any]) -> tuple[list[Any], list[cst.EmptyLine]]:
-        """The statements with the names taken out, and the lines of a last statement taken out."""
-        out: list[Any] = []
-        carried: list[cst.EmptyLine] = []  # the comments and blank lines of a statement taken out
-        for stmt in body:
-            if carried:
-                stmt = stmt.with_changes(leading_lines=[*carried, *stmt.leading_lines])
-                carried = []
-            if not isinstance(stmt, cst.SimpleStatementLine):
-                out.append(stmt)
-                continue
-            small = []
-            for part in stmt.body:
-                if isinstance(part, cst.ImportFrom) and not isinstance(part.names, cst.ImportStar):
-                    keep = [a for a in part.names if not self._shadowed(part, a)]
-                    if not keep:
-                        continue
-                    if len(keep) < len(part.names) and part.rpar is None:
-                        # `from m import a, b` takes no trailing comma outside parentheses.
-                        keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-                    part = part.with_changes(names=keep)
-                small.append(part)
-            if not small:
-                carried = list(stmt.leading_lines)
-                continue
-            if len(small) < len(stmt.body):
-                small[-1] = small[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
-            out.append(stmt.with_changes(body=small))
-        return out, carried
+def _dotted(name: str) -> cst.Attribute | cst.Name:
+    node: cst.Attribute | cst.Name = cst.Name(name.split(".")[0])
+    for part in name.split(".")[1:]:
+        node = cst.Attribute(value=node, attr=cst.Name(part))
+    return node
 
 
 def _syntax_error(data: bytes, path: str, exc: cst.ParserSyntaxError) -> str:

@@ -5,8 +5,9 @@ more than everything else `audit` does. Its answer is a pure function of its inp
 stored under a digest of all of them and reused while none changed:
 
 - the tool's own code: the (path, size, mtime) of every module of the package, so an upgrade or
-  an edited checkout never meets a plan an older engine made; the same of libcst's files (its
-  parser decides what parses), and the tool's Python (it words a syntax error);
+  an edited checkout never meets a plan an older engine made; the same of libcst's top-level files
+  (its `_version.py` and native parser, which an upgrade rewrites: its parser decides what
+  parses), and the tool's Python (it words a syntax error);
 - the rules: the bytes of every rule file, and of every module in the folder of each codemod
   the rules name (a codemod may import its neighbours), with their paths; a module a codemod
   imports from elsewhere is not covered (after editing one, any change to the codemod's folder,
