@@ -296,3 +296,28 @@ def test_a_file_record_lists_but_is_gone_is_named_not_skipped_in_silence(sandbox
         "note: speculators/data_generation/configs.py is missing (RECORD lists it): not audited")
     data = json.loads(sandbox.run("--vllm-source", src, "audit", "--json").stdout)
     assert data["missing"] == ["speculators/data_generation/configs.py"]
+
+
+def test_drafted_moves_for_vllm_0330_make_the_audit_clean(sandbox: Sandbox, tmp_path: Path) -> None:
+    """vLLM 0.33.0 moved three names speculators 0.3.0 imports: the draft moves them, the engine
+    points the one import at the new module (its layout kept), and with the draft beside the
+    bundled rules nothing is left."""
+    src = str(realdata.vllm_source("0.33.0"))
+    draft = tmp_path / "moves.yaml"
+    r = sandbox.run("--vllm-source", src, "audit", "--emit-rules", str(draft))
+    assert (r.returncode, r.stdout.splitlines()[-1]) == (1, f"draft rules for 3 mismatches written to {draft}")
+    assert sandbox.run("rules", "check", str(draft)).stdout == "3 rules OK in 1 file\n"
+    dry = sandbox.run("--vllm-source", src, "--rules", str(draft), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert ("@@ -12,7 +12,7 @@\n"
+            "     VllmConfig,\n"
+            " )\n"
+            " from vllm.sampling_params import SamplingParams\n"
+            "-from vllm.v1.core.kv_cache_utils import (\n"
+            "+from vllm.v1.core.kv_cache_planning import (\n"
+            "     _get_kv_cache_groups_uniform_spec,\n"
+            "     get_kv_cache_config_from_groups,\n"
+            "     unify_hybrid_kv_cache_specs,\n") in dry.stdout
+    clean = sandbox.run("--vllm-source", src, "--rules", str(draft), "audit", "--json")
+    data = json.loads(clean.stdout)
+    assert (clean.returncode, data["summary"]["remaining"], data["summary"]["unknown"]) == (0, 0, 0)

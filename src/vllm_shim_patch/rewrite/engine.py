@@ -256,11 +256,13 @@ class _RetargetImports(cst.CSTTransformer):
                 moved.setdefault(new, []).append(alias.with_changes(comma=cst.MaybeSentinel.DEFAULT))
         if not moved:
             return updated_node
+        if not stay and len(moved) == 1:
+            return updated_node.with_changes(module=_dotted(next(iter(moved))))  # its layout kept
         made = [cst.ImportFrom(module=_dotted(new), names=names) for new, names in moved.items()]
         if not stay:
             first, *rest = made
             first = updated_node.with_changes(module=first.module, names=first.names, lpar=None, rpar=None)
-            return cst.FlattenSentinel([first, *rest]) if rest else first
+            return cst.FlattenSentinel([first, *rest])
         if updated_node.rpar is None:  # `from m import a, b` takes no trailing comma outside parentheses
             stay[-1] = stay[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         return cst.FlattenSentinel([updated_node.with_changes(names=stay), *made])
