@@ -109,15 +109,22 @@ def test_a_new_compiled_module_is_seen_by_its_folder_listing(tmp_path: Path,
     assert _ask(root, cache, [])[0] == [(False, "no module vllm._C"), (True, "")]
 
 
-def test_answers_kept_by_another_version_of_the_checks_are_dropped(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def _kept(tmp_path: Path) -> tuple[Path, Path, list[tuple[str, bool, bool]], StaticSignatures, dict]:
+    """One question asked and kept: the source tree, the cache, the question, a new reader, its table."""
     root = write_tree(tmp_path / "src", TREE)
     cache = tmp_path / "cache"
     question = [("vllm.request.missing", False, False)]
     _ask(root, cache, question)
     source = StaticSignatures(root, cache_dir=cache)
     table = source.answers("members", members_mod._version())
-    assert table is not None and table["exists:00:vllm.request.missing"] == [False, "vllm.request has no name 'missing'"]
+    assert table is not None
+    return root, cache, question, source, table
+
+
+def test_answers_kept_by_another_version_of_the_checks_are_dropped(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    root, cache, question, source, table = _kept(tmp_path)
+    assert table["exists:00:vllm.request.missing"] == [False, "vllm.request has no name 'missing'"]
     table["exists:00:vllm.request.missing"] = [True, ""]  # what another checker might have said
     assert Members(source.names).exists("vllm.request.missing") == (True, "")  # the table is trusted...
     assert source.answers("members", "another") == {"": "another"}  # ...only under its own version
@@ -127,13 +134,7 @@ def test_answers_kept_by_another_version_of_the_checks_are_dropped(tmp_path: Pat
 
 
 def test_a_damaged_entry_is_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = write_tree(tmp_path / "src", TREE)
-    cache = tmp_path / "cache"
-    question = [("vllm.request.missing", False, False)]
-    _ask(root, cache, question)
-    source = StaticSignatures(root, cache_dir=cache)
-    table = source.answers("members", members_mod._version())
-    assert table is not None
+    _, _, _, source, table = _kept(tmp_path)
     table["exists:00:vllm.request.missing"] = ["no", 3]
     assert Members(source.names).exists("vllm.request.missing") == (False, "vllm.request has no name 'missing'")
 
