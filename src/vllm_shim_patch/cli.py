@@ -318,7 +318,7 @@ def rehearse(ctx: click.Context, **options: Any) -> None:
 @common_options
 @click.pass_context
 def audit(ctx: click.Context, **options: Any) -> None:
-    """Check every use of vLLM (imports, calls, methods, attributes), before and after the rules."""
+    """Check every use of vLLM (imports, calls, methods, attributes), as installed and after the rules."""
     c, given = _context(ctx, options)
     if given.get("no_rules"):
         c.start_probe()  # the target answers while the checks import and vLLM's source opens

@@ -179,7 +179,8 @@ BINDS: list[tuple[str, str, str, str]] = [
     ("0.3.0", "vllm.v1.request.Request", "0.10.0", ("mismatch: missing required arguments "
      "'multi_modal_inputs', 'multi_modal_hashes', 'multi_modal_placeholders'")),
     ("0.4.0", "vllm.v1.request.Request", "0.10.0",
-     "mismatch: unexpected keyword argument 'block_hasher'"),
+     ("mismatch: unexpected keyword argument 'block_hasher'; missing required arguments "
+      "'multi_modal_inputs', 'multi_modal_hashes', 'multi_modal_placeholders'")),
     *((s, "vllm.v1.request.Request", v, r) for s in ("0.3.0", "0.4.0") for v, r in (
         ("0.10.1", ("mismatch: missing required arguments 'multi_modal_kwargs', "
                    "'multi_modal_hashes', 'multi_modal_placeholders'")),
