@@ -95,6 +95,22 @@ class Sandbox:
         )
 
 
+def scoped_codemod_rule(folder: Path, name: str, module: str, leave_name: str, at_import: str = "") -> Path:
+    """A rule file with one `in:` rule over speculators' custom_worker whose codemod `name` runs
+    `leave_name` (a statement) in leave_Name, and `at_import` when it is loaded."""
+    (folder / "codemods").mkdir(exist_ok=True)
+    (folder / "codemods" / f"{name}.py").write_text(
+        "from vllm_shim_patch.rewrite.scoped import ScopedTransform\n" + at_import + "\n"
+        "class Codemod(ScopedTransform):\n"
+        "    def leave_Name(self, original_node, updated_node):\n"
+        f"        {leave_name}\n"
+    )
+    rules = folder / "rules.yaml"
+    rules.write_text(f"schema: 1\nrules:\n  - id: {name}\n    in: {module}\n"
+                     f'    since: "0.1"\n    codemod: {name}\n    why: w\n')
+    return rules
+
+
 def write_tree(root: Path, files: dict[str, bytes]) -> Path:
     """Write `files` (relative path → bytes) under `root`; return `root`."""
     for path, data in files.items():

@@ -82,6 +82,15 @@ def run_remote(python: str, script: str, *args: str, stdin: str | None = None,
         raise TargetError(f"interpreter {python!r} did not answer within {timeout:.0f}s") from None
 
 
+def json_answer(proc: subprocess.CompletedProcess[str]) -> dict[str, Any] | None:
+    """The one JSON object a remote script printed, or None: it crashed, or something else answered."""
+    try:
+        answer = json.loads(proc.stdout)
+    except ValueError:
+        return None
+    return answer if proc.returncode == 0 and isinstance(answer, dict) else None
+
+
 def probe(python: str | None, package: str) -> Target:
     """Find `package` and vLLM in the interpreter through importlib.metadata, importing neither."""
     exe = resolve_python(python)

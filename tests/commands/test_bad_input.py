@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import Sandbox
+from conftest import Sandbox, scoped_codemod_rule
 
 from vllm_shim_patch.cli import main
 
@@ -76,17 +76,8 @@ def test_rollback_to_a_missing_ref_of_an_untracked_package_is_an_error(sandbox: 
 
 @pytest.mark.parametrize("where", ["import", "transform"])
 def test_a_codemod_calling_system_exit_0_fails_the_run(sandbox: Sandbox, tmp_path: Path, where: str) -> None:
-    (tmp_path / "codemods").mkdir()
-    body = ("raise SystemExit(0)\n" if where == "import" else "")
-    (tmp_path / "codemods" / "quits.py").write_text(
-        "from vllm_shim_patch.rewrite.scoped import ScopedTransform\n" + body + "\n"
-        "class Codemod(ScopedTransform):\n"
-        "    def leave_Name(self, original_node, updated_node):\n"
-        "        raise SystemExit(0)\n"
-    )
-    rules = tmp_path / "rules.yaml"
-    rules.write_text('schema: 1\nrules:\n  - id: quits\n    in: speculators.data_generation.custom_worker\n'
-                     '    since: "0.1"\n    codemod: quits\n    why: w\n')
+    rules = scoped_codemod_rule(tmp_path, "quits", "speculators.data_generation.custom_worker",
+                                "raise SystemExit(0)", "raise SystemExit(0)\n" if where == "import" else "")
     before = sandbox.snapshot()
     r = sandbox.run("--rules", str(rules), "--vllm-version", "0.16")
     if where == "import":

@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import GENERATOR, Sandbox
+from conftest import GENERATOR, Sandbox, scoped_codemod_rule
 from packaging.version import Version
 
 from vllm_shim_patch.errors import UsageError
@@ -105,16 +105,8 @@ def test_undeletable_bytecode_does_not_stop_the_transaction(sandbox: Sandbox) ->
 
 
 def test_a_codemod_that_breaks_on_a_file_writes_nothing(sandbox: Sandbox, tmp_path: Path) -> None:
-    (tmp_path / "codemods").mkdir()
-    (tmp_path / "codemods" / "breaks.py").write_text(
-        "from vllm_shim_patch.rewrite.scoped import ScopedTransform\n\n"
-        "class Codemod(ScopedTransform):\n"
-        "    def leave_Name(self, original_node, updated_node):\n"
-        "        raise RuntimeError('broken codemod')\n"
-    )
-    rules = tmp_path / "rules.yaml"
-    rules.write_text('schema: 1\nrules:\n  - id: breaks\n    in: speculators.data_generation.custom_worker\n'
-                     '    since: "0.1"\n    codemod: breaks\n    why: w\n')
+    rules = scoped_codemod_rule(tmp_path, "breaks", "speculators.data_generation.custom_worker",
+                                "raise RuntimeError('broken codemod')")
     before = sandbox.snapshot()
     r = sandbox.run("--rules", str(rules), "--vllm-version", "0.16")
     assert r.returncode == 1, r.stderr

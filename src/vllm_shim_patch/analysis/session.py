@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import VerifyError
-from ..target import run_remote
+from ..target import json_answer, run_remote
 
 if TYPE_CHECKING:
     from ..target import Target
@@ -44,11 +44,8 @@ def run_session(target: Target, *, modules: list[str] | None = None, callees: li
             proc = run_remote(target.python, "session.py", stdin=json.dumps(request), timeout=timeout, cwd=cwd)
         except Exception as exc:
             raise VerifyError(f"the checks in the target could not run: {exc}") from None
-    try:
-        answer = json.loads(proc.stdout)
-    except ValueError:
-        answer = None
-    if proc.returncode != 0 or not isinstance(answer, dict):
+    answer = json_answer(proc)
+    if answer is None:
         tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
         raise VerifyError(f"the checks in the target crashed the interpreter (exit {proc.returncode}): {tail}")
     return SessionAnswer(answer.get("imports"), answer.get("signatures"), answer.get("rehearse"))

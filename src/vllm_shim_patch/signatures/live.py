@@ -14,6 +14,7 @@ from pathlib import Path
 
 from vllm_shim_patch.errors import SignatureError
 from vllm_shim_patch.signatures.model import Param, Signature
+from vllm_shim_patch.target import json_answer
 
 __all__ = ["PROBE", "LiveSignatures"]
 
@@ -82,11 +83,8 @@ class LiveSignatures:
             ) from None
         except OSError as exc:
             raise SignatureError(f"cannot run {self.python}: {exc}") from exc
-        try:
-            answer = json.loads(proc.stdout)
-        except ValueError:
-            answer = None
-        if proc.returncode != 0 or not isinstance(answer, dict):
+        answer = json_answer(proc)
+        if answer is None:
             tail = _tail(proc.stderr)
             raise SignatureError(
                 f"signature probe failed {where} (exit code {proc.returncode})"
