@@ -55,7 +55,7 @@ class Context:
     def start_probe(self) -> None:
         """Ask the target interpreter now, in a thread (it waits on a subprocess), and open a
         --vllm-source's reader meanwhile, which does not need the answer: for a command that reads
-        `target` but never calls `load` (which probes on its own), e.g. `audit --no-rules`. An
+        `target` (`load` starts here; `audit --no-rules` calls it directly). An
         error of either surfaces where it always did: the probe's at `target`, the reader's at
         `static_source` (it is simply opened again there)."""
         import threading  # not concurrent.futures: 4 ms more to import, for one call
@@ -92,22 +92,11 @@ class Context:
 
     def load(self, engine: bool = True) -> None:
         """Target and rules for a command that runs the engine: the target interpreter answers
-        while the rules load and (`engine`) libcst imports here."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        if "target" in self.__dict__:
-            self.pack  # noqa: B018
-            self.check_version()
-            return
-        from ..target import probe
-
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            target = pool.submit(probe, self.settings.python, self.settings.package)
-            self.pack  # noqa: B018  (a bad rule file is reported before the target's answer is read)
-            if engine:
-                import libcst  # noqa: F401  (the caller runs the engine next)
-
-            self.__dict__["target"] = target.result()
+        (`start_probe`) while the rules load and (`engine`) libcst imports here."""
+        self.start_probe()
+        self.pack  # noqa: B018  (a bad rule file is reported before the target's answer is read)
+        if engine:
+            import libcst  # noqa: F401  (the caller runs the engine next)
         self.check_version()
 
     def check_version(self) -> Any:
