@@ -67,7 +67,8 @@ def resolve_version(requested: str | None, installed: str | None, python: str,
         if src_path is not None:
             raise TargetError(f"no vLLM installed in {python}, and the vLLM source {src_path} carries no version "
                               f"(no vllm-*.dist-info, no vllm/_version.py): pass --vllm-version (e.g. --vllm-version 0.16)")
-        raise TargetError(f"no vLLM installed in {python}: pass --vllm-version (e.g. --vllm-version 0.16)")
+        raise TargetError(f"no vLLM installed in {python}: give --vllm-source the vLLM source folder or wheel "
+                          f"to check against (it carries its version), or pass --vllm-version (e.g. 0.16)")
     return parse_version(installed, "installed vLLM version"), None
 
 

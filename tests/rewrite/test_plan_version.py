@@ -88,6 +88,14 @@ def test_a_source_without_version_and_no_vllm_needs_the_option() -> None:
         "no vllm/_version.py): pass --vllm-version (e.g. --vllm-version 0.16)")
 
 
+def test_no_vllm_and_no_option_names_both_ways_out() -> None:
+    with pytest.raises(TargetError) as info:
+        resolve_version(None, None, "py", None)
+    assert str(info.value) == (
+        "no vLLM installed in py: give --vllm-source the vLLM source folder or wheel to check against "
+        "(it carries its version), or pass --vllm-version (e.g. 0.16)")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("args", [[], ["--check"], ["--dry-run"], ["audit"]], ids=["apply", "check", "dry-run", "audit"])
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
