@@ -76,7 +76,8 @@ def test_apply_rehearses_and_the_patched_package_passes(real: Sandbox) -> None:
     assert data["captured"] == {"1": [[37, 64], [21, 64], [53, 64], [18, 64]],
                                 "2": [[37, 64], [21, 64], [53, 64], [18, 64]]}
     assert data["max_rel_diff"] == 0.0  # the captured states equal a per-prompt forward of the same model
-    assert all(c["ok"] for c in data["checks"]) and len(data["checks"]) == 13
+    assert all(c["ok"] for c in data["checks"]) and len(data["checks"]) == 18
+    assert (data["adapter"], data["family"]) == ("v1-multiproc", "llama")
     assert real.run("rollback").returncode == 0
     assert real.snapshot() == before
 
@@ -182,12 +183,14 @@ def test_a_hang_in_speculators_code_path_is_a_failure(real: Sandbox, tmp_path: P
         "def sibling(name):\n"  # vLLM is changed once the rehearsal has imported it, as a real run would
         "    module = load(name)\n"
         "    if name == 'rehearse':\n"
-        "        standins = module.install_device_standins\n"
+        "        import sys\n"
+        "        device = sys.modules['_vsp_remote_rehearse.device']\n"
+        "        standins = device.install\n"
         "        def install():\n"
         "            standins()\n"
         "            from vllm.v1.core.sched import scheduler\n"
         "            scheduler.Scheduler.schedule = lambda self: time.sleep(3600)\n"
-        "        module.install_device_standins = install\n"
+        "        device.install = install\n"
         "    return module\n"
         "session._sibling = sibling\n"
         "session.main()\n")
@@ -229,13 +232,15 @@ def test_stand_ins_are_checked_against_the_code_they_replace(real: Sandbox, tmp_
     """vLLM changed in memory under the rehearsal: it says it cannot rehearse, never pass or fail."""
     import vllm_shim_patch
 
-    remote = Path(vllm_shim_patch.__file__).parent / "_remote" / "rehearse.py"
+    remote = Path(vllm_shim_patch.__file__).parent / "_remote" / "rehearse"
     patch, expected = DRIFT[kind]
     driver = tmp_path / "drift.py"
     driver.write_text(
         "import importlib.util, json, sys\n"
-        f"spec = importlib.util.spec_from_file_location('rehearse', {str(remote)!r})\n"
-        "rehearse = importlib.util.module_from_spec(spec); spec.loader.exec_module(rehearse)\n"
+        f"spec = importlib.util.spec_from_file_location('_vsp_remote_rehearse', {str(remote / '__init__.py')!r},\n"
+        f"                                              submodule_search_locations=[{str(remote)!r}])\n"
+        "rehearse = importlib.util.module_from_spec(spec); sys.modules[spec.name] = rehearse\n"
+        "spec.loader.exec_module(rehearse)\n"
         "req = {'timeout': 300, 'supported': ['0.3.0']}\n"
         "rehearse.prepare(req)\n" + patch +
         "print(json.dumps(rehearse.rehearse(req), default=str))\n")

@@ -7,6 +7,8 @@ interpreter: standard library only, nothing of vllm_shim_patch. Reads one JSON r
      "signatures": [qualname, ...] | null,
      "rehearse": {"timeout": s, "layers": [...], "batches": [[len, ...], ...], "verbose": b} | null}
 
+(the rehearsal is the package `rehearse/`, loaded by path like the scripts)
+
 and writes exactly one JSON object to stdout with the same keys (null where not asked):
 import_check's list, signature_probe's {"fatal", "results"}, rehearse's answer. The steps run in
 that order: the rehearsal patches vLLM classes, so it goes last.
@@ -35,8 +37,17 @@ _ANSWER = {"imports": None, "signatures": None, "rehearse": None}
 
 
 def _sibling(name):
-    spec = importlib.util.spec_from_file_location(f"_vsp_remote_{name}", os.path.join(_HERE, name + ".py"))
+    """A script beside this one (or a package: a folder), under a private name no module of the
+    environment can have; a package is registered in sys.modules so its relative imports work."""
+    path = os.path.join(_HERE, name)
+    private = f"_vsp_remote_{name}"
+    if os.path.isdir(path):
+        spec = importlib.util.spec_from_file_location(private, os.path.join(path, "__init__.py"),
+                                                      submodule_search_locations=[path])
+    else:
+        spec = importlib.util.spec_from_file_location(private, path + ".py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[private] = module
     spec.loader.exec_module(module)
     return module
 

@@ -1,6 +1,6 @@
 """The rehearsal, seen from the tool: what to ask the target, and what its answer means.
 
-The run itself is `_remote/rehearse.py` inside the target interpreter (through the target
+The run itself is the `_remote/rehearse/` package inside the target interpreter (through the target
 session); here: which speculators versions it knows, the request, the verdict, and which loaded
 rule matches the site where it failed.
 """
@@ -30,7 +30,8 @@ LAYERS = (1, 2)
 # How far below a scoped rule's edit a failure in the same function is still that edit's site.
 NEAR_LINES = 8
 
-PASSED, FAILED, TIMEOUT_OUTCOME, ERROR = "passed", "failed", "timeout", "error"
+# The answer's outcomes, as `_remote/rehearse/answer.py` spells them (a test holds them equal).
+PASSED, FAILED, CANNOT, TIMEOUT_OUTCOME, ERROR = "passed", "failed", "cannot_rehearse", "timeout", "error"
 
 
 def refusal(target: Target) -> tuple[str, str] | None:

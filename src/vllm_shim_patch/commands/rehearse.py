@@ -7,7 +7,7 @@ from .context import Context, Outcome
 
 def rehearse(ctx: Context, *, timeout: float | None = None) -> Outcome:
     """Pass (exit 0), the first failure with the rule that fixes it (1), or why it cannot run (2)."""
-    from ..analysis.rehearse import TIMEOUT, check_can_run, interpret, request
+    from ..analysis.rehearse import ERROR, TIMEOUT, check_can_run, interpret, request
     from ..analysis.session import run_session
     from ..report.rehearse import headline, lines
 
@@ -16,7 +16,7 @@ def rehearse(ctx: Context, *, timeout: float | None = None) -> Outcome:
     verbose = ctx.settings.verbose > 0
     answer = run_session(target, rehearse=request(verbose=verbose, timeout=timeout or TIMEOUT)).rehearsal
     if not isinstance(answer, dict):
-        answer = {"ok": False, "outcome": "error", "failure": {"exception": "the target gave no rehearsal answer"}}
+        answer = {"ok": False, "outcome": ERROR, "failure": {"exception": "the target gave no rehearsal answer"}}
     result = interpret(answer, None)
     if result.failed:
         result = interpret(answer, ctx.plan(ctx.installed()))

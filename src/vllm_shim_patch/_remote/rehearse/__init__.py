@@ -1,0 +1,100 @@
+"""Rehearse speculators' own VllmHiddenStatesGenerator against the installed vLLM, on CPU.
+
+Runs INSIDE the target interpreter, loaded by `session.py` (which owns stdout and the timeout):
+standard library plus what the target has (vllm, torch, transformers, speculators); nothing of
+vllm_shim_patch. `prepare(request)` runs before anything imports vLLM (environment, temp dir);
+`rehearse(request)` returns one JSON-able answer:
+
+    {"ok": bool, "outcome": "passed"|"failed"|"cannot_rehearse"|"timeout"|"error",
+     "stage": ..., "iterations": N, "captured": {layer: [[rows, hidden], ...]},
+     "failure": {"exception", "speculators_frame", "vllm_frame", "raised_frame",
+                 "side", "surfaced_as"} | null,
+     "real": [...], "stood_in": [...], "checks": [...], "seconds": float,
+     "adapter": release adapter, "family": model family}
+
+The package, one concern a module: `answer` (outcomes, the run's state, the JSON), `frames`
+(where an exception was raised, the outcome it means), `workload` (the prompts, a value),
+`model_folder` (the tiny checkpoint), `device` (device stand-ins), `families/` (per model
+family: config, stand-ins, reference forward), `releases/` (per range of vLLM releases: executor,
+worker and runner stand-ins), `selfcheck` (comparing stand-ins with vLLM's objects), `run`.
+
+Never writes into site-packages (the session turns bytecode writing off); the model folder and
+vLLM's cache live in a temp dir removed at the end.
+"""
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+
+from . import answer as _answer
+from . import frames, run as _run
+from .answer import CANNOT, PASSED, CannotRehearse, Run
+
+RUN = Run()
+
+ENVIRONMENT = (("VLLM_NO_USAGE_STATS", "1"), ("DO_NOT_TRACK", "1"), ("HF_HUB_OFFLINE", "1"),
+               ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false"))
+
+
+def prepare(req):
+    """Before anything imports vLLM: one temp dir for everything the rehearsal writes (the model
+    folder and vLLM's own cache), so it leaves no trace in the user's ~/.cache/vllm."""
+    RUN.t0 = time.monotonic()
+    tmp = tempfile.mkdtemp(prefix="vsp-rehearse-")
+    RUN.tmpdir = tmp
+    # Whatever torch and vLLM put in the temp folder (torch writes a module there at import, the
+    # inductor cache lives there) goes inside ours, and is removed with it.
+    inner = os.path.join(tmp, "tmp")
+    os.mkdir(inner)
+    os.environ["TMPDIR"] = tempfile.tempdir = inner
+    os.environ["VLLM_CACHE_ROOT"] = os.path.join(tmp, "vllm-cache")
+    if not req.get("verbose"):
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    for k, v in ENVIRONMENT:
+        os.environ.setdefault(k, v)
+
+
+def _cleanup_tmp():
+    if RUN.tmpdir:
+        shutil.rmtree(RUN.tmpdir, ignore_errors=True)
+        RUN.tmpdir = None
+
+
+def _roots():
+    def root(name):
+        f = getattr(sys.modules.get(name), "__file__", None)
+        return os.path.dirname(os.path.abspath(f)) if f else None
+
+    return root("speculators"), root("vllm")
+
+
+def timed_out(seconds):
+    """The answer when the session's watchdog fires (the run is abandoned, the process exits)."""
+    _cleanup_tmp()
+    return _answer.timed_out(RUN, seconds)
+
+
+def rehearse(req):
+    """Run the rehearsal; always returns an answer (a failure of ours is outcome "error")."""
+    if RUN.tmpdir is None:
+        prepare(req)
+    try:
+        _run.run(RUN, req)
+        ans = _answer.answer(RUN, True, PASSED, None)
+    except CannotRehearse as e:
+        ans = _answer.answer(RUN, False, CANNOT, {"exception": f"cannot rehearse: {e}"})
+    except Exception as e:  # noqa: BLE001
+        traceback.print_exc()
+        outcome, failure = frames.classify(e, RUN.stage, *_roots(), worker_exc=_run.worker_failure(RUN))
+        ans = _answer.answer(RUN, False, outcome, failure)
+    ans["versions"] = dict(RUN.versions)
+    try:
+        _run.shutdown(RUN)
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
+    _cleanup_tmp()
+    ans["seconds"] = round(time.monotonic() - RUN.t0, 2)
+    return ans

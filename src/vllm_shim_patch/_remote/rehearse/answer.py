@@ -1,0 +1,91 @@
+"""The rehearsal's answer: its outcome vocabulary, the state of one run, and the JSON it returns.
+
+Pure: no vLLM, no torch. The tool reads the same outcome strings (`analysis/rehearse.py`).
+"""
+
+import time
+
+PASSED = "passed"
+FAILED = "failed"  # speculators' code path raised, or returned wrong data
+CANNOT = "cannot_rehearse"  # a stand-in does not fit this vLLM, or speculators' code was not reached
+TIMEOUT = "timeout"  # speculators' code path hung (a real run would hang too)
+ERROR = "error"  # a bug of the rehearsal itself
+OUTCOMES = (PASSED, FAILED, CANNOT, TIMEOUT, ERROR)
+
+# Stages before speculators' own code runs: a failure or a time-out there says nothing about it.
+BEFORE_SPECULATORS = ("start", "import", "setup", "self-check")
+
+
+class CannotRehearse(Exception):
+    """A stand-in no longer matches the vLLM code it replaces (not a speculators failure)."""
+
+
+class WrongOutput(Exception):
+    """generate() returned, but its hidden states do not match a per-prompt forward pass."""
+
+
+class Drained(BaseException):
+    """Raised by the in-process worker inbox when empty, to leave the real busy loop.
+
+    BaseException on purpose: WorkerProc.worker_busy_loop calls dequeue outside its
+    `except Exception` block, so this propagates out of the loop untouched.
+    """
+
+
+class Run:
+    """What one rehearsal has learnt so far; the answer is built from it at any point."""
+
+    def __init__(self, t0=None):
+        self.t0 = time.monotonic() if t0 is None else t0
+        self.stage = "start"
+        self.iterations = 0
+        self.captured = {}
+        self.checks = []
+        self.real = []
+        self.stood_in = []
+        self.tmpdir = None
+        self.versions = {"speculators": None, "vllm": None}
+        self.extra = {}
+        # The live objects of the run (stand-ins, generator), released at shutdown.
+        self.standins = None
+        self.generator = None
+
+    def check(self, name, ok, detail=""):
+        """Record one self-check; a mismatch means this vLLM cannot be rehearsed as it is."""
+        self.checks.append({"check": name, "ok": bool(ok), **({"detail": detail} if detail and not ok else {})})
+        if not ok:
+            raise CannotRehearse(f"stand-in {name.split(' vs ')[0]} no longer matches vLLM's "
+                                 f"{name.split(' vs ')[-1]}: {detail}")
+
+
+def answer(run, ok, outcome, failure=None, **extra):
+    if outcome not in OUTCOMES:
+        raise ValueError(f"unknown outcome {outcome!r}")
+    ans = {
+        "ok": ok,
+        "outcome": outcome,
+        "stage": run.stage,
+        "iterations": run.iterations,
+        "captured": run.captured,
+        "failure": failure,
+        "real": list(run.real),
+        "stood_in": list(run.stood_in),
+        "checks": run.checks,
+        "seconds": round(time.monotonic() - run.t0, 2),
+    }
+    ans.update(run.extra)
+    ans.update(extra)
+    return ans
+
+
+def timed_out(run, seconds):
+    """The answer when the session's watchdog fires (the run is abandoned, the process exits).
+
+    Only time spent in speculators' own code path is a hang worth reporting as a failure; running
+    out of time while importing vLLM or building the stand-ins says nothing about speculators."""
+    if run.stage in BEFORE_SPECULATORS:
+        return answer(run, False, CANNOT, {
+            "exception": f"cannot rehearse: speculators' code was not reached within {seconds:g}s "
+                         f"(stage {run.stage}: importing vLLM or building the stand-ins took that long); "
+                         f"give a longer --timeout"})
+    return answer(run, False, TIMEOUT, {"exception": f"TimeoutError: rehearsal exceeded {seconds:g}s"})

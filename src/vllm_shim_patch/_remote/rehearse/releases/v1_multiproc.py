@@ -1,0 +1,563 @@
+"""vLLM's V1 engine with MultiprocExecutor, WorkerProc, the GPU Worker and GPUModelRunner.
+
+Only process plumbing, device set-up and the runner's GPU parts are stood in, so conventions
+such as collective_rpc's reply shape come from vLLM itself.
+"""
+
+import collections
+import importlib
+import inspect
+import logging
+import multiprocessing
+import pickle
+import sys
+import threading
+import time
+import types
+import weakref
+
+from ..answer import CannotRehearse, Drained
+from ..selfcheck import code_names, runner_attrs_used
+
+NAME = "v1-multiproc"
+
+REAL = [
+    "vllm.v1.executor.multiproc_executor.MultiprocExecutor instance: __init__ (Executor.__init__), "
+    "collective_rpc, execute_model, sample_tokens, initialize_from_config, _get_output_rank, shutdown",
+    "vllm.v1.executor.multiproc_executor.WorkerProc: __init__, worker_busy_loop, handle_output, "
+    "enqueue_output, ResponseStatus, shutdown (in this process)",
+    "vllm.v1.worker.worker_base.WorkerWrapperBase: init_worker (mixes in worker_extension_cls), "
+    "execute_model, initialize_from_config, __getattr__ dispatch",
+    "vllm.v1.worker.gpu_worker.Worker methods: __init__, load_model, get_kv_cache_spec, "
+    "initialize_from_config, compile_or_warm_up_model, execute_model, sample_tokens, shutdown",
+    "vllm.v1.worker.gpu_worker.init_worker_distributed_environment (gloo, world size 1)",
+    "vllm.v1.worker.gpu_model_runner.GPUModelRunner: get_kv_cache_spec, maybe_remove_all_loras, "
+    "and the execute_model/sample_tokens state guards (called on the stand-in runner)",
+    "vllm.forward_context.set_forward_context, vllm.distributed parallel state",
+]
+STOOD_IN = [
+    "MultiprocExecutor._init_executor: the only replaced executor method; it spawns worker processes and "
+    "creates shared-memory MessageQueues. Ours builds one in-process WorkerProc and the queues below, "
+    "then sets the same attributes the real one sets",
+    "MessageQueue objects (executor rpc_broadcast_mq, worker rpc_broadcast_mq, worker_response_mq): "
+    "in-process queues with enqueue/dequeue; messages are pickled like the real queue does; enqueue on the "
+    "broadcast queue runs the real WorkerProc.worker_busy_loop until the queue is drained",
+    "worker process handles (WorkerProcHandle.proc): an object that is never alive (no process exists)",
+    "WorkerProc._init_message_queues: returns the in-process queues instead of shm/zmq ones",
+    "parallel_config.worker_cls: a subclass of vLLM's GPU Worker whose only override is init_device "
+    "(the real one asserts CUDA devices, sets the CUDA device, snapshots CUDA memory and builds "
+    "GPUModelRunner); ours calls vLLM's init_worker_distributed_environment with gloo and builds the "
+    "stand-in runner",
+    "GPU model runner: a GPUModelRunner subclass that does not run GPUModelRunner.__init__; it loads the "
+    "model, runs it over the scheduled tokens on CPU, and keeps the installed runner's "
+    "execute_model/sample_tokens state protocol (its state errors are raised by the real "
+    "GPUModelRunner code)",
+    "CustomOp kernel dispatch: forward_native is selected (CUDA kernels cannot run on CPU)",
+    "model registry inspection subprocess: the family's architectures are registered as already-imported "
+    "classes, so vLLM's own _ModelInfo.from_model_cls runs in-process (no subprocess, no cache file)",
+]
+
+# Members of vLLM this adapter builds on; the first one missing says it does not fit.
+_NEEDS = (
+    ("vllm.v1.executor.multiproc_executor", "MultiprocExecutor._init_executor"),
+    ("vllm.v1.executor.multiproc_executor", "WorkerProc._init_message_queues"),
+    ("vllm.v1.executor.multiproc_executor", "WorkerProc.worker_busy_loop"),
+    ("vllm.v1.executor.multiproc_executor", "WorkerProcHandle"),
+    ("vllm.v1.worker.gpu_worker", "Worker.init_device"),
+    ("vllm.v1.worker.gpu_worker", "init_worker_distributed_environment"),
+    ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner.execute_model"),
+)
+
+
+def fits():
+    for module, member in _NEEDS:
+        try:
+            obj = importlib.import_module(module)
+        except ImportError as e:
+            return f"{module} does not import ({type(e).__name__}: {e})"
+        for part in member.split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                return f"{module}.{member} is missing"
+    return None
+
+
+# Runner attributes the installed Worker reaches only on paths this rehearsal cannot take.
+NOT_REACHED = {
+    "capture_model": "enforce_eager=True (speculators sets it)",
+    "_determine_batch_execution_and_padding": "pipeline parallel only",
+    "_dummy_pooler_run": "pooling models only",
+    "peak_activation_memory": "set by determine_available_memory, not called",
+    "init_fp8_kv_scales": "sleep mode only",
+}
+
+
+def build(run, family, parts):
+    import torch
+
+    from vllm.config import set_current_vllm_config
+    from vllm.forward_context import set_forward_context
+    from vllm.model_executor.custom_op import CustomOp
+    from vllm.model_executor.model_loader.utils import get_model_architecture
+    from vllm.model_executor.model_loader.weight_utils import initialize_dummy_weights
+    from vllm.utils.network_utils import get_distributed_init_method, get_loopback_ip, get_open_port
+    from vllm.utils.torch_utils import set_default_torch_dtype
+    from vllm.v1.executor import multiproc_executor as mpe
+    from vllm.v1.outputs import ModelRunnerOutput
+    from vllm.v1.worker import gpu_worker
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    try:
+        from vllm.utils.torch_utils import set_random_seed
+    except ImportError:  # pragma: no cover - older layouts
+        set_random_seed = getattr(gpu_worker, "set_random_seed", lambda seed: None)
+
+    two_phase = hasattr(GPUModelRunner, "sample_tokens")
+    model_kwargs = dict(parts.model_kwargs)
+
+    class _InputBatch:
+        """What speculators 0.4.0 reads from the runner: input_batch.req_id_to_index."""
+
+        def __init__(self):
+            self.req_ids = []
+            self.req_id_to_index = {}
+
+    class StandInModelRunner(GPUModelRunner):
+        """WHY: GPUModelRunner needs CUDA (pinned buffers, attention backends, CUDA graphs).
+        This subclass skips GPUModelRunner.__init__, runs the model over the scheduled tokens on
+        CPU and keeps the installed runner's execute_model/sample_tokens state protocol: on a
+        protocol violation it calls the REAL GPUModelRunner method, which raises its own error."""
+
+        PROVIDES = {  # attributes Worker code may touch on the runner (drift check)
+            "load_model", "get_kv_cache_spec", "initialize_kv_cache", "execute_model",
+            "sample_tokens", "_dummy_run", "_dummy_sampler_run", "maybe_remove_all_loras",
+            "lora_config", "is_pooling_model", "attn_groups", "model", "model_memory_usage",
+            "get_model", "get_supported_tasks", "take_draft_token_ids", "reset_mm_cache",
+            "input_batch", "shutdown",
+        }
+
+        def __init__(self, vllm_config, device):  # deliberately not GPUModelRunner.__init__
+            self.vllm_config = vllm_config
+            self.model_config = vllm_config.model_config
+            self.cache_config = vllm_config.cache_config
+            self.compilation_config = vllm_config.compilation_config
+            self.lora_config = vllm_config.lora_config
+            self.load_config = vllm_config.load_config
+            self.parallel_config = vllm_config.parallel_config
+            self.scheduler_config = vllm_config.scheduler_config
+            self.speculative_config = vllm_config.speculative_config
+            self.device = device
+            self.model = None
+            self.model_memory_usage = 0
+            self.is_pooling_model = False
+            self.attn_groups = []
+            self.shared_kv_cache_layers = {}
+            self.execute_model_state = None
+            self.kv_connector_output = None
+            self.use_async_scheduling = bool(getattr(self.scheduler_config, "async_scheduling", False))
+            self.input_batch = _InputBatch()
+            self.kv_cache_config = None
+            self._requests = {}  # req_id -> prompt token ids
+            self.forward_passes = 0
+
+        def load_model(self, eep_scale_up=False):
+            # Same steps as vLLM's DummyModelLoader: resolve the architecture through the real
+            # registry, build under set_default_torch_dtype + set_current_vllm_config, then
+            # vLLM's initialize_dummy_weights. Only the family's seams are passed to the class.
+            mc = self.model_config
+            model_cls, _arch = get_model_architecture(mc)
+            with set_default_torch_dtype(mc.dtype), torch.device("cpu"):
+                with set_current_vllm_config(self.vllm_config, check_compile=True, prefix=""):
+                    model = model_cls(vllm_config=self.vllm_config, prefix="", **model_kwargs)
+            initialize_dummy_weights(model, mc)
+            # CUDA kernels are chosen at construction; select vLLM's own forward_native instead.
+            for m in model.modules():
+                if isinstance(m, CustomOp):
+                    m._forward_method = m.forward_native
+            self.model = model.eval()
+
+        def get_model(self):
+            return self.model
+
+        def get_supported_tasks(self):
+            return ("generate",)
+
+        def take_draft_token_ids(self):
+            return None
+
+        def reset_mm_cache(self):
+            return None
+
+        def shutdown(self):
+            return None
+
+        # get_kv_cache_spec and maybe_remove_all_loras are inherited: the REAL code runs.
+
+        def initialize_kv_cache(self, kv_cache_config):
+            # The real runner allocates one KV tensor per layer; check the config names
+            # exactly the attention layers the model registered, allocate nothing.
+            names = {n for g in kv_cache_config.kv_cache_groups for n in g.layer_names}
+            ours = set(self.get_kv_cache_spec())
+            if names != ours:
+                raise RuntimeError(f"KV cache config layers {sorted(names)} != model layers {sorted(ours)}")
+            self.kv_cache_config = kv_cache_config
+
+        def _forward(self, input_ids, positions):
+            n = int(input_ids.shape[0])
+            with set_forward_context(None, self.vllm_config, num_tokens=n):
+                # same keywords as GPUModelRunner._model_forward / _dummy_run
+                return self.model(input_ids=input_ids, positions=positions,
+                                  intermediate_tensors=None, inputs_embeds=None)
+
+        @torch.inference_mode()
+        def _dummy_run(self, num_tokens, *args, **kwargs):
+            # The real warm-up runs the model (hence speculators' patched forward) over
+            # num_tokens dummy tokens; so does this one.
+            ids = torch.zeros(num_tokens, dtype=torch.long)
+            pos = torch.arange(num_tokens, dtype=torch.long)
+            hidden = self._forward(ids, pos)
+            if isinstance(hidden, tuple):
+                hidden = hidden[0]
+            return hidden, hidden
+
+        @torch.inference_mode()
+        def _dummy_sampler_run(self, hidden_states):
+            logits = self.model.compute_logits(hidden_states)
+            return logits.argmax(dim=-1)
+
+        def _update_states(self, so):
+            for rid in so.finished_req_ids:
+                self._requests.pop(rid, None)
+                if rid in self.input_batch.req_ids:
+                    self.input_batch.req_ids.remove(rid)
+            for new in so.scheduled_new_reqs:
+                self._requests[new.req_id] = list(new.prompt_token_ids or [])
+                self.input_batch.req_ids.append(new.req_id)
+            self.input_batch.req_id_to_index = {r: i for i, r in enumerate(self.input_batch.req_ids)}
+
+        @torch.inference_mode()
+        def execute_model(self, scheduler_output, intermediate_tensors=None):
+            if self.execute_model_state is not None:
+                # Protocol violation: let the installed GPUModelRunner raise its own error.
+                return GPUModelRunner.execute_model(self, scheduler_output, intermediate_tensors)
+            so = scheduler_output
+            self._update_states(so)
+            computed = {n.req_id: n.num_computed_tokens for n in so.scheduled_new_reqs}
+            cached = so.scheduled_cached_reqs
+            for rid, nct in zip(cached.req_ids, cached.num_computed_tokens):
+                computed[rid] = nct
+            ids, pos, last_idx, req_ids = [], [], [], []
+            for rid in self.input_batch.req_ids:
+                n = so.num_scheduled_tokens.get(rid, 0)
+                if not n:
+                    continue
+                start = computed.get(rid, 0)
+                prompt = self._requests[rid]
+                for p in range(start, start + n):
+                    ids.append(prompt[p] if p < len(prompt) else 0)
+                    pos.append(p)
+                last_idx.append(len(ids) - 1)
+                req_ids.append(rid)
+            if not ids:
+                out = ModelRunnerOutput(req_ids=[], req_id_to_index={})
+                return self._finish(so, None, req_ids, out)
+            self.forward_passes += 1
+            run.iterations += 1
+            hidden = self._forward(torch.tensor(ids, dtype=torch.long), torch.tensor(pos, dtype=torch.long))
+            if isinstance(hidden, tuple):
+                hidden = hidden[0]
+            logits = self.model.compute_logits(hidden[torch.tensor(last_idx)])
+            return self._finish(so, logits, req_ids, None)
+
+        def _finish(self, so, logits, req_ids, ready):
+            if two_phase:
+                # Installed runner: execute_model returns None and keeps state for sample_tokens.
+                self.execute_model_state = (so, logits, req_ids)
+                return None
+            return ready if ready is not None else self._sample(logits, req_ids)
+
+        def _sample(self, logits, req_ids):
+            toks = [] if logits is None else logits.argmax(dim=-1).tolist()
+            return ModelRunnerOutput(
+                req_ids=list(req_ids),
+                req_id_to_index={r: i for i, r in enumerate(req_ids)},
+                sampled_token_ids=[[t] for t in toks],
+            )
+
+        @torch.inference_mode()
+        def sample_tokens(self, grammar_output):
+            if self.execute_model_state is None:
+                # No pending state: the installed GPUModelRunner decides what that means.
+                return GPUModelRunner.sample_tokens(self, grammar_output)
+            _so, logits, req_ids = self.execute_model_state
+            self.execute_model_state = None
+            return self._sample(logits, req_ids)
+
+    class RehearsalWorker(gpu_worker.Worker):
+        """vLLM's GPU Worker with ONE override: init_device. WHY: the real one asserts CUDA
+        devices, calls torch.cuda.set_device, takes a CUDA memory snapshot and builds
+        GPUModelRunner. Everything else (load_model, get_kv_cache_spec, initialize_from_config,
+        compile_or_warm_up_model, execute_model, sample_tokens) is the installed Worker code."""
+
+        def init_device(self):
+            self.device = torch.device("cpu")
+            gpu_worker.init_worker_distributed_environment(
+                self.vllm_config, self.rank, self.distributed_init_method, self.local_rank, "gloo")
+            set_random_seed(self.model_config.seed)
+            self.model_runner = StandInModelRunner(self.vllm_config, self.device)
+
+    def _copy(obj):
+        # The real MessageQueue pickles every message: receivers never share objects
+        # with senders, and unpicklable payloads fail. Keep both properties.
+        return pickle.loads(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+
+    class WorkerInbox:
+        """The worker side of rpc_broadcast_mq (WorkerProc.rpc_broadcast_mq)."""
+
+        def __init__(self):
+            self.q = collections.deque()
+
+        def dequeue(self, timeout=None, cancel=None, indefinite=False):
+            if self.q:
+                return self.q.popleft()
+            raise Drained()
+
+        def wait_until_ready(self):
+            pass
+
+    class BroadcastMQ:
+        """The executor side of rpc_broadcast_mq. enqueue delivers a pickled copy to every
+        in-process worker and runs the REAL WorkerProc.worker_busy_loop until its inbox is empty."""
+
+        def __init__(self):
+            self.procs = []
+
+        def enqueue(self, obj, timeout=None):
+            data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+            for proc in self.procs:
+                proc.rpc_broadcast_mq.q.append(pickle.loads(data))
+            for proc in self.procs:
+                try:
+                    proc.worker_busy_loop()
+                except Drained:
+                    pass
+
+        def export_handle(self):
+            return None
+
+        def wait_until_ready(self):
+            pass
+
+    class ResponseMQ:
+        """WorkerProc.worker_response_mq / executor response_mqs[rank]. Replies may arrive from
+        the real WorkerProc's async-output thread (async scheduling), so dequeue blocks like the
+        real queue, up to its timeout (the rehearsal's own watchdog bounds timeout=None)."""
+
+        def __init__(self):
+            self.q = collections.deque()
+            self.cv = threading.Condition()
+
+        def enqueue(self, obj, timeout=None):
+            item = _copy(obj)
+            with self.cv:
+                self.q.append(item)
+                self.cv.notify_all()
+
+        def dequeue(self, timeout=None, cancel=None, indefinite=False):
+            deadline = None if timeout is None else time.monotonic() + timeout
+            with self.cv:
+                while not self.q:
+                    if cancel is not None and cancel.is_set():
+                        raise RuntimeError("cancelled")
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise TimeoutError("no reply from the in-process worker")
+                    self.cv.wait(0.05 if left is None else min(left, 0.05))
+                return self.q.popleft()
+
+        def wait_until_ready(self):
+            pass
+
+    class InProcWorkerProc(mpe.WorkerProc):
+        """The real WorkerProc, constructed in this process. Only _init_message_queues is
+        replaced (it attaches to shared memory / zmq sockets)."""
+
+        def _init_message_queues(self, input_shm_handle, vllm_config):
+            self.rpc_broadcast_mq = WorkerInbox()
+            self.worker_response_mq = ResponseMQ()
+            self.peer_response_handles = []
+
+    class _NoProcess:
+        """WorkerProcHandle.proc: there is no process; never alive."""
+
+        name = "in-process-worker"
+        sentinel = None
+
+        def is_alive(self):
+            return False
+
+        def terminate(self):
+            pass
+
+        def kill(self):
+            pass
+
+        def join(self, timeout=None):
+            pass
+
+    created = {"executors": [], "procs": [], "worker_failures": []}
+
+    class _WorkerFailureTap(logging.Handler):
+        """WorkerProc.worker_busy_loop logs every worker exception with logger.exception()
+        before sending only str(e) back; keep the exception object (with its traceback)
+        so the report can name the worker-side frames."""
+
+        def emit(self, record):
+            if record.exc_info and record.exc_info[1] is not None:
+                created["worker_failures"].append(record.exc_info[1])
+
+    mpe.logger.addHandler(_WorkerFailureTap(level=0))
+    worker_mod = types.ModuleType("_rehearse_standins")
+    worker_mod.RehearsalWorker = RehearsalWorker
+    sys.modules["_rehearse_standins"] = worker_mod
+
+    def _init_executor(self):
+        """Replaces MultiprocExecutor._init_executor (only). Sets the attributes the real one
+        sets; the worker is the real WorkerProc built in this process; no processes, no shm."""
+        self._finalizer = weakref.finalize(self, self.shutdown)
+        self.is_failed = False
+        self.shutdown_event = threading.Event()
+        self.failure_callback = None
+        tp_size, pp_size, pcp_size = self._get_parallel_sizes()
+        if self.world_size != 1 or self.local_world_size != 1:
+            raise CannotRehearse(f"rehearsal runs one in-process worker; world_size={self.world_size}")
+        # Device/platform stand-in: on a GPU platform check_and_update_config would have set
+        # worker_cls to vllm.v1.worker.gpu_worker.Worker; use its CPU-capable subclass.
+        self.parallel_config.worker_cls = "_rehearse_standins.RehearsalWorker"
+        distributed_init_method = get_distributed_init_method(get_loopback_ip(), get_open_port())
+        self.rpc_broadcast_mq = BroadcastMQ()
+        proc = InProcWorkerProc(
+            vllm_config=self.vllm_config,
+            local_rank=0,
+            rank=0,
+            distributed_init_method=distributed_init_method,
+            input_shm_handle=None,
+            shared_worker_lock=multiprocessing.Lock(),
+            is_driver_worker=self._is_driver_worker(0),
+        )
+        created["procs"].append(proc)
+        self.rpc_broadcast_mq.procs.append(proc)
+        self.workers = [mpe.WorkerProcHandle(proc=_NoProcess(), rank=0,
+                                             worker_response_mq=proc.worker_response_mq,
+                                             peer_worker_response_mqs=[], death_writer=None)]
+        self.response_mqs = [proc.worker_response_mq]
+        self.rpc_broadcast_mq.wait_until_ready()
+        for mq in self.response_mqs:
+            mq.wait_until_ready()
+        self.futures_queue = collections.deque()
+        self._post_init_executor()
+        self.output_rank = self._get_output_rank()
+        created["executors"].append(self)
+
+    return types.SimpleNamespace(
+        GPUModelRunner=GPUModelRunner, StandInModelRunner=StandInModelRunner,
+        RehearsalWorker=RehearsalWorker, InProcWorkerProc=InProcWorkerProc,
+        init_executor=_init_executor, mpe=mpe, gpu_worker=gpu_worker, created=created,
+        two_phase=two_phase, saved={},
+    )
+
+
+def self_check(run, S):
+    # Runner state protocol vs the real GPUModelRunner: probe its guards on a bare instance.
+    R, G = S.StandInModelRunner, S.GPUModelRunner
+    if S.two_phase:
+        probe = R.__new__(R)
+        probe.execute_model_state = object()
+        try:
+            G.execute_model(probe, None)
+            ok, detail = False, "execute_model with pending state did not raise"
+        except RuntimeError as e:
+            ok, detail = "State error" in str(e), str(e)
+        except Exception as e:  # noqa: BLE001
+            ok, detail = False, f"{type(e).__name__}: {e}"
+        run.check("StandInModelRunner state guard vs GPUModelRunner.execute_model", ok, detail)
+        probe = R.__new__(R)
+        probe.execute_model_state = None
+        probe.kv_connector_output = None
+        probe.use_async_scheduling = False
+        try:
+            r = G.sample_tokens(probe, None)
+            ok, detail = r is None, f"returned {r!r}"
+        except Exception as e:  # noqa: BLE001
+            ok, detail = False, f"{type(e).__name__}: {e}"
+        run.check("StandInModelRunner no-state sample_tokens vs GPUModelRunner.sample_tokens", ok, detail)
+        run.check("StandInModelRunner two-phase protocol vs GPUModelRunner.execute_model",
+                  "execute_model_state" in code_names(G.execute_model),
+                  "installed execute_model no longer keeps execute_model_state for sample_tokens")
+
+    # Everything the installed Worker asks of its model runner on the paths we run.
+    used = runner_attrs_used(S.gpu_worker.Worker, [
+        "load_model", "get_kv_cache_spec", "initialize_from_config", "compile_or_warm_up_model",
+        "execute_model", "sample_tokens", "get_model", "shutdown"])
+    missing = sorted(a for a in used if a not in R.PROVIDES and a not in NOT_REACHED)
+    run.check("StandInModelRunner vs Worker's use of model_runner", not missing,
+              f"Worker uses {missing} which the stand-in does not provide")
+    for name in ("load_model", "initialize_kv_cache", "execute_model", "sample_tokens"):
+        real, ours = inspect.signature(getattr(G, name)), inspect.signature(getattr(R, name))
+        run.check(f"StandInModelRunner.{name} vs GPUModelRunner.{name}",
+                  list(real.parameters) == list(ours.parameters), f"{real} != {ours}")
+
+    # Executor / WorkerProc seams, by the names their code uses and their signatures.
+    mpe = S.mpe
+    names = code_names(mpe.MultiprocExecutor.collective_rpc)
+    run.check("in-process queues vs MultiprocExecutor.collective_rpc",
+              {"rpc_broadcast_mq", "enqueue", "dequeue", "response_mqs"} <= names,
+              "collective_rpc no longer talks to rpc_broadcast_mq/response_mqs")
+    names = code_names(mpe.WorkerProc.__init__)
+    run.check("InProcWorkerProc vs WorkerProc.__init__",
+              {"_init_message_queues", "init_worker"} <= names,
+              "WorkerProc.__init__ no longer builds its worker/queues the expected way")
+    run.check("InProcWorkerProc._init_message_queues vs WorkerProc._init_message_queues",
+              list(inspect.signature(mpe.WorkerProc._init_message_queues).parameters)
+              == ["self", "input_shm_handle", "vllm_config"],
+              str(inspect.signature(mpe.WorkerProc._init_message_queues)))
+    names = code_names(mpe.WorkerProc.worker_busy_loop)
+    run.check("BroadcastMQ vs WorkerProc.worker_busy_loop",
+              {"rpc_broadcast_mq", "dequeue", "handle_output"} <= names)
+    run.check("RehearsalWorker vs init_worker_distributed_environment",
+              "backend" in inspect.signature(S.gpu_worker.init_worker_distributed_environment).parameters)
+
+
+def install(S):
+    S.saved["_init_executor"] = S.mpe.MultiprocExecutor._init_executor
+    S.mpe.MultiprocExecutor._init_executor = S.init_executor
+
+
+def restore(S):
+    if "_init_executor" in S.saved:
+        S.mpe.MultiprocExecutor._init_executor = S.saved.pop("_init_executor")
+
+
+def model_of(S):
+    """The model the worker loaded (for the reference forward)."""
+    return S.created["procs"][0].worker.worker.model_runner.model
+
+
+def worker_failure(S):
+    fails = S.created["worker_failures"]
+    return fails[-1] if fails else None
+
+
+def shutdown(S):
+    import traceback
+
+    for ex in S.created["executors"]:
+        try:
+            ex.shutdown()
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
+    for proc in S.created["procs"]:
+        try:
+            proc.shutdown()  # real WorkerProc.shutdown: worker, model parallel, distributed env
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()

@@ -1,0 +1,43 @@
+"""Helpers for the stand-ins' self-checks: compare with vLLM's objects, never its source text."""
+
+import inspect
+import types
+
+
+def sig(fn):
+    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
+
+
+def code_names(fn):
+    """Every attribute and global name the function's code (and its nested functions) uses."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    names, todo = set(), [code] if code is not None else []
+    while todo:
+        c = todo.pop()
+        names.update(c.co_names)
+        todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return names
+
+
+def runner_attrs_used(cls, methods):
+    """`self.model_runner.X` attributes the given Worker methods use, read from their bytecode:
+    every name loaded after `model_runner` in the instruction stream."""
+    import dis
+
+    used = {}
+    for m in methods:
+        fn = getattr(cls, m, None)
+        code = getattr(inspect.unwrap(fn), "__code__", None) if fn is not None else None
+        todo = [code] if code is not None else []
+        while todo:
+            c = todo.pop()
+            todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+            prev = None
+            for ins in dis.get_instructions(c):
+                if ins.opname in ("LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR"):
+                    if prev == "model_runner" and ins.argval != "model_runner":
+                        used.setdefault(ins.argval, set()).add(m)
+                    prev = ins.argval
+                elif ins.opname not in ("CACHE", "EXTENDED_ARG", "PRECALL", "NOP"):
+                    prev = None
+    return used

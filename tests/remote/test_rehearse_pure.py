@@ -1,0 +1,182 @@
+"""The rehearsal's pure parts, without vLLM: the answer and its outcomes, where an exception was
+raised and what that means, the watchdog's answer, the workload, the tables of families and
+release adapters. The run itself is tested on the real vLLM in tests/e2e/test_rehearse_realvllm.py."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from vllm_shim_patch._remote.rehearse import answer, families, frames, model_folder, releases, workload
+from vllm_shim_patch._remote.rehearse.answer import CannotRehearse, Run, WrongOutput
+
+
+def raise_from(path: Path, source: str, exc_type: type[BaseException] = RuntimeError) -> BaseException:
+    """An exception whose last frame is a file at `path` (a stand-in for a package's module)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source)
+    code = compile(source, str(path), "exec")
+    namespace: dict[str, object] = {"E": exc_type}
+    try:
+        exec(code, namespace)
+    except BaseException as e:  # noqa: BLE001
+        return e
+    raise AssertionError("did not raise")
+
+
+@pytest.fixture
+def roots(tmp_path: Path) -> tuple[str, str, str]:
+    site = tmp_path / "site"
+    return str(site / "speculators"), str(site / "vllm"), str(tmp_path / "own")
+
+
+def test_an_exception_raised_in_vllm_names_both_packages_frames(tmp_path: Path, roots: tuple[str, str, str]) -> None:
+    spec, vllm, own = roots
+    (Path(vllm) / "core").mkdir(parents=True)
+    (Path(vllm) / "core" / "pool.py").write_text("def take(n):\n    assert n > 1, 'no blocks'\n")
+    source = (f"import importlib.util\n"
+              f"s = importlib.util.spec_from_file_location('pool', {str(Path(vllm) / 'core' / 'pool.py')!r})\n"
+              "m = importlib.util.module_from_spec(s); s.loader.exec_module(m)\n"
+              "m.take(1)\n")
+    exc = raise_from(Path(spec) / "gen.py", source)
+    failure = frames.describe(exc, spec, vllm, own)
+    assert failure["exception"] == "AssertionError: no blocks"
+    assert failure["raised_in"] == "vllm"
+    assert failure["speculators_frame"] == {"file": "speculators/gen.py", "line": 4, "code": "m.take(1)",
+                                            "function": "<module>"}
+    assert failure["vllm_frame"] == {"file": "vllm/core/pool.py", "line": 2,
+                                     "code": "assert n > 1, 'no blocks'", "function": "take"}
+    assert frames.classify(exc, "generate-1", spec, vllm, own=own) == ("failed", {**failure, "side": "main"})
+
+
+def test_a_stand_in_fault_outside_speculators_is_cannot_rehearse(tmp_path: Path, roots: tuple[str, str, str]) -> None:
+    spec, vllm, own = roots
+    exc = raise_from(Path(own) / "releases" / "adapter.py", "raise E('stand-in attention has no backend')\n")
+    outcome, failure = frames.classify(exc, "init", spec, vllm, own=own)
+    assert (outcome, failure["raised_in"], failure["speculators_frame"]) == ("cannot_rehearse", "rehearse-stand-in",
+                                                                             None)
+
+
+def test_wrong_output_is_speculators_failure_even_when_raised_by_the_check(roots: tuple[str, str, str]) -> None:
+    spec, vllm, own = roots
+    outcome, failure = frames.classify(WrongOutput("3 results for 4 prompts"), "verify-1", spec, vllm, own=own)
+    assert outcome == "failed"
+    assert failure["exception"] == "WrongOutput: 3 results for 4 prompts"
+
+
+def test_a_failure_while_building_the_stand_ins_is_cannot_rehearse(roots: tuple[str, str, str]) -> None:
+    spec, vllm, own = roots
+    outcome, failure = frames.classify(ImportError("no module named vllm.v2"), "setup", spec, vllm, own=own)
+    assert outcome == "cannot_rehearse"
+    assert failure["exception"] == "cannot rehearse on this vLLM: ImportError: no module named vllm.v2"
+
+
+def test_a_worker_failure_is_described_from_the_worker_side(tmp_path: Path, roots: tuple[str, str, str]) -> None:
+    spec, vllm, own = roots
+    worker = raise_from(Path(vllm) / "v1" / "worker" / "runner.py", "raise E('State error: sample_tokens() first')\n")
+    surfaced = raise_from(Path(spec) / "gen.py", "raise E('Worker failed with error State error')\n")
+    outcome, failure = frames.classify(surfaced, "generate-2", spec, vllm, worker_exc=worker, own=own)
+    assert outcome == "failed"
+    assert failure["side"] == "worker"
+    assert failure["exception"] == "RuntimeError: State error: sample_tokens() first"
+    assert failure["vllm_frame"]["file"] == "vllm/v1/worker/runner.py"
+    # Raised outside speculators on the worker: the speculators frame is the call that made the RPC.
+    assert failure["speculators_frame"] == failure["surfaced_as"]["speculators_frame"]
+    assert failure["speculators_frame"]["file"] == "speculators/gen.py"
+
+
+def test_long_and_multiline_messages_are_one_bounded_line() -> None:
+    assert frames.message(ValueError("a\n  b\n\nc")) == "a | b | c"
+    long = frames.message(ValueError("x" * 600))
+    assert len(long) == 500 and long.endswith("...")
+
+
+@pytest.mark.parametrize(("stage", "outcome", "exception"), [
+    ("import", "cannot_rehearse", "cannot rehearse: speculators' code was not reached within 5s (stage import: "
+     "importing vLLM or building the stand-ins took that long); give a longer --timeout"),
+    ("self-check", "cannot_rehearse", "cannot rehearse: speculators' code was not reached within 5s (stage "
+     "self-check: importing vLLM or building the stand-ins took that long); give a longer --timeout"),
+    ("generate-2", "timeout", "TimeoutError: rehearsal exceeded 5s"),
+], ids=["import", "self-check", "generate"])
+def test_the_watchdog_blames_speculators_only_for_time_in_its_code(stage: str, outcome: str, exception: str) -> None:
+    run = Run()
+    run.stage = stage
+    ans = answer.timed_out(run, 5)
+    assert (ans["ok"], ans["outcome"], ans["stage"], ans["failure"]) == (False, outcome, stage,
+                                                                          {"exception": exception})
+
+
+def test_the_answer_is_json_and_names_what_ran() -> None:
+    run = Run()
+    run.stage, run.iterations = "done", 3
+    run.real.append("vllm.v1.request.Request")
+    run.stood_in.append("the executor's processes")
+    run.extra["max_rel_diff"] = 0.0
+    ans = json.loads(json.dumps(answer.answer(run, True, answer.PASSED)))
+    assert {k: ans[k] for k in ("ok", "outcome", "stage", "iterations", "real", "stood_in", "max_rel_diff")} == {
+        "ok": True, "outcome": "passed", "stage": "done", "iterations": 3, "real": ["vllm.v1.request.Request"],
+        "stood_in": ["the executor's processes"], "max_rel_diff": 0.0}
+    with pytest.raises(ValueError, match="unknown outcome 'cannot rehearse'"):
+        answer.answer(run, False, "cannot rehearse")
+
+
+def test_a_failed_self_check_is_recorded_and_stops_the_run() -> None:
+    run = Run()
+    run.check("StandInAttention.forward vs LlamaAttention.forward", True)
+    with pytest.raises(CannotRehearse, match="^stand-in StandInAttention.forward no longer matches vLLM's "
+                                             "LlamaAttention.forward: \\(self, x\\)$"):
+        run.check("StandInAttention.forward vs LlamaAttention.forward", False, "(self, x)")
+    assert run.checks == [{"check": "StandInAttention.forward vs LlamaAttention.forward", "ok": True},
+                          {"check": "StandInAttention.forward vs LlamaAttention.forward", "ok": False,
+                           "detail": "(self, x)"}]
+
+
+def test_the_outcome_vocabulary_is_the_tools() -> None:
+    from vllm_shim_patch.analysis import rehearse as tool_side
+
+    assert (tool_side.PASSED, tool_side.FAILED, tool_side.TIMEOUT_OUTCOME, tool_side.ERROR) == (
+        answer.PASSED, answer.FAILED, answer.TIMEOUT, answer.ERROR)
+    assert tool_side.CANNOT == answer.CANNOT
+
+
+def test_the_workload_is_a_value_built_from_the_request() -> None:
+    work = workload.from_request({"layers": [1, 2], "batches": [[37, 21], [53, 18]]})
+    assert work == workload.Workload((1, 2), (workload.Call((37, 21), 0), workload.Call((53, 18), 1)), 512)
+    assert (work.sequences, work.tokens) == (4, 129)
+    assert workload.from_request({}) == work  # the default is today's short workload
+    first = workload.prompts(work.calls[0], vocab=128)
+    assert [len(p) for p in first] == [37, 21]
+    assert first == workload.prompts(work.calls[0], vocab=128)  # reproducible from the seed
+    assert all(workload.FIRST_TOKEN <= t < 128 for p in first for t in p)
+    with pytest.raises(ValueError, match=r"prompt lengths \[600\] must be 1..511"):
+        workload.from_request({"batches": [[600]]})
+
+
+def test_the_tiny_model_folder_holds_the_familys_config_and_a_tokenizer(tmp_path: Path) -> None:
+    family = families.FAMILIES[families.DEFAULT]
+    model_folder.write(str(tmp_path), family.config())
+    assert sorted(os.listdir(tmp_path)) == ["config.json", "tokenizer.json", "tokenizer_config.json"]
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLM"]
+    vocab = json.loads((tmp_path / "tokenizer.json").read_text())["model"]["vocab"]
+    assert len(vocab) == config["vocab_size"]
+
+
+def test_each_table_has_todays_entry_first() -> None:
+    assert families.DEFAULT == "llama"
+    assert families.for_architecture("LlamaForCausalLM") is families.FAMILIES["llama"]
+    assert families.for_architecture("NoSuchForCausalLM") is None
+    assert families.supported() == ["LlamaForCausalLM"]
+    assert [a.NAME for a in releases.ADAPTERS] == ["v1-multiproc"]
+    for module in (*families.FAMILIES.values(), *releases.ADAPTERS):
+        assert module.REAL and module.STOOD_IN, module.__name__
+
+
+def test_no_adapter_fitting_names_each_adapter_and_the_member(monkeypatch: pytest.MonkeyPatch) -> None:
+    adapter = releases.ADAPTERS[0]
+    monkeypatch.setattr(adapter, "fits", lambda: "vllm.v1.executor.multiproc_executor.WorkerProcHandle is missing")
+    assert releases.select() == (None, "no release adapter fits this vLLM (v1-multiproc: "
+                                       "vllm.v1.executor.multiproc_executor.WorkerProcHandle is missing)")
