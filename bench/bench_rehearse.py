@@ -10,8 +10,12 @@ vLLM). Timed, whole processes, a warm-up run first, then N runs round-robin:
   two-process   the verification as it was: _remote/import_check.py, then _remote/signature_probe.py
                 (each imports vLLM), the same modules and callees
   verify        patch-speculators verify            (imports + live binding, one target process)
-  rehearse      patch-speculators rehearse          (speculators' generator: __init__ + 2 batches)
+  rehearse      patch-speculators rehearse          (speculators' generator on the parity workload:
+                                                     6 calls, 40 sequences, each checked)
+  quick         patch-speculators rehearse --quick  (the two short calls)
   session       _remote/session.py with all three   (exactly what apply runs after writing)
+
+Targets (issue 17): rehearse within 1.5x of import, quick within 1.0x, session within 2x.
 
 The target is a throwaway venv holding the real speculators 0.3.0, patched once by the tool
 (--no-verify), that sees the cached real vLLM 0.16.0 (tests/e2e/build_env.py) through a .pth
@@ -63,10 +67,11 @@ def main() -> int:
             bl.die(f"patching the bench venv failed: {patched.stderr}")
         (root / "imports.json").write_text(json.dumps({"modules": MODULES, "own": "speculators"}))
         (root / "names.json").write_text(json.dumps(CALLEES))
+        from vllm_shim_patch.analysis.rehearse import request
+
         (root / "session.json").write_text(json.dumps({
             "imports": {"modules": MODULES, "own": "speculators"}, "signatures": CALLEES,
-            "rehearse": {"timeout": 300, "layers": [1, 2], "batches": [[37, 21], [53, 18]],
-                         "supported": ["0.3.0", "0.4.0"]}}))
+            "rehearse": request()}))
         env = bl.tool_env(PYTHONDONTWRITEBYTECODE="1")
         contenders = [
             bl.Contender("import", [str(target), "-c", f"import {GENERATOR}"], env=env, cwd=tmp),
@@ -75,6 +80,7 @@ def main() -> int:
                                          f"{target} {remote / 'signature_probe.py'} < names.json"], env=env, cwd=tmp),
             bl.Contender("verify", [*base, "verify"]),
             bl.Contender("rehearse", [*base, "rehearse"]),
+            bl.Contender("quick", [*base, "rehearse", "--quick"]),
             bl.Contender("session", ["sh", "-c", f"{target} {remote / 'session.py'} < session.json"], env=env, cwd=tmp),
         ]
         print(f"# target: {target} (speculators 0.3.0 patched, vLLM 0.16.0 from {site})")

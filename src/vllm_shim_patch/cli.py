@@ -299,6 +299,8 @@ def verify(ctx: click.Context, **options: Any) -> None:
 @main.command()
 @click.option("--timeout", metavar="SECONDS", type=click.FloatRange(min=1), default=None,
               help="give up after this long (default: 300)")
+@click.option("--quick", is_flag=True, default=None,
+              help="short prompts only (a smoke run; no chunked prefill)")
 @common_options
 @click.pass_context
 def rehearse(ctx: click.Context, **options: Any) -> None:
@@ -306,7 +308,7 @@ def rehearse(ctx: click.Context, **options: Any) -> None:
     from .commands.rehearse import rehearse as run_rehearse
 
     c, given = _context(ctx, options)
-    emit(c.settings, run_rehearse(c, timeout=given.get("timeout")))
+    emit(c.settings, run_rehearse(c, timeout=given.get("timeout"), quick=bool(given.get("quick"))))
 
 
 @main.command()

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import GENERATOR, Sandbox
+from conftest import EDITS, GENERATOR, PARITY_PASSED, Sandbox
 
 from vllm_shim_patch.signatures import LiveSignatures, StaticSignatures
 
@@ -49,9 +49,8 @@ def test_apply_verifies_live_then_rollback(real: Sandbox) -> None:
     r = real.run("--vllm-version", "0.16", timeout=900)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == (
-        "patched speculators 0.3.0 for vLLM 0.16: 7 edits in 2 files; vLLM 0.16 (static); verification passed: "
-        "2 imports ok, 20 calls bind (live); rehearsal passed: 2 scheduler iterations, hidden states captured "
-        "(layer 1: 37x64, 21x64, 53x64, 18x64; layer 2: 37x64, 21x64, 53x64, 18x64)"
+        f"patched speculators 0.3.0 for vLLM 0.16: {EDITS} edits in 2 files; vLLM 0.16 (static); verification "
+        f"passed: 2 imports ok, 20 calls bind (live); {PARITY_PASSED}"
     )
     text = (real.site / GENERATOR).read_text()
     assert "eos_token_id=self.tokenizer.eos_token_id," in text  # 0.16.0 still requires it

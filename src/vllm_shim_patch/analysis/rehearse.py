@@ -20,12 +20,42 @@ if TYPE_CHECKING:
 
 # The releases whose VllmHiddenStatesGenerator(model_path, layer_ids, max_model_len,
 # gpu_memory_utilization) and generate(prompts) the rehearsal drives.
-SUPPORTED = ("0.3.0", "0.4.0")
+SUPPORTED = ("0.3.0", "0.4.0", "0.4.0.1")
 TIMEOUT = 300.0
-# Two batches (the runner's state protocol shows only on the second), every prompt longer than
-# one 16-token KV block, lengths that differ so mis-sliced hidden states show.
-BATCHES = ((37, 21), (53, 18))
 LAYERS = (1, 2)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the rehearsal feeds speculators' generator: one entry per generate() call."""
+
+    name: str
+    max_model_len: int
+    calls: tuple[tuple[tuple[int, ...], int | None], ...]  # (prompt lengths, reorder threshold)
+
+    def as_request(self) -> dict[str, Any]:
+        return {"workload": self.name, "max_model_len": self.max_model_len,
+                "calls": [{"lengths": list(lengths), "seed": i, "reorder": reorder}
+                          for i, (lengths, reorder) in enumerate(self.calls)]}
+
+
+# Short calls: two batches (the runner's state protocol shows only on the second), every prompt
+# longer than one 16-token KV block, lengths that differ so mis-sliced hidden states show.
+SHORT_CALLS = (((37, 21), None), ((53, 18), None))
+# speculators' own scripts/data_generation_offline.py: --seq-length 2048 --batch-size 8, three
+# calls on one generator. Each call holds more tokens than one step's budget (speculators sets
+# max(8192, max_model_len)), so the scheduler chunks a prompt across steps; the second and third
+# rehearse attention backends that reorder the batch (FlashMLA's reorder_batch_threshold 128,
+# FlashInfer's 1). Then 12 prompts (results ordered as strings put req_N_10 before req_N_2), and
+# the short calls.
+PARITY = Workload("parity", 2048, (
+    ((1945, 1700, 300, 2047, 1500, 1800, 650, 1200), None),
+    ((2000, 1900, 1800, 1700, 894, 600, 500, 400), 128),
+    ((2047, 2047, 2047, 2047, 301, 900, 700, 300), 1),
+    ((120, 45, 200, 33, 150, 64, 99, 180, 27, 140, 75, 110), None),
+    *SHORT_CALLS,
+))
+QUICK = Workload("quick", 512, SHORT_CALLS)
 
 # How far below a scoped rule's edit a failure in the same function is still that edit's site.
 NEAR_LINES = 8
@@ -56,8 +86,8 @@ def check_can_run(target: Target) -> None:
         raise TargetError(f"cannot rehearse: {why[1]}")
 
 
-def request(*, verbose: bool = False, timeout: float = TIMEOUT) -> dict[str, Any]:
-    return {"timeout": timeout, "layers": list(LAYERS), "batches": [list(b) for b in BATCHES],
+def request(*, verbose: bool = False, timeout: float = TIMEOUT, quick: bool = False) -> dict[str, Any]:
+    return {"timeout": timeout, "layers": list(LAYERS), **(QUICK if quick else PARITY).as_request(),
             "verbose": verbose, "supported": list(SUPPORTED)}
 
 
@@ -100,6 +130,15 @@ def interpret(answer: dict[str, Any], plan: Plan | None, declined: frozenset[str
     if plan is None or answer.get("outcome") not in (FAILED, TIMEOUT_OUTCOME):
         return Rehearsal(answer)
     pending = [s for s in plan.sites if s.action in (Action.EDITED, Action.NEEDS_HUMAN, Action.DECLINED)]
+    if answer.get("wrong"):
+        # Wrong data has no failing line: the fixes are the pending edits inside the code that
+        # produced it (generate() and the worker's capture methods), one per rule.
+        spans = answer.get("data_frames") or []
+        inside = [s for s in pending if any(s.path == f["file"] and f["line"] <= s.line <= f["end_line"]
+                                            for f in spans)]
+        fixes = list({s.rule_id: s for s in reversed(inside)}.values())[::-1]
+        fixes = [replace(s, action=Action.DECLINED) if s.rule_id in declined else s for s in fixes]
+        return Rehearsal(answer, tuple(fixes), tuple(dict.fromkeys(s.rule_id for s in pending)))
     frame = (answer.get("failure") or {}).get("speculators_frame") or {}
     line = int(frame.get("line") or 0)
     here = [s for s in pending if s.path == frame.get("file")]

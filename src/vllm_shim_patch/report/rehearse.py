@@ -27,13 +27,106 @@ def _pending(site: Any) -> str:
             "declined": "declined in review at"}.get(str(site.action), f"{site.action} at")
 
 
+def _rows(n: int | None) -> str:
+    return "no" if not n else f"{n:,}"
+
+
+def problem(p: dict[str, Any]) -> str:
+    """One wrong sequence, from the rows the rehearsal attributed to each prompt."""
+    if p.get("count"):
+        return f"{p['rows']} results for {p['expected']} prompts"
+    i, rows, expected, segs = p["prompt"], p.get("rows"), p["expected"], p.get("segments") or []
+    ids_of = p.get("input_ids_of")
+    if ids_of is not None and ids_of != i:
+        whole = len(segs) == 1 and segs[0][0] == ids_of and segs[0][1] == 0
+        return (f"result {i} is prompt {ids_of}'s" if ids_of >= 0 and whole
+                else f"result {i} has the input_ids of {'no prompt' if ids_of < 0 else f'prompt {ids_of}'}")
+    if rows is None:
+        return f"prompt {i} has no states for layer {p.get('layer')}"
+    if rows == 0:
+        return f"prompt {i} empty"
+    if len(segs) == 1 and segs[0][0] == i:
+        if segs[0][1] == 0:
+            return f"prompt {i} truncated {expected:,} -> {rows:,}"
+        return f"prompt {i} shifted by {segs[0][1]:,} rows" + ("" if rows == expected else f" ({rows:,} rows)")
+    parts = []
+    for k, (j, start, n) in enumerate(segs):
+        if j is None:
+            parts.append(f"{n:,} rows of no prompt")
+        elif j == i and start == 0 and k == 0:
+            parts.append(f"{n:,} own rows")
+        else:
+            parts.append(f"{n:,} of prompt {j}'s" + (f" from row {start:,}" if start else ""))
+    if len(parts) > 3:
+        parts = [*parts[:3], f"{len(parts) - 3} more runs"]
+    return f"prompt {i} has " + " then ".join(parts)
+
+
+def _grouped(problems: list[dict[str, Any]]) -> list[str]:
+    """Consecutive prompts wrong the same way are one item: "prompts 5-6 shifted by 102 rows"."""
+    items: list[tuple[int, int, str]] = []  # (first prompt, last prompt, the words after "prompt N")
+    for p in problems:
+        text = problem(p)
+        i = p.get("prompt")
+        head = f"prompt {i} "
+        if i is not None and text.startswith(head) and items and items[-1][1] == i - 1 \
+                and items[-1][2] == text[len(head):]:
+            items[-1] = (items[-1][0], i, items[-1][2])
+            continue
+        items.append((i if i is not None else -1, i if i is not None else -1,
+                      text[len(head):] if i is not None and text.startswith(head) else "\0" + text))
+    out = []
+    for first, last, rest in items:
+        if rest.startswith("\0"):
+            out.append(rest[1:])
+        else:
+            out.append(f"prompt {first} {rest}" if first == last else f"prompts {first}-{last} {rest}")
+    return out
+
+
+def wrong_data(a: dict[str, Any]) -> str:
+    """Which sequences came back wrong, call by call, and what each call left behind."""
+    calls = a.get("wrong") or []
+    total = sum(1 for w in calls for p in w["problems"] if p.get("prompt") is not None)
+    sequences = int((a.get("workload") or {}).get("sequences") or 0)
+    per_call = []
+    for w in calls:
+        items = _grouped(w["problems"])
+        if len(items) > 4:
+            items = [*items[:4], f"{len(items) - 4} more"]
+        if w.get("stale_requests"):
+            items.append(f"the model runner still holds {plural(w['stale_requests'], 'request')} of earlier calls")
+        if w.get("worker_holds"):
+            items.append(f"the worker still holds {', '.join(w['worker_holds'])}")
+        per_call.append(f"call {w['call']}: " + "; ".join(items))
+    head = (f"{total} of {sequences} sequences wrong" if total
+            else f"all {sequences} sequences right, but state is left behind between calls")
+    return f"{head} ({'; '.join(per_call)})"
+
+
+def _workload(a: dict[str, Any]) -> str:
+    work = a.get("workload") or {}
+    steps = a.get("steps") or {}
+    text = (f"{plural(int(work.get('calls', 0)), 'call')}, {plural(int(work.get('sequences', 0)), 'sequence')} "
+            f"({int(work.get('tokens', 0)):,} tokens) match a per-prompt forward row by row; chunked prefill in "
+            f"{steps.get('chunked', 0)} of {plural(int(steps.get('total', 0)), 'step')}; runner order differed "
+            f"from scheduler order in {steps.get('reordered', 0)}")
+    if work.get("name") == "quick":
+        text += " (--quick: short prompts only, no chunked prefill; run without --quick for speculators' own workload)"
+    return text
+
+
 def headline(r: Rehearsal) -> str:
     """One line: the verdict (used in apply's summary and as the rehearse command's last line)."""
     a = r.answer
     if r.passed:
-        return (f"rehearsal passed: {plural(int(a.get('iterations', 0)), 'scheduler iteration')}, "
-                f"hidden states captured ({_shapes(a)})")
+        if "workload" not in a:
+            return (f"rehearsal passed: {plural(int(a.get('iterations', 0)), 'scheduler iteration')}, "
+                    f"hidden states captured ({_shapes(a)})")
+        return f"rehearsal passed: {_workload(a)}"
     failure = r.failure
+    if r.failed and a.get("wrong"):
+        return f"rehearsal failed: {wrong_data(a)}"
     if r.failed:
         where = failure.get("speculators_frame")
         at = f" at {where['file']}:{where['line']}" if where else ""
@@ -41,23 +134,30 @@ def headline(r: Rehearsal) -> str:
     return f"rehearsal could not run: {failure.get('exception', a.get('outcome'))}"
 
 
+def _fixes(r: Rehearsal) -> list[str]:
+    if r.fixes:
+        return [f"  fix:         rule {site.rule_id} ({_pending(site)} {site.path}:{site.line})" for site in r.fixes]
+    if r.pending:
+        return [f"  fix:         no loaded rule matches this site; rules that would still change "
+                f"the package: {', '.join(r.pending)}"]
+    return ["  fix:         no loaded rule matches this site"]
+
+
 def lines(r: Rehearsal, *, verbose: bool = False) -> list[str]:
     """The report a person acts on: the failure's frames and the rule that fixes it."""
     a, failure = r.answer, r.failure
     out: list[str] = []
-    if r.failed:
+    if r.failed and a.get("wrong"):
+        out.append(f"  wrong data:  {wrong_data(a)}")
+        for frame in a.get("data_frames") or []:
+            out.append(f"  speculators: {frame['file']}:{frame['line']}-{frame['end_line']}: {frame['function']}")
+        out += _fixes(r)
+    elif r.failed:
         out.append(f"  exception:   {failure.get('exception')}")
         out.append(f"  speculators: {_frame(failure.get('speculators_frame'))}")
         out.append(f"  vLLM:        {_frame(failure.get('vllm_frame'))}"
                    + (" (in the worker)" if failure.get("side") == "worker" else ""))
-        if r.fixes:
-            for site in r.fixes:
-                out.append(f"  fix:         rule {site.rule_id} ({_pending(site)} {site.path}:{site.line})")
-        elif r.pending:
-            out.append(f"  fix:         no loaded rule matches this site; rules that would still change "
-                       f"the package: {', '.join(r.pending)}")
-        else:
-            out.append("  fix:         no loaded rule matches this site")
+        out += _fixes(r)
     if verbose:
         out.append("real (as installed):")
         out += [f"  {item}" for item in a.get("real") or []]

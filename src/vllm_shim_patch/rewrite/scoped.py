@@ -12,7 +12,9 @@ from __future__ import annotations
 import ast
 import contextlib
 import difflib
+import inspect
 import signal
+import textwrap
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -177,3 +179,41 @@ def time_limit(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def _normal(source: str) -> str:
+    tree = ast.parse(textwrap.dedent(source))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            # A docstring's indentation is where the code stands, not what it says.
+            body[0].value.value = inspect.cleandoc(body[0].value.value)
+    return ast.dump(tree)
+
+
+def same_code(node: cst.CSTNode, source: str) -> bool:
+    """Whether `node` is the code in `source` up to layout, comments and docstring indentation."""
+    code = cst.Module(body=[node]).code if isinstance(node, cst.BaseStatement) else cst.Module([]).code_for_node(node)
+    try:
+        return _normal(code) == _normal(source)
+    except SyntaxError:
+        return False
+
+
+def statements(source: str, module: cst.Module) -> list[cst.BaseStatement]:
+    """`source` (written with 4-space indents, no 4-space runs in its strings) as statements in
+    the module's own indentation, for a codemod to insert (a block indents them where they go);
+    blank lines and comments before the first statement stay with it."""
+    unit = module.default_indent
+    text = textwrap.dedent(source).replace("    ", unit)
+    text = text[1:] if text.startswith("\n") else text  # the newline after an opening '''''
+    parsed = cst.parse_module(text, config=module.config_for_parsing)
+    body = list(parsed.body)
+    if body and parsed.header:
+        # Blank lines and comments before the first statement parse as the module's header.
+        # A blank line carries no indentation (no trailing whitespace where it is inserted).
+        header = [line if line.comment is not None else cst.EmptyLine(indent=False) for line in parsed.header]
+        body[0] = body[0].with_changes(leading_lines=[*header, *body[0].leading_lines])
+    return body

@@ -2,8 +2,9 @@
 against a forward of its own prompt through the same model."""
 
 import os
+import sys
 
-from . import device, families, model_folder, releases, workload
+from . import check, device, families, model_folder, releases, workload
 from .answer import CannotRehearse, WrongOutput
 
 REAL = [
@@ -20,8 +21,6 @@ STOOD_IN = [
     "VLLM_CACHE_ROOT and TMPDIR: a temp dir of the rehearsal, removed at exit (it leaves nothing in ~/.cache/vllm "
     "or the temp folder, where torch would write a module and its inductor cache)",
 ]
-# Largest relative difference from the per-prompt forward that still counts as the same states.
-TOLERANCE = 1e-3
 
 
 def _import(run, req):
@@ -80,30 +79,88 @@ def run(run, req):
         run.generator = gen_mod.VllmHiddenStatesGenerator(
             model_path=model_dir, layer_ids=list(work.layers), max_model_len=work.max_model_len,
             gpu_memory_utilization=0.5)
-        run.iterations = 0  # count generate()'s forward passes only, not warm-up
-        model = adapter.model_of(S)
-        worst = 0.0  # max relative difference vs a per-prompt forward of the same model
-        for b, call in enumerate(work.calls):
-            run.stage = f"generate-{b + 1}"
-            prompts = workload.prompts(call, config["vocab_size"])
-            results = run.generator.generate(prompts)
-            run.stage = f"verify-{b + 1}"
-            if len(results) != len(prompts):
-                raise WrongOutput(f"{len(results)} results for {len(prompts)} prompts")
-            for p, r in zip(prompts, results):
-                ref = family.reference_states(model, p, set(work.layers))
-                for lid, h in zip(work.layers, r["hidden_states"]):
-                    run.captured.setdefault(str(lid), []).append(list(h.shape))
-                    if list(h.shape) != list(ref[lid].shape):
-                        raise WrongOutput(f"layer {lid}: captured {list(h.shape)}, expected {list(ref[lid].shape)}")
-                    scale = float(ref[lid].abs().max()) or 1.0
-                    worst = max(worst, float((h.float() - ref[lid]).abs().max()) / scale)
-            if worst > TOLERANCE:
-                raise WrongOutput(f"captured hidden states differ from a per-prompt forward (relative {worst:.3g})")
-        run.extra["max_rel_diff"] = worst
-        run.stage = "done"
+        _drive(run, work, family, adapter, S, config)
     finally:
         adapter.restore(S)
+
+
+def _drive(run, work, family, adapter, S, config):
+    """Every generate() call of the workload, each result checked; wrong data is collected over
+    all calls and raised at the end (a crash ends the run where it happens)."""
+    run.iterations = 0  # count generate()'s forward passes only, not warm-up
+    worker = adapter.worker_of(S)
+    runner = worker.model_runner
+    model = runner.model
+    warm_up = len(runner.steps)
+    worst, wrong, earlier = 0.0, [], set()
+    for b, call in enumerate(work.calls):
+        run.stage = f"generate-{b + 1}"
+        runner.reorder_batch_threshold = call.reorder
+        first_step = len(runner.steps)
+        prompts = workload.prompts(call, config["vocab_size"])
+        results = run.generator.generate(prompts)
+        run.stage = f"verify-{b + 1}"
+        refs = [family.reference_states(model, p, set(work.layers)) for p in prompts]
+        problems, diff = check.call_problems(prompts, results, work.layers, refs)
+        worst = max(worst, diff)
+        steps = runner.steps[first_step:]
+        this_call = {r for st in steps for r in st["scheduler"]}
+        stale = sorted({r for st in steps for r in st["requests"]} & earlier)
+        held = _capture_state(worker)
+        if problems or stale or held:
+            wrong.append({"call": b + 1, "sequences": len(prompts), "problems": problems,
+                          "stale_requests": len(stale), "worker_holds": held})
+        earlier |= this_call
+    steps = runner.steps[warm_up:]
+    run.extra.update({
+        "max_rel_diff": worst,
+        "workload": {"name": work.name, "calls": len(work.calls), "sequences": work.sequences,
+                     "tokens": work.tokens, "reorder": sorted({c.reorder for c in work.calls if c.reorder})},
+        "steps": {"total": len(steps), "chunked": sum(st["chunked"] for st in steps),
+                  "reordered": sum(st["runner"] != st["scheduler"] for st in steps)},
+    })
+    if wrong:
+        run.extra["wrong"] = wrong
+        run.extra["data_frames"] = _code_spans(sys.modules[type(run.generator).__module__], worker)
+        n = sum(len([p for p in w["problems"] if p.get("prompt") is not None]) for w in wrong)
+        leaks = [w for w in wrong if w["stale_requests"] or w["worker_holds"]]
+        what = [f"{n} of {work.sequences} sequences wrong"] if n else []
+        what += [f"state left behind after {len(leaks)} of {len(work.calls)} calls"] if leaks else []
+        raise WrongOutput("; ".join(what))
+    run.stage = "done"
+
+
+def _capture_state(worker):
+    """What speculators' worker extension still holds after a call (it must hold nothing)."""
+    held = []
+    if getattr(worker, "_captured_states", None) is not None:
+        held.append("_captured_states")
+    if getattr(worker, "_request_metadata", None):
+        held.append("_request_metadata")
+    return held
+
+
+def _code_spans(gen_mod, worker):
+    """Where speculators' code that produced the data lives: generate() and the worker
+    extension's capture methods, as {file, line, end_line, function} (for the rule that fixes it)."""
+    import inspect
+
+    spec_root = os.path.dirname(os.path.dirname(os.path.abspath(gen_mod.__file__)))
+    base = os.path.dirname(spec_root)
+    funcs = [gen_mod.VllmHiddenStatesGenerator.generate]
+    for name in ("_store_captured_states", "_get_captured_states", "_reset_capture", "_setup_hidden_states_capture"):
+        fn = getattr(type(worker), name, None)
+        if fn is not None:
+            funcs.append(fn)
+    spans = []
+    for fn in funcs:
+        try:
+            lines, first = inspect.getsourcelines(fn)
+            path = os.path.relpath(os.path.abspath(inspect.getsourcefile(fn)), base)
+        except (OSError, TypeError):
+            continue
+        spans.append({"file": path, "line": first, "end_line": first + len(lines) - 1, "function": fn.__name__})
+    return spans
 
 
 def worker_failure(run):

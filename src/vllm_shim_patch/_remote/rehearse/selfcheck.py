@@ -41,3 +41,18 @@ def runner_attrs_used(cls, methods):
                 elif ins.opname not in ("CACHE", "EXTENDED_ARG", "PRECALL", "NOP"):
                     prev = None
     return used
+
+
+def self_attrs(fn):
+    """The attributes a method reads or writes on `self` (names loaded right after `self`)."""
+    import dis
+
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    found, after_self = set(), False
+    for ins in dis.get_instructions(code) if code is not None else ():
+        if ins.opname in ("LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR") and after_self:
+            found.add(ins.argval)
+        if ins.opname in ("CACHE", "EXTENDED_ARG", "PRECALL", "NOP"):
+            continue
+        after_self = ins.opname in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_LOAD_FAST") and ins.argval == "self"
+    return found

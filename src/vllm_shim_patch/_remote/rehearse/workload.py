@@ -9,10 +9,12 @@ import random
 # Token ids below FIRST_TOKEN are the tokenizer's special tokens (<unk>, <s>, </s>).
 FIRST_TOKEN = 3
 
-Call = collections.namedtuple("Call", "lengths seed")
+# reorder: the reorder_batch_threshold of the attention backend rehearsed in that call (None:
+# a backend that keeps the batch as it is).
+Call = collections.namedtuple("Call", "lengths seed reorder", defaults=(None,))
 
 
-class Workload(collections.namedtuple("Workload", "layers calls max_model_len")):
+class Workload(collections.namedtuple("Workload", "layers calls max_model_len name", defaults=("custom",))):
     """layers: captured layer ids; calls: one Call per generate() on one generator."""
 
     @property
@@ -30,15 +32,21 @@ DEFAULT_MAX_MODEL_LEN = 512
 
 
 def from_request(req):
-    """The workload the tool asked for; a batch is a list of prompt lengths, seeded by its index."""
+    """The workload the tool asked for: `calls` ({lengths, seed, reorder}), or `batches` (lists
+    of prompt lengths, seeded by their index)."""
     layers = tuple(req.get("layers") or DEFAULT_LAYERS)
-    batches = req.get("batches") or DEFAULT_BATCHES
     max_model_len = int(req.get("max_model_len") or DEFAULT_MAX_MODEL_LEN)
-    calls = tuple(Call(tuple(int(n) for n in lengths), i) for i, lengths in enumerate(batches))
+    if req.get("calls"):
+        calls = tuple(Call(tuple(int(n) for n in c["lengths"]), int(c.get("seed", i)), c.get("reorder"))
+                      for i, c in enumerate(req["calls"]))
+    else:
+        batches = req.get("batches") or DEFAULT_BATCHES
+        calls = tuple(Call(tuple(int(n) for n in lengths), i) for i, lengths in enumerate(batches))
     for call in calls:
+        # speculators truncates a prompt to max_model_len - 1 (one token is left to sample).
         if not call.lengths or min(call.lengths) < 1 or max(call.lengths) >= max_model_len:
             raise ValueError(f"prompt lengths {list(call.lengths)} must be 1..{max_model_len - 1}")
-    return Workload(layers, calls, max_model_len)
+    return Workload(layers, calls, max_model_len, str(req.get("workload") or "custom"))
 
 
 def prompts(call, vocab):

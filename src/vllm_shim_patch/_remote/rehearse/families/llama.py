@@ -106,7 +106,7 @@ def build():
 
         def forward(self, positions, hidden_states):
             pos = positions.to(hidden_states.dtype).unsqueeze(-1)
-            return torch.tanh(self.proj(hidden_states)) + 1e-3 * torch.sin(pos)
+            return torch.tanh(self.proj(hidden_states)) + 0.05 * torch.sin(0.37 * pos)
 
     # vLLM inspects a lazily registered architecture in a *subprocess* ("to avoid initializing
     # CUDA"), ~6 s here, unless ~/.cache/vllm/modelinfos already has it. There is no CUDA to

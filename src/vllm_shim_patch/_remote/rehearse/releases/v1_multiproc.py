@@ -17,7 +17,7 @@ import types
 import weakref
 
 from ..answer import CannotRehearse, Drained
-from ..selfcheck import code_names, runner_attrs_used
+from ..selfcheck import code_names, runner_attrs_used, self_attrs
 
 NAME = "v1-multiproc"
 
@@ -32,7 +32,10 @@ REAL = [
     "initialize_from_config, compile_or_warm_up_model, execute_model, sample_tokens, shutdown",
     "vllm.v1.worker.gpu_worker.init_worker_distributed_environment (gloo, world size 1)",
     "vllm.v1.worker.gpu_model_runner.GPUModelRunner: get_kv_cache_spec, maybe_remove_all_loras, "
+    "_update_states and _may_reorder_batch (the persistent batch, hence the order of the tokens), "
     "and the execute_model/sample_tokens state guards (called on the stand-in runner)",
+    "vllm.v1.worker.gpu_input_batch.InputBatch and CachedRequestState (add, remove, condense, swap; "
+    "reorder_batch_to_split_decodes_and_prefills with an attention backend's threshold)",
     "vllm.forward_context.set_forward_context, vllm.distributed parallel state",
 ]
 STOOD_IN = [
@@ -49,9 +52,9 @@ STOOD_IN = [
     "GPUModelRunner); ours calls vLLM's init_worker_distributed_environment with gloo and builds the "
     "stand-in runner",
     "GPU model runner: a GPUModelRunner subclass that does not run GPUModelRunner.__init__; it loads the "
-    "model, runs it over the scheduled tokens on CPU, and keeps the installed runner's "
-    "execute_model/sample_tokens state protocol (its state errors are raised by the real "
-    "GPUModelRunner code)",
+    "model and runs it on CPU over the tokens in the persistent batch's order (the ~10 index lines of "
+    "_prepare_inputs re-stated), and keeps the installed runner's execute_model/sample_tokens state "
+    "protocol (its state errors are raised by the real GPUModelRunner code)",
     "CustomOp kernel dispatch: forward_native is selected (CUDA kernels cannot run on CPU)",
     "model registry inspection subprocess: the family's architectures are registered as already-imported "
     "classes, so vLLM's own _ModelInfo.from_model_cls runs in-process (no subprocess, no cache file)",
@@ -104,7 +107,9 @@ def build(run, family, parts):
     from vllm.utils.torch_utils import set_default_torch_dtype
     from vllm.v1.executor import multiproc_executor as mpe
     from vllm.v1.outputs import ModelRunnerOutput
+    from vllm.v1.sample.logits_processor import build_logitsprocs
     from vllm.v1.worker import gpu_worker
+    from vllm.v1.worker.gpu_input_batch import InputBatch
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
     try:
@@ -115,18 +120,30 @@ def build(run, family, parts):
     two_phase = hasattr(GPUModelRunner, "sample_tokens")
     model_kwargs = dict(parts.model_kwargs)
 
-    class _InputBatch:
-        """What speculators 0.4.0 reads from the runner: input_batch.req_id_to_index."""
-
-        def __init__(self):
-            self.req_ids = []
-            self.req_id_to_index = {}
+    def input_batch(vllm_config, device):
+        """vLLM's own persistent batch, built with the arguments GPUModelRunner.__init__ passes
+        (pinned memory off: there is no GPU to copy to)."""
+        mc, cc, sc = vllm_config.model_config, vllm_config.cache_config, vllm_config.scheduler_config
+        offered = {
+            "max_num_reqs": sc.max_num_seqs, "max_model_len": mc.max_model_len,
+            "max_num_batched_tokens": sc.max_num_batched_tokens, "device": device, "pin_memory": False,
+            "vocab_size": mc.get_vocab_size(), "block_sizes": [cc.block_size],
+            "kernel_block_sizes": [cc.block_size], "is_spec_decode": False,
+            "logitsprocs": build_logitsprocs(vllm_config, device, False, False, ()),
+            "logitsprocs_need_output_token_ids": False, "is_pooling_model": False,
+            "cp_kv_cache_interleave_size": getattr(vllm_config.parallel_config, "cp_kv_cache_interleave_size", 1),
+        }
+        params = inspect.signature(InputBatch.__init__).parameters
+        return InputBatch(**{k: v for k, v in offered.items() if k in params})
 
     class StandInModelRunner(GPUModelRunner):
         """WHY: GPUModelRunner needs CUDA (pinned buffers, attention backends, CUDA graphs).
-        This subclass skips GPUModelRunner.__init__, runs the model over the scheduled tokens on
-        CPU and keeps the installed runner's execute_model/sample_tokens state protocol: on a
-        protocol violation it calls the REAL GPUModelRunner method, which raises its own error."""
+        This subclass skips GPUModelRunner.__init__ and keeps the real runner's request
+        bookkeeping: vLLM's InputBatch and the inherited GPUModelRunner._update_states (add,
+        remove, condense, the attention backend's reorder) decide the order of the tokens, as
+        on the GPU. It runs the model over them on CPU and keeps the installed runner's
+        execute_model/sample_tokens state protocol: on a protocol violation it calls the REAL
+        GPUModelRunner method, which raises its own error."""
 
         PROVIDES = {  # attributes Worker code may touch on the runner (drift check)
             "load_model", "get_kv_cache_spec", "initialize_kv_cache", "execute_model",
@@ -134,6 +151,16 @@ def build(run, family, parts):
             "lora_config", "is_pooling_model", "attn_groups", "model", "model_memory_usage",
             "get_model", "get_supported_tasks", "take_draft_token_ids", "reset_mm_cache",
             "input_batch", "shutdown",
+        }
+        # Set by __init__ (the self-check compares them with what _update_states reads).
+        INSTANCE_ATTRS = {
+            "vllm_config", "model_config", "cache_config", "compilation_config", "lora_config",
+            "load_config", "parallel_config", "scheduler_config", "speculative_config", "device",
+            "model", "model_memory_usage", "is_pooling_model", "attn_groups", "shared_kv_cache_layers",
+            "execute_model_state", "kv_connector_output", "use_async_scheduling", "input_batch",
+            "kv_cache_config", "requests", "num_prompt_logprobs", "encoder_cache", "uses_mrope",
+            "uses_xdrope_dim", "valid_sampled_token_count_event", "reorder_batch_threshold",
+            "forward_passes", "steps",
         }
 
         def __init__(self, vllm_config, device):  # deliberately not GPUModelRunner.__init__
@@ -155,10 +182,19 @@ def build(run, family, parts):
             self.execute_model_state = None
             self.kv_connector_output = None
             self.use_async_scheduling = bool(getattr(self.scheduler_config, "async_scheduling", False))
-            self.input_batch = _InputBatch()
+            self.input_batch = input_batch(vllm_config, device)
             self.kv_cache_config = None
-            self._requests = {}  # req_id -> prompt token ids
+            self.requests = {}  # req_id -> CachedRequestState, as GPUModelRunner keeps them
+            self.num_prompt_logprobs = {}
+            self.encoder_cache = {}
+            self.uses_mrope = False
+            self.uses_xdrope_dim = 0
+            self.valid_sampled_token_count_event = None
+            # An attention backend's reorder_batch_threshold (FlashInfer 1, FlashMLA 128): the
+            # rehearsal sets it per call to reorder the batch as that backend would.
+            self.reorder_batch_threshold = None
             self.forward_passes = 0
+            self.steps = []  # one record per forward: what the run reports and checks
 
         def load_model(self, eep_scale_up=False):
             # Same steps as vLLM's DummyModelLoader: resolve the architecture through the real
@@ -225,15 +261,7 @@ def build(run, family, parts):
             logits = self.model.compute_logits(hidden_states)
             return logits.argmax(dim=-1)
 
-        def _update_states(self, so):
-            for rid in so.finished_req_ids:
-                self._requests.pop(rid, None)
-                if rid in self.input_batch.req_ids:
-                    self.input_batch.req_ids.remove(rid)
-            for new in so.scheduled_new_reqs:
-                self._requests[new.req_id] = list(new.prompt_token_ids or [])
-                self.input_batch.req_ids.append(new.req_id)
-            self.input_batch.req_id_to_index = {r: i for i, r in enumerate(self.input_batch.req_ids)}
+        # _update_states is inherited: the REAL code adds, removes, condenses and reorders.
 
         @torch.inference_mode()
         def execute_model(self, scheduler_output, intermediate_tensors=None):
@@ -242,25 +270,23 @@ def build(run, family, parts):
                 return GPUModelRunner.execute_model(self, scheduler_output, intermediate_tensors)
             so = scheduler_output
             self._update_states(so)
-            computed = {n.req_id: n.num_computed_tokens for n in so.scheduled_new_reqs}
-            cached = so.scheduled_cached_reqs
-            for rid, nct in zip(cached.req_ids, cached.num_computed_tokens):
-                computed[rid] = nct
-            ids, pos, last_idx, req_ids = [], [], [], []
-            for rid in self.input_batch.req_ids:
-                n = so.num_scheduled_tokens.get(rid, 0)
-                if not n:
-                    continue
-                start = computed.get(rid, 0)
-                prompt = self._requests[rid]
-                for p in range(start, start + n):
-                    ids.append(prompt[p] if p < len(prompt) else 0)
-                    pos.append(p)
+            if not so.total_num_scheduled_tokens:
+                # As the real runner: the states are updated, nothing runs, nothing is kept.
+                return ModelRunnerOutput(req_ids=[], req_id_to_index={})
+            # GPUModelRunner.execute_model/_prepare_inputs: tokens in the persistent batch's
+            # order, positions from its num_computed_tokens_cpu, ids from its token_ids_cpu.
+            batch = self.input_batch
+            req_ids = list(batch.req_ids)
+            ids, pos, last_idx, chunked = [], [], [], False
+            for idx, rid in enumerate(req_ids):
+                n = so.num_scheduled_tokens[rid]
+                start = int(batch.num_computed_tokens_cpu[idx])
+                ids += batch.token_ids_cpu[idx, start:start + n].tolist()
+                pos += range(start, start + n)
                 last_idx.append(len(ids) - 1)
-                req_ids.append(rid)
-            if not ids:
-                out = ModelRunnerOutput(req_ids=[], req_id_to_index={})
-                return self._finish(so, None, req_ids, out)
+                chunked = chunked or start + n < len(self.requests[rid].prompt_token_ids)
+            self.steps.append({"scheduler": list(so.num_scheduled_tokens), "runner": req_ids,
+                               "tokens": len(ids), "chunked": chunked, "requests": sorted(self.requests)})
             self.forward_passes += 1
             run.iterations += 1
             hidden = self._forward(torch.tensor(ids, dtype=torch.long), torch.tensor(pos, dtype=torch.long))
@@ -507,6 +533,16 @@ def self_check(run, S):
         run.check(f"StandInModelRunner.{name} vs GPUModelRunner.{name}",
                   list(real.parameters) == list(ours.parameters), f"{real} != {ours}")
 
+    # The real _update_states runs on the stand-in: everything it touches on self is there.
+    unset = sorted(a for a in self_attrs(G._update_states) if a not in R.INSTANCE_ATTRS and not hasattr(R, a))
+    run.check("StandInModelRunner vs GPUModelRunner._update_states", not unset,
+              f"_update_states uses {unset} which the stand-in does not set")
+    # The token order re-stated from execute_model/_prepare_inputs reads these.
+    wanted = {"req_ids", "num_scheduled_tokens"} - code_names(G.execute_model)
+    wanted |= {"num_computed_tokens_cpu", "token_ids_cpu"} - code_names(G._prepare_inputs)
+    run.check("StandInModelRunner token order vs GPUModelRunner._prepare_inputs", not wanted,
+              f"the runner no longer orders tokens by {sorted(wanted)}")
+
     # Executor / WorkerProc seams, by the names their code uses and their signatures.
     mpe = S.mpe
     names = code_names(mpe.MultiprocExecutor.collective_rpc)
@@ -538,9 +574,14 @@ def restore(S):
         S.mpe.MultiprocExecutor._init_executor = S.saved.pop("_init_executor")
 
 
+def worker_of(S):
+    """The worker (speculators' extension mixed in) of the one in-process WorkerProc."""
+    return S.created["procs"][0].worker.worker
+
+
 def model_of(S):
     """The model the worker loaded (for the reference forward)."""
-    return S.created["procs"][0].worker.worker.model_runner.model
+    return worker_of(S).model_runner.model
 
 
 def worker_failure(S):
