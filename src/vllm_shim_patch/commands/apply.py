@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..faults import checkpoint
 from ..fsutil import hash_file, record_hash
-from ..report.text import plural
+from ..report import apply as text
 from ..settings import Action, FileStatus
 from .context import Context, Outcome
 
@@ -60,7 +60,7 @@ def apply(ctx: Context, *, verify: bool = True, rehearse: bool = True, accept_mo
         failed = [r for r in plan.problems if r.status is FileStatus.FAILED]
         if failed:
             # Fail closed: a rule or codemod that broke on one file must not leave the others half-patched.
-            return Outcome(f"nothing written: {failed[0].path}: {failed[0].reason}",
+            return Outcome(text.failed_closed(failed[0].path, failed[0].reason),
                            {"package": ctx.who, "changed": False, "failed": [r.path for r in failed]}, 1)
         writes = pending_writes(ctx, desired_files(plan, originals))
         base = {"package": ctx.who, "vllm": str(plan.version), "signatures": plan.signature_kind,
@@ -71,14 +71,14 @@ def apply(ctx: Context, *, verify: bool = True, rehearse: bool = True, accept_mo
         head = ov.head_commit()
         assert head is not None
         _write(ctx, writes, head)
-        verdict = "skipped (--no-verify)"
+        verdict = text.NO_VERIFY
         if verify:
             failed, verdict = _verify(ctx, plan, writes, head, base, rehearse)
             if failed is not None:
                 return failed
         _commit(ctx, plan, writes, verdict)
-    text = f"patched {ctx.who} for vLLM {plan.version}: {_summary(plan)}; verification {verdict}"
-    return Outcome(text, {**base, "changed": True, "verify": verdict}, code)
+    return Outcome(text.patched(ctx.who, plan.version, _summary(plan), verdict),
+                   {**base, "changed": True, "verify": verdict}, code)
 
 
 def _reviewed_plan(ctx: Context, originals: dict[str, bytes], review: Review | None) -> Plan:
@@ -117,9 +117,9 @@ def _recorded(ctx: Context) -> bool:
 def _nothing_to_do(ctx: Context, plan: Plan, base: dict[str, Any], code: int) -> Outcome:
     refused = [x for x in plan.sites if x.action is Action.DECLINED]
     if refused:
-        return Outcome(f"nothing written: {plural(len(refused), 'change')} declined in review",
+        return Outcome(text.declined(len(refused)),
                        {**base, "changed": False, "declined": len(refused)}, code)
-    return Outcome(f"{ctx.who} is already patched for vLLM {plan.version}: nothing to do ({_summary(plan)})",
+    return Outcome(text.already(ctx.who, plan.version, _summary(plan)),
                    {**base, "changed": False}, code)
 
 
@@ -168,13 +168,11 @@ def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
         reason = result.reason if not result.ok else headline(rehearsal)  # type: ignore[arg-type]
         data = {**result.data, **({"rehearsal": rehearsal.as_dict()} if rehearsal else {})}
         return Outcome(
-            f"verification failed: {reason}; restored {plural(len(restored), 'file')}, nothing recorded",
+            text.verification_failed(reason, len(restored)),
             {**base, "changed": False, "verify": data}, 1,
         ), ""
     checkpoint("apply:verified")
-    if rehearsal is None:
-        return None, f"{result.summary}; rehearsal not run ({why_not})"
-    return None, f"{result.summary}; {headline(rehearsal)}"
+    return None, text.verdict(result.summary, None if rehearsal is None else headline(rehearsal), why_not)
 
 
 def _commit(ctx: Context, plan: Plan, writes: dict[str, bytes], verdict: str) -> None:

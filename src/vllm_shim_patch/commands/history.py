@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from ..report.apply import history_line, untracked_history
 from .context import Context, Outcome
 
 
 def history(ctx: Context) -> Outcome:
     ov = ctx.overlay
     if not ov.exists():
-        return Outcome(f"{ctx.who} is not tracked: no history", {"commits": []}, 0)
+        return Outcome(untracked_history(ctx.who), {"commits": []}, 0)
     raw = ov.git("log", "--format=%H%x09%cI%x09%D%x09%s")
     commits = []
     lines = []
@@ -16,5 +17,5 @@ def history(ctx: Context) -> Outcome:
         sha, when, refs, subject = row.split("\t", 3)
         tags = [r.strip().removeprefix("tag: ") for r in refs.split(",") if r.strip().startswith("tag: ")]
         commits.append({"commit": sha, "when": when, "tags": tags, "subject": subject})
-        lines.append(f"{sha[:12]} {when[:19].replace('T', ' ')} {subject}" + (f" [{', '.join(tags)}]" if tags else ""))
+        lines.append(history_line(sha, when, subject, tags))
     return Outcome("\n".join(lines), {"overlay": str(ov.gitdir), "commits": commits}, 0)

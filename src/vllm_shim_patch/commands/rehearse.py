@@ -9,6 +9,7 @@ def rehearse(ctx: Context, *, timeout: float | None = None) -> Outcome:
     """Pass (exit 0), the first failure with the rule that fixes it (1), or why it cannot run (2)."""
     from ..analysis.rehearse import TIMEOUT, check_can_run, interpret, request
     from ..analysis.session import run_session
+    from ..report.apply import rehearsed
     from ..report.rehearse import headline, lines
 
     target = ctx.target
@@ -21,6 +22,6 @@ def rehearse(ctx: Context, *, timeout: float | None = None) -> Outcome:
     if result.failed:
         result = interpret(answer, ctx.plan(ctx.installed()))
     code = 0 if result.passed else 1 if result.failed else 2
-    text = "\n".join([*lines(result, verbose=verbose), f"{ctx.who} on vLLM {target.vllm_version}: {headline(result)}"])
+    text = rehearsed(lines(result, verbose=verbose), ctx.who, target.vllm_version, headline(result))
     return Outcome(text, {"ok": result.passed, "package": ctx.who, "vllm": target.vllm_version,
                           **result.as_dict()}, code)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..fsutil import hash_file
 from ..overlay import layout, lock
 from ..overlay.integrity import check_overlay
-from ..report.text import plural
+from ..report import status as text
 from ..settings import PackageState, Settings
 
 if TYPE_CHECKING:
@@ -42,18 +42,14 @@ def status(settings: Settings, target: Target) -> StatusResult:
     holder = lock.holder(path / layout.LOCK_FILE)
     if holder is not None:
         op = journal.get("op", "run") if journal else "run"
-        text = f"busy: another patch-speculators (pid {holder}) is working on {who} right now ({op})"
-        return StatusResult(PackageState.BUSY, text, {**base, "state": "busy", "pid": holder})
+        return StatusResult(PackageState.BUSY, text.busy(who, holder, op), {**base, "state": "busy", "pid": holder})
     if journal:
-        text = (f"interrupted: a {journal.get('op')} of {who} (pid {journal.get('pid')}) was cut short; "
-                f"the next apply or rollback finishes or undoes it")
-        return StatusResult(PackageState.INTERRUPTED, text, {**base, "state": "interrupted", "journal": journal})
+        return StatusResult(PackageState.INTERRUPTED, text.interrupted(who, journal.get("op"), journal.get("pid")),
+                            {**base, "state": "interrupted", "journal": journal})
     recorded = layout.read_state(path)
     state = recorded.data if recorded else None
     if not state:
-        extra = (f"; {len(off_record)} files differ from RECORD: {', '.join(off_record[:5])}" if off_record
-                 else "; files match RECORD")
-        return StatusResult(PackageState.NOT_TRACKED, f"not tracked: {who} was never patched by this tool{extra}",
+        return StatusResult(PackageState.NOT_TRACKED, text.not_tracked(who, off_record),
                             {**base, "state": "not tracked"})
     head = state["head"]
     trailers = state.get("trailers", {})
@@ -63,23 +59,13 @@ def status(settings: Settings, target: Target) -> StatusResult:
     if not differs:
         if kind == "patch":
             rules = trailers.get("rules", "")
-            guard = trailers.get("guard", "unguarded")
-            guard = "unguarded" if guard == "unguarded" else f"guarded by {guard} signatures"
-            when = str(state.get("when", "?"))[:19].replace("T", " ")
-            text = (f"patched: {who} for vLLM {trailers.get('vllm', '?')}, {guard}, at {when}; "
-                    f"rules: {', '.join(rules.split(',')) if rules else '(none)'}")
-            return StatusResult(PackageState.PATCHED, text, {**base, "state": "patched", "rules": rules.split(",") if rules else [],
-                                                  "vllm": trailers.get("vllm"), "guard": trailers.get("guard"),
-                                                  "when": state.get("when"), "verify": trailers.get("verify")})
-        return StatusResult(PackageState.ORIGINAL, f"original: {who} as installed", {**base, "state": "original"})
-    if not same_install:
-        why = (f"{target.package} {state.get('version')} was tracked, {target.version} is installed now"
-               if state.get("version") != target.version else "the installed file list changed (reinstalled)")
-    else:
-        why = f"{plural(len(differs), 'file')} changed since the last recorded state: {', '.join(differs[:5])}"
-        if not off_record:
-            why += " (all files match RECORD: reinstalled, e.g. pip install --force-reinstall)"
-        else:
-            why += " (edited by hand? they differ from RECORD)"
-    text = f"drifted: {why}; apply records a reinstall as the new original, rollback restores the original"
-    return StatusResult(PackageState.DRIFTED, text, {**base, "state": "drifted", "files": differs})
+            names = rules.split(",") if rules else []
+            line = text.patched(who, trailers.get("vllm", "?"), trailers.get("guard", "unguarded"),
+                                str(state.get("when", "?")), names)
+            return StatusResult(PackageState.PATCHED, line, {**base, "state": "patched", "rules": names,
+                                                             "vllm": trailers.get("vllm"), "guard": trailers.get("guard"),
+                                                             "when": state.get("when"), "verify": trailers.get("verify")})
+        return StatusResult(PackageState.ORIGINAL, text.original(who), {**base, "state": "original"})
+    line = text.drifted(target.package, state.get("version"), target.version, differs if same_install else None,
+                        bool(off_record))
+    return StatusResult(PackageState.DRIFTED, line, {**base, "state": "drifted", "files": differs})

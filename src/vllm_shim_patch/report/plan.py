@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..settings import Action, FileStatus
 from .diff import file_diff
-from .text import plural
+from ..words import plural
 
 if TYPE_CHECKING:
     from ..rewrite.results import Site
