@@ -11,11 +11,23 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn
+from dataclasses import fields, replace
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from .settings import Settings
+from .settings import (
+    ApplyOptions,
+    AuditOptions,
+    CliOptions,
+    CommandOptions,
+    NoOptions,
+    RehearseOptions,
+    RollbackOptions,
+    RulesOptions,
+    Settings,
+    VerifyOptions,
+)
 
 if TYPE_CHECKING:
     from .commands.context import Context, Outcome
@@ -58,7 +70,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except PatchError as exc:
-            if (ctx.obj or {}).get("as_json"):
+            if isinstance(ctx.obj, CliOptions) and ctx.obj.settings.as_json:
                 # A script reading --json gets JSON on every path, errors included.
                 click.echo(json.dumps({"ok": False, "error": str(exc), "kind": type(exc).__name__}))
             fail(str(exc), 2)
@@ -121,29 +133,39 @@ common_options = _options(_COMMON)
 apply_options = _options(_APPLY)
 
 
-def _given(ctx: click.Context, options: dict[str, Any]) -> dict[str, Any]:
-    """Options given before and after the command name, merged (both --rules lists count)."""
-    given: dict[str, Any] = ctx.ensure_object(dict)
-    for key, value in options.items():
-        if value is None or value == () or (key == "verbose" and value == 0):
-            continue
-        given[key] = tuple(dict.fromkeys([*given.get(key, ()), *value])) if key == "rules" else value
-    return given
+O = TypeVar("O", bound=CommandOptions)
 
 
-def _context(ctx: click.Context, options: dict[str, Any]) -> tuple[Context, dict[str, Any]]:
+def _context(ctx: click.Context, options: dict[str, Any], kind: type[O]) -> tuple[Context, O]:
+    """The context and `kind` options of a command: the settings given before its name with its
+    own on top (both --rules lists count). Apply's own options given before another command's
+    name are the default command's, so they do not reach that command."""
     from .commands.context import Context
 
-    given = _given(ctx, options)
-    settings = Settings.from_options(given)
-    return Context(settings, log=lambda line: info(settings, line)), given
+    given = _parsed(ctx)
+    own = {k: options.pop(k) for k in [f.name for f in fields(kind)] if k in options}
+    settings = Settings.from_options(options, given.settings)
+    base = given.apply if kind is ApplyOptions else None
+    opts = kind.from_options(own, base)  # type: ignore[arg-type]  (base is a `kind` when given)
+    # The error boundary reads --json from here, whichever side of the command name it was given.
+    ctx.find_root().obj = replace(given, settings=settings)
+    review = _review if isinstance(opts, ApplyOptions) and opts.interactive else None
+    return Context(settings, log=lambda line: info(settings, line), review=review), opts
+
+
+def _parsed(ctx: click.Context) -> CliOptions:
+    obj = ctx.find_root().obj
+    return obj if isinstance(obj, CliOptions) else CliOptions()
 
 
 def emit(settings: Settings, outcome: Outcome, *, exit: bool = True) -> None:
     if settings.as_json:
         click.echo(json.dumps(outcome.data, indent=2, default=str))
-    elif outcome.text:
-        click.echo(outcome.text, nl=not outcome.text.endswith("\n"))
+    else:
+        if outcome.text:
+            click.echo(outcome.text, nl=not outcome.text.endswith("\n"))
+        for line in outcome.notes:
+            info(settings, line)
     if exit:
         sys.exit(outcome.exit_code)
 
@@ -164,7 +186,8 @@ def main(ctx: click.Context, **options: Any) -> None:
 
     With no command: apply the rules for --vllm-version (or the installed vLLM).
     """
-    _given(ctx, options)
+    own = {k: options.pop(k) for k in [f.name for f in fields(ApplyOptions)] if k in options}
+    ctx.obj = CliOptions(Settings.from_options(options), ApplyOptions.from_options(own))
     if ctx.invoked_subcommand is None:
         ctx.invoke(apply)
 
@@ -177,21 +200,18 @@ def apply(ctx: click.Context, **options: Any) -> None:
     """Write the planned edits, verify, record (the default command)."""
     from .errors import UsageError
 
-    c, given = _context(ctx, options)
-    if given.get("interactive") and not sys.stdin.isatty():
+    c, opts = _context(ctx, options, ApplyOptions)
+    if opts.interactive and not sys.stdin.isatty():
         raise UsageError("--interactive needs a terminal on standard input")
-    if given.get("dry_run"):
-        _diff(c)
-    if given.get("check"):
+    if opts.dry_run:
+        _emit_diff(c)
+    if opts.check:
         from .commands.check import check
 
-        emit(c.settings, check(c))
+        emit(c.settings, check(c, opts))
     from .commands.apply import apply as run_apply
 
-    emit(c.settings, run_apply(c, verify=not given.get("no_verify"), rehearse=not given.get("no_rehearse"),
-                               accept_modified=bool(given.get("accept_modified")),
-                               wait=bool(given.get("wait")),
-                               review=_review if given.get("interactive") else None))
+    emit(c.settings, run_apply(c, opts))
 
 
 def _review(hunks: list[Hunk]) -> set[tuple[str, int, str]]:
@@ -224,27 +244,19 @@ def _review(hunks: list[Hunk]) -> set[tuple[str, int, str]]:
 @click.pass_context
 def diff(ctx: click.Context, **options: Any) -> None:
     """Print the diff apply would write, rule by hunk."""
-    c, _ = _context(ctx, options)
-    _diff(c)
+    c, _ = _context(ctx, options, NoOptions)
+    _emit_diff(c)
 
 
-def _diff(c: Context) -> NoReturn:
-    from .report.diff import colorize, render_diff
-    from .report.plan import plan_json, site_lines, summary
+def _emit_diff(c: Context) -> NoReturn:
+    from .commands.diff import diff as run_diff
+    from .report.diff import colorize
 
-    plan = c.plan()
-    s = c.settings
-    if s.as_json:
-        click.echo(json.dumps(plan_json(plan), indent=2, default=str))
-    else:
-        text = render_diff(plan)
-        click.echo(colorize(text) if sys.stdout.isatty() else text, nl=False)
-        if plan.version_note:
-            info(s, f"note: {plan.version_note}")
-        for line in site_lines(plan, verbose=s.verbose > 0):
-            info(s, line)
-        info(s, summary(plan))
-    sys.exit(0 if plan.clean else 1)
+    outcome = run_diff(c, NoOptions())
+    if not c.settings.as_json and sys.stdout.isatty():
+        outcome = replace(outcome, text=colorize(outcome.text))
+    emit(c.settings, outcome, exit=False)
+    sys.exit(outcome.exit_code)
 
 
 @main.command()
@@ -252,12 +264,10 @@ def _diff(c: Context) -> NoReturn:
 @click.pass_context
 def status(ctx: click.Context, **options: Any) -> None:
     """Original, patched, drifted, interrupted or not tracked."""
-    from .commands.context import Outcome
-    from .commands.status import status as get_status
+    from .commands.status import status as run
 
-    c, _ = _context(ctx, options)
-    result = get_status(c.settings, c.target)
-    emit(c.settings, Outcome(result.text, result.data), exit=False)
+    c, opts = _context(ctx, options, NoOptions)
+    emit(c.settings, run(c, opts), exit=False)
 
 
 @main.command()
@@ -267,8 +277,8 @@ def log(ctx: click.Context, **options: Any) -> None:
     """Show the overlay's history, newest first."""
     from .commands.history import history
 
-    c, _ = _context(ctx, options)
-    emit(c.settings, history(c), exit=False)
+    c, opts = _context(ctx, options, NoOptions)
+    emit(c.settings, history(c, opts), exit=False)
 
 
 @main.command()
@@ -278,10 +288,10 @@ def log(ctx: click.Context, **options: Any) -> None:
 @click.pass_context
 def rollback(ctx: click.Context, **options: Any) -> None:
     """Write the original bytes back, checked against RECORD."""
-    from .commands.rollback import rollback as run_rollback
+    from .commands.rollback import rollback as run
 
-    c, given = _context(ctx, options)
-    emit(c.settings, run_rollback(c, given.get("to"), wait=bool(given.get("wait"))))
+    c, opts = _context(ctx, options, RollbackOptions)
+    emit(c.settings, run(c, opts))
 
 
 @main.command()
@@ -290,10 +300,10 @@ def rollback(ctx: click.Context, **options: Any) -> None:
 @click.pass_context
 def verify(ctx: click.Context, **options: Any) -> None:
     """Import changed modules, bind their calls into vLLM."""
-    from .commands.verify import verify as run_verify
+    from .commands.verify import verify as run
 
-    c, given = _context(ctx, options)
-    emit(c.settings, run_verify(c, all_calls=bool(given.get("all_calls"))))
+    c, opts = _context(ctx, options, VerifyOptions)
+    emit(c.settings, run(c, opts))
 
 
 @main.command()
@@ -303,10 +313,10 @@ def verify(ctx: click.Context, **options: Any) -> None:
 @click.pass_context
 def rehearse(ctx: click.Context, **options: Any) -> None:
     """Run speculators' generator on CPU against the installed vLLM (exit 0 pass, 1 failure, 2 cannot run)."""
-    from .commands.rehearse import rehearse as run_rehearse
+    from .commands.rehearse import rehearse as run
 
-    c, given = _context(ctx, options)
-    emit(c.settings, run_rehearse(c, timeout=given.get("timeout")))
+    c, opts = _context(ctx, options, RehearseOptions)
+    emit(c.settings, run(c, opts))
 
 
 @main.command()
@@ -319,14 +329,10 @@ def rehearse(ctx: click.Context, **options: Any) -> None:
 @click.pass_context
 def audit(ctx: click.Context, **options: Any) -> None:
     """Check every use of vLLM (imports, calls, methods, attributes), as installed and after the rules."""
-    c, given = _context(ctx, options)
-    if given.get("no_rules"):
-        c.start_probe()  # the target answers while the checks import and vLLM's source opens
+    from .commands.audit import audit as run
 
-    from .commands.audit import audit as run_audit
-
-    emit(c.settings, run_audit(c, verbose=c.settings.verbose > 0, emit_rules=given.get("emit_rules"),
-                               rules=not given.get("no_rules")))
+    c, opts = _context(ctx, options, AuditOptions)
+    emit(c.settings, run(c, opts))
 
 
 @main.group()
@@ -341,40 +347,40 @@ def rules_list(ctx: click.Context, **options: Any) -> None:
     """List the loaded rules."""
     from .commands.rules import rules_list as run
 
-    c, _ = _context(ctx, options)
-    emit(c.settings, run(c.settings), exit=False)
+    c, opts = _context(ctx, options, RulesOptions)
+    emit(c.settings, run(c, opts), exit=False)
 
 
 @rules.command("check")
 @click.argument("paths", nargs=-1, type=click.Path())
 @common_options
 @click.pass_context
-def rules_check(ctx: click.Context, paths: tuple[str, ...], **options: Any) -> None:
+def rules_check(ctx: click.Context, **options: Any) -> None:
     """Validate rule files (default: the bundled ones and --rules)."""
     from .commands.rules import rules_check as run
 
-    c, _ = _context(ctx, options)
-    emit(c.settings, run(c.settings, paths), exit=False)
+    c, opts = _context(ctx, options, RulesOptions)
+    emit(c.settings, run(c, opts), exit=False)
 
 
 @rules.command("test")
 @click.argument("paths", nargs=-1, type=click.Path())
 @common_options
 @click.pass_context
-def rules_test(ctx: click.Context, paths: tuple[str, ...], **options: Any) -> None:
+def rules_test(ctx: click.Context, **options: Any) -> None:
     """Run the before/after examples embedded in rule files."""
     from .commands.rules import rules_test as run
 
-    c, _ = _context(ctx, options)
-    emit(c.settings, run(c.settings, paths))
+    c, opts = _context(ctx, options, RulesOptions)
+    emit(c.settings, run(c, opts))
 
 
 @rules.command("docs")
 @common_options
 @click.pass_context
 def rules_docs(ctx: click.Context, **options: Any) -> None:
-    """Print the rules as a Markdown table (the README's is this)."""
+    """Print the rules as a Markdown table (the README's is this; --json: its rows)."""
     from .commands.rules import rules_docs as run
 
-    c, _ = _context(ctx, options)
-    click.echo(run(c.settings).text, nl=False)
+    c, opts = _context(ctx, options, RulesOptions)
+    emit(c.settings, run(c, opts), exit=False)

@@ -6,21 +6,16 @@ target, and only then committed to the overlay; any failure restores the files a
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..faults import checkpoint
 from ..fsutil import hash_file, record_hash
 from ..report import apply as text
-from ..settings import Action, FileStatus
-from .context import Context, Outcome
+from ..settings import Action, ApplyOptions, FileStatus
+from .context import Context, Outcome, Review
 
 if TYPE_CHECKING:
-    from ..report.diff import Hunk
     from ..rewrite.plan import Plan
-
-# Interactive review: given the hunks, answer the (path, line, rule id) keys declined.
-Review = Callable[[list["Hunk"]], set[tuple[str, int, str]]]
 
 
 def desired_files(plan: Plan, originals: dict[str, bytes]) -> dict[str, bytes]:
@@ -33,9 +28,9 @@ def pending_writes(ctx: Context, desired: dict[str, bytes]) -> dict[str, bytes]:
     return {p: data for p, data in desired.items() if hash_file(root / p) != record_hash(data)}
 
 
-def apply(ctx: Context, *, verify: bool = True, rehearse: bool = True, accept_modified: bool = False,
-          wait: bool = False, review: Review | None = None) -> Outcome:
-    """Plan from the original bytes, write atomically, verify, then commit; restore on failure."""
+def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
+    """Plan from the original bytes, write atomically, verify, then commit; restore on failure
+    (`opts.interactive`: each hunk is offered to `ctx.review` first)."""
     from ..overlay.baseline import prepare
     from ..overlay.recovery import recover, settled_on_failure
     from ..rewrite.ops import compile_rule
@@ -51,11 +46,11 @@ def apply(ctx: Context, *, verify: bool = True, rehearse: bool = True, accept_mo
     for rule in ctx.pack.rules:
         compile_rule(rule)  # a codemod that cannot load fails here, not after the original is recorded
     ov = ctx.overlay
-    with ov.locked(wait), settled_on_failure(ov, ctx.target, ctx.tracked, ctx.log):
+    with ov.locked(opts.wait), settled_on_failure(ov, ctx.target, ctx.tracked, ctx.log):
         recover(ov, ctx.target, ctx.tracked, ctx.log)
-        prepare(ov, ctx.target, accept_modified, ctx.log)
+        prepare(ov, ctx.target, opts.accept_modified, ctx.log)
         originals = ctx.originals()
-        plan = _reviewed_plan(ctx, originals, review)
+        plan = _reviewed_plan(ctx, originals, ctx.review if opts.interactive else None)
         _report_plan(ctx, plan)
         failed = [r for r in plan.problems if r.status is FileStatus.FAILED]
         if failed:
@@ -72,10 +67,10 @@ def apply(ctx: Context, *, verify: bool = True, rehearse: bool = True, accept_mo
         assert head is not None
         _write(ctx, writes, head)
         verdict = text.NO_VERIFY
-        if verify:
-            failed, verdict = _verify(ctx, plan, writes, head, base, rehearse)
-            if failed is not None:
-                return failed
+        if not opts.no_verify:
+            refused, verdict = _verify(ctx, plan, writes, head, base, rehearse=not opts.no_rehearse)
+            if refused is not None:
+                return refused
         _commit(ctx, plan, writes, verdict)
     return Outcome(text.patched(ctx.who, plan.version, _summary(plan), verdict),
                    {**base, "changed": True, "verify": verdict}, code)

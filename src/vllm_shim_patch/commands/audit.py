@@ -4,19 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..settings import AuditOptions
 from .context import Context, Outcome
 
 
-def audit(ctx: Context, *, verbose: bool = False, emit_rules: str | None = None, rules: bool = True) -> Outcome:
+def audit(ctx: Context, opts: AuditOptions) -> Outcome:
     """The package's files as installed, and where the rules would change one, after them;
-    `rules=False` skips planning the rules (no libcst)."""
+    `opts.no_rules` skips planning the rules (no libcst)."""
+    if opts.no_rules:
+        ctx.start_probe()  # the target answers while the checks import and vLLM's source opens
     from dataclasses import replace
 
     from ..analysis.audit import Checker, audit_plan
     from ..analysis.calls import scan_uses
     from ..report import audit as report
 
-    if rules:
+    if not opts.no_rules:
         plan = ctx.plan(ctx.originals(), reuse=True)
         version = str(plan.version)
     else:
@@ -47,14 +50,14 @@ def audit(ctx: Context, *, verbose: bool = False, emit_rules: str | None = None,
     rows = audit_plan(pending, uses, after, checker, version)
     target = ctx.target
     against = report.against(target.vllm_version, version, plan is not None, applied, sig_kind)
-    text, data = report.render(rows, ctx.who, against, verbose, rules=plan is not None)
+    text, data = report.render(rows, ctx.who, against, ctx.settings.verbose > 0, rules=plan is not None)
     missing = [p for p in target.python_files() if p not in installed]
     text = report.with_notes(text, [(p, (target.location / p).exists()) for p in missing], note)
     data.update({"package": target.package, "version": target.version, "vllm": target.vllm_version,
                  "rules_for": version if plan is not None else None, "for": version, "signatures": sig_kind,
                  "rules_installed_in": applied, "missing": missing})
-    if emit_rules is not None:
-        line, data["emitted"] = _emit(ctx, rows, signatures, version, emit_rules)
+    if opts.emit_rules is not None:
+        line, data["emitted"] = _emit(ctx, rows, signatures, version, opts.emit_rules)
         text = f"{text}\n{line}"
     return Outcome(text, data, 1 if data["summary"]["remaining"] else 0)
 
@@ -69,7 +72,7 @@ def _emit(ctx: Context, rows: list[Any], signatures: dict[str, Any], version: st
     from ..errors import UsageError
     from ..fsutil import atomic_write
 
-    items, left = drafts(rows, signatures, version, {r.id for r in ctx.pack.rules} if "pack" in ctx.__dict__ else set())
+    items, left = drafts(rows, signatures, version, {r.id for r in ctx.loaded_pack.rules} if ctx.loaded_pack else set())
     if not items:
         return (report.emitted(dest, None, 0, 0), {"path": None, "rules": 0, "not_expressible": left})
     path = Path(dest).expanduser()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..report import check as text
-from ..settings import Action
+from ..settings import Action, ApplyOptions
 from .apply import desired_files, pending_writes
 from .context import Context, Outcome
 
@@ -11,7 +11,8 @@ from .context import Context, Outcome
 _FOR_A_HUMAN = (Action.NEEDS_HUMAN, Action.NOTICE)
 
 
-def check(ctx: Context) -> Outcome:
+def check(ctx: Context, opts: ApplyOptions) -> Outcome:
+    """Exit 1 when a file would change, or a site is left for a human (`apply --check`)."""
     from ..report.plan import problem_lines, site_line
 
     plan = ctx.plan()

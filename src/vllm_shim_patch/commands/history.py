@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from ..report.apply import history_line, untracked_history
+from ..settings import NoOptions
 from .context import Context, Outcome
 
 
-def history(ctx: Context) -> Outcome:
+def history(ctx: Context, opts: NoOptions) -> Outcome:
+    """The overlay's commits, newest first, with their tags."""
     ov = ctx.overlay
     if not ov.exists():
         return Outcome(untracked_history(ctx.who), {"commits": []}, 0)

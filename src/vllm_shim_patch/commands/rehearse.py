@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from ..settings import RehearseOptions
 from .context import Context, Outcome
 
 
-def rehearse(ctx: Context, *, timeout: float | None = None) -> Outcome:
+def rehearse(ctx: Context, opts: RehearseOptions) -> Outcome:
     """Pass (exit 0), the first failure with the rule that fixes it (1), or why it cannot run (2)."""
     from ..analysis.rehearse import TIMEOUT, check_can_run, interpret, request
     from ..analysis.session import run_session
@@ -15,7 +16,7 @@ def rehearse(ctx: Context, *, timeout: float | None = None) -> Outcome:
     target = ctx.target
     check_can_run(target)
     verbose = ctx.settings.verbose > 0
-    answer = run_session(target, rehearse=request(verbose=verbose, timeout=timeout or TIMEOUT)).rehearsal
+    answer = run_session(target, rehearse=request(verbose=verbose, timeout=opts.timeout or TIMEOUT)).rehearsal
     if not isinstance(answer, dict):
         answer = {"ok": False, "outcome": "error", "failure": {"exception": "the target gave no rehearsal answer"}}
     result = interpret(answer, None)

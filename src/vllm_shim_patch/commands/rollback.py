@@ -8,13 +8,16 @@ from ..errors import OverlayError
 from ..fsutil import hash_file, record_hash
 from ..report import apply as text
 from ..words import listing
+from ..settings import RollbackOptions
 from .context import Context, Outcome
 
 
-def rollback(ctx: Context, to: str | None, *, wait: bool = False) -> Outcome:
+def rollback(ctx: Context, opts: RollbackOptions) -> Outcome:
+    """Write the original (or `opts.to`) back under the lock, checked against RECORD."""
     from ..overlay.baseline import record_mismatches
     from ..overlay.recovery import recover, settled_on_failure
 
+    to = opts.to
     ctx.refuse_editable()
     ov, target = ctx.overlay, ctx.target
     files = ctx.tracked
@@ -22,7 +25,7 @@ def rollback(ctx: Context, to: str | None, *, wait: bool = False) -> Outcome:
         return _untracked(ctx, to)
     ctx.check_mounted_writable()
     label = to or "original"
-    with ov.locked(wait), settled_on_failure(ov, target, files, ctx.log):
+    with ov.locked(opts.wait), settled_on_failure(ov, target, files, ctx.log):
         recover(ov, target, files, ctx.log)
         _settle_baseline(ctx)
         to_commit = _resolve_same_install(ctx, label)

@@ -6,34 +6,25 @@ interpreter runs, so it answers in well under a second.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..fsutil import hash_file
 from ..overlay import layout, lock
 from ..overlay.integrity import check_overlay
 from ..report import status as text
-from ..settings import PackageState, Settings
-
-if TYPE_CHECKING:
-    from ..target import Target
+from ..settings import NoOptions, PackageState
+from .context import Context, Outcome
 
 
-@dataclass
-class StatusResult:
-    state: PackageState
-    text: str
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-def status(settings: Settings, target: Target) -> StatusResult:
-    """The state of `target` (the context's target: a probe of the interpreter, nothing else)."""
+def status(ctx: Context, opts: NoOptions) -> Outcome:
+    """The state of the context's target (a probe of the interpreter, nothing else)."""
+    target = ctx.target
     who = f"{target.package} {target.version}"
     files = layout.tracked_paths(e.path for e in target.record)
     current = {p: hash_file(target.location / p) for p in files}
     record = {e.path: e.hash for e in target.record if e.hash}
     off_record = sorted(p for p in files if p in record and current[p] != record[p])
-    path = layout.overlay_for(settings.state_dir, target.package, target.location)
+    path = layout.overlay_for(ctx.settings.state_dir, target.package, target.location)
     base: dict[str, Any] = {"package": target.package, "version": target.version,
                             "location": str(target.location), "overlay": str(path),
                             "vllm_installed": target.vllm_version, "differs_from_record": off_record}
@@ -42,15 +33,14 @@ def status(settings: Settings, target: Target) -> StatusResult:
     holder = lock.holder(path / layout.LOCK_FILE)
     if holder is not None:
         op = journal.get("op", "run") if journal else "run"
-        return StatusResult(PackageState.BUSY, text.busy(who, holder, op), {**base, "state": "busy", "pid": holder})
+        return _outcome(PackageState.BUSY, text.busy(who, holder, op), base, pid=holder)
     if journal:
-        return StatusResult(PackageState.INTERRUPTED, text.interrupted(who, journal.get("op"), journal.get("pid")),
-                            {**base, "state": "interrupted", "journal": journal})
+        return _outcome(PackageState.INTERRUPTED, text.interrupted(who, journal.get("op"), journal.get("pid")),
+                        base, journal=journal)
     recorded = layout.read_state(path)
     state = recorded.data if recorded else None
     if not state:
-        return StatusResult(PackageState.NOT_TRACKED, text.not_tracked(who, off_record),
-                            {**base, "state": "not tracked"})
+        return _outcome(PackageState.NOT_TRACKED, text.not_tracked(who, off_record), base)
     head = state["head"]
     trailers = state.get("trailers", {})
     kind = trailers.get("kind", "baseline")
@@ -62,10 +52,13 @@ def status(settings: Settings, target: Target) -> StatusResult:
             names = rules.split(",") if rules else []
             line = text.patched(who, trailers.get("vllm", "?"), trailers.get("guard", "unguarded"),
                                 str(state.get("when", "?")), names)
-            return StatusResult(PackageState.PATCHED, line, {**base, "state": "patched", "rules": names,
-                                                             "vllm": trailers.get("vllm"), "guard": trailers.get("guard"),
-                                                             "when": state.get("when"), "verify": trailers.get("verify")})
-        return StatusResult(PackageState.ORIGINAL, text.original(who), {**base, "state": "original"})
+            return _outcome(PackageState.PATCHED, line, base, rules=names, vllm=trailers.get("vllm"),
+                            guard=trailers.get("guard"), when=state.get("when"), verify=trailers.get("verify"))
+        return _outcome(PackageState.ORIGINAL, text.original(who), base)
     line = text.drifted(target.package, state.get("version"), target.version, differs if same_install else None,
                         bool(off_record))
-    return StatusResult(PackageState.DRIFTED, line, {**base, "state": "drifted", "files": differs})
+    return _outcome(PackageState.DRIFTED, line, base, files=differs)
+
+
+def _outcome(state: PackageState, line: str, base: dict[str, Any], **more: Any) -> Outcome:
+    return Outcome(line, {**base, "state": state.value, **more})

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from ..settings import VerifyOptions
 from .context import Context, Outcome
 
 
-def verify(ctx: Context, *, all_calls: bool = False) -> Outcome:
+def verify(ctx: Context, opts: VerifyOptions) -> Outcome:
     """The modules the patch changed, every call into vLLM in them, and every call a rule names
     elsewhere (a site left as installed still has to bind); --all: every module, every call."""
     from ..analysis.calls import scan
@@ -19,7 +20,7 @@ def verify(ctx: Context, *, all_calls: bool = False) -> Outcome:
     # A file RECORD lists that is gone, where the overlay has its original, counts as changed: its
     # import is checked, and fails.
     changed = [p for p in pyfiles if current.get(p) != originals.get(p, current.get(p))]
-    if all_calls:
+    if opts.all_calls:
         # A package's __main__ runs its CLI when imported: it is not a module to smoke-test.
         modules = [module_name(p) for p in pyfiles if not p.endswith("/__main__.py")]
         calls = [c for p in pyfiles if p in current for c in scan(current[p], p)]

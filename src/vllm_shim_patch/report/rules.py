@@ -21,6 +21,11 @@ def _what(rule: Rule) -> str:
     return "; ".join(OPERATIONS[name].describe(rule.op(name)) for name in rule.operations)
 
 
+def rows(rules: Iterable[Rule]) -> list[dict[str, str]]:
+    """The table's rows as data (`rules docs --json`)."""
+    return [{"id": r.id, "call": r.target, "since": str(r.since), "what": _what(r)} for r in rules]
+
+
 def table(rules: Iterable[Rule]) -> str:
     """A Markdown table of rules: id, pack, callable, since, what it does."""
     optional = {str(p): name for name, p in bundled_optional_packs().items()}
