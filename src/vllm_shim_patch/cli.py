@@ -86,7 +86,7 @@ _COMMON = [
                  help="interpreter (or venv folder) of the ML environment; default: this one"),
     click.option("--package", metavar="NAME", default=None, help="distribution to patch; default: speculators"),
     click.option("--rules", "rules", metavar="PATH", multiple=True,
-                 help="more rule files or folders, or a bundled optional pack by name (repeatable)"),
+                 help="more rule files or folders (repeatable)"),
     click.option("--state-dir", metavar="DIR", default=None,
                  help="overlay location; default: $XDG_STATE_HOME/vllm-shim-patch"),
     click.option("--vllm-source", metavar="PATH", default=None,
@@ -133,10 +133,10 @@ common_options = _options(_COMMON)
 apply_options = _options(_APPLY)
 
 
-O = TypeVar("O", bound=CommandOptions)
+OptionsT = TypeVar("OptionsT", bound=CommandOptions)
 
 
-def _context(ctx: click.Context, options: dict[str, Any], kind: type[O]) -> tuple[Context, O]:
+def _context(ctx: click.Context, options: dict[str, Any], kind: type[OptionsT]) -> tuple[Context, OptionsT]:
     """The context and `kind` options of a command: the settings given before its name with its
     own on top (both --rules lists count). Apply's own options given before another command's
     name are the default command's, so they do not reach that command."""
@@ -145,8 +145,9 @@ def _context(ctx: click.Context, options: dict[str, Any], kind: type[O]) -> tupl
     given = _parsed(ctx)
     own = {k: options.pop(k) for k in [f.name for f in fields(kind)] if k in options}
     settings = Settings.from_options(options, given.settings)
-    base = given.apply if kind is ApplyOptions else None
-    opts = kind.from_options(own, base)  # type: ignore[arg-type]  (base is a `kind` when given)
+    # The group's own (apply's) options are the base of `apply`'s, of no other command's.
+    base = given.apply if isinstance(given.apply, kind) else None
+    opts = kind.from_options(own, base)
     # The error boundary reads --json from here, whichever side of the command name it was given.
     ctx.find_root().obj = replace(given, settings=settings)
     review = _review if isinstance(opts, ApplyOptions) and opts.interactive else None
@@ -181,7 +182,7 @@ def info(settings: Settings, text: str) -> None:
 @common_options
 @click.version_option(package_name="vllm-shim-patch", prog_name=PROG)
 @click.pass_context
-def main(ctx: click.Context, **options: Any) -> None:
+def main(ctx: click.Context, /, **options: Any) -> None:
     """Patch speculators for the installed vLLM: plan, write, verify, record.
 
     With no command: apply the rules for --vllm-version (or the installed vLLM).
@@ -196,7 +197,7 @@ def main(ctx: click.Context, **options: Any) -> None:
 @apply_options
 @common_options
 @click.pass_context
-def apply(ctx: click.Context, **options: Any) -> None:
+def apply(ctx: click.Context, /, **options: Any) -> None:
     """Write the planned edits, verify, record (the default command)."""
     from .errors import UsageError
 
@@ -242,7 +243,7 @@ def _review(hunks: list[Hunk]) -> set[tuple[str, int, str]]:
 @_NO_GUARD
 @common_options
 @click.pass_context
-def diff(ctx: click.Context, **options: Any) -> None:
+def diff(ctx: click.Context, /, **options: Any) -> None:
     """Print the diff apply would write, rule by hunk."""
     c, _ = _context(ctx, options, NoOptions)
     _emit_diff(c)
@@ -262,7 +263,7 @@ def _emit_diff(c: Context) -> NoReturn:
 @main.command()
 @common_options
 @click.pass_context
-def status(ctx: click.Context, **options: Any) -> None:
+def status(ctx: click.Context, /, **options: Any) -> None:
     """Original, patched, drifted, interrupted or not tracked."""
     from .commands.status import status as run
 
@@ -273,7 +274,7 @@ def status(ctx: click.Context, **options: Any) -> None:
 @main.command()
 @common_options
 @click.pass_context
-def log(ctx: click.Context, **options: Any) -> None:
+def log(ctx: click.Context, /, **options: Any) -> None:
     """Show the overlay's history, newest first."""
     from .commands.history import history
 
@@ -286,7 +287,7 @@ def log(ctx: click.Context, **options: Any) -> None:
 @_WAIT
 @common_options
 @click.pass_context
-def rollback(ctx: click.Context, **options: Any) -> None:
+def rollback(ctx: click.Context, /, **options: Any) -> None:
     """Write the original bytes back, checked against RECORD."""
     from .commands.rollback import rollback as run
 
@@ -298,7 +299,7 @@ def rollback(ctx: click.Context, **options: Any) -> None:
 @click.option("--all", "all_calls", is_flag=True, help="import every module and bind every call into vLLM")
 @common_options
 @click.pass_context
-def verify(ctx: click.Context, **options: Any) -> None:
+def verify(ctx: click.Context, /, **options: Any) -> None:
     """Import changed modules, bind their calls into vLLM."""
     from .commands.verify import verify as run
 
@@ -311,7 +312,7 @@ def verify(ctx: click.Context, **options: Any) -> None:
               help="give up after this long (default: 300)")
 @common_options
 @click.pass_context
-def rehearse(ctx: click.Context, **options: Any) -> None:
+def rehearse(ctx: click.Context, /, **options: Any) -> None:
     """Run speculators' generator on CPU against the installed vLLM (exit 0 pass, 1 failure, 2 cannot run)."""
     from .commands.rehearse import rehearse as run
 
@@ -327,7 +328,7 @@ def rehearse(ctx: click.Context, **options: Any) -> None:
               help="check the package as installed only: do not plan the rules (faster)")
 @common_options
 @click.pass_context
-def audit(ctx: click.Context, **options: Any) -> None:
+def audit(ctx: click.Context, /, **options: Any) -> None:
     """Check every use of vLLM (imports, calls, methods, attributes), as installed and after the rules."""
     from .commands.audit import audit as run
 
@@ -343,7 +344,7 @@ def rules() -> None:
 @rules.command("list")
 @common_options
 @click.pass_context
-def rules_list(ctx: click.Context, **options: Any) -> None:
+def rules_list(ctx: click.Context, /, **options: Any) -> None:
     """List the loaded rules."""
     from .commands.rules import rules_list as run
 
@@ -355,7 +356,7 @@ def rules_list(ctx: click.Context, **options: Any) -> None:
 @click.argument("paths", nargs=-1, type=click.Path())
 @common_options
 @click.pass_context
-def rules_check(ctx: click.Context, **options: Any) -> None:
+def rules_check(ctx: click.Context, /, **options: Any) -> None:
     """Validate rule files (default: the bundled ones and --rules)."""
     from .commands.rules import rules_check as run
 
@@ -367,7 +368,7 @@ def rules_check(ctx: click.Context, **options: Any) -> None:
 @click.argument("paths", nargs=-1, type=click.Path())
 @common_options
 @click.pass_context
-def rules_test(ctx: click.Context, **options: Any) -> None:
+def rules_test(ctx: click.Context, /, **options: Any) -> None:
     """Run the before/after examples embedded in rule files."""
     from .commands.rules import rules_test as run
 
@@ -378,7 +379,7 @@ def rules_test(ctx: click.Context, **options: Any) -> None:
 @rules.command("docs")
 @common_options
 @click.pass_context
-def rules_docs(ctx: click.Context, **options: Any) -> None:
+def rules_docs(ctx: click.Context, /, **options: Any) -> None:
     """Print the rules as a Markdown table (the README's is this; --json: its rows)."""
     from .commands.rules import rules_docs as run
 

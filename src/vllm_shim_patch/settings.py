@@ -110,7 +110,7 @@ class Settings:
         extra = given.get("rules", ())
         if isinstance(extra, tuple):
             given["rules"] = tuple(dict.fromkeys([*base.rules, *extra]))
-        return replace(base, **given)  # type: ignore[arg-type]  (each value's type is click's, checked there)
+        return replace(base, **given)  # type: ignore[arg-type]  # click checked each value's type
 
 
 _O = TypeVar("_O", bound="CommandOptions")
@@ -123,7 +123,7 @@ class CommandOptions:
     @classmethod
     def from_options(cls: type[_O], options: Mapping[str, object], base: _O | None = None) -> _O:
         """`base` (default: the defaults) with the options given on top; an unknown key is an error."""
-        return replace(base or cls(), **_given(cls, options))  # type: ignore[arg-type]  (as in Settings)
+        return replace(base or cls(), **_given(cls, options))
 
 
 @dataclass(frozen=True)

@@ -85,5 +85,5 @@ def test_rules_docs_honours_json() -> None:
 
 def test_json_before_the_command_name_reaches_the_error_boundary(tmp_path: Path) -> None:
     r = _cli("--json", "rules", "check", str(tmp_path / "nope.yaml"))
-    error = f"{tmp_path}/nope.yaml: no such rule file or folder (bundled optional packs: none)"
+    error = f"{tmp_path}/nope.yaml: no such rule file or folder"
     assert (r.returncode, json.loads(r.stdout)) == (2, {"ok": False, "error": error, "kind": "RuleError"})

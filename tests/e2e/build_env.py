@@ -99,7 +99,7 @@ def python_version(exe: str) -> tuple[int, int] | None:
 
 
 def find_python(explicit: str | None) -> str:
-    want = "%d.%d" % REQUIRED_PYTHON
+    want = "{}.{}".format(*REQUIRED_PYTHON)
     if explicit:
         candidates = [explicit]
     else:
@@ -307,7 +307,7 @@ def main() -> int:
     ap.add_argument("--rebuild", action="store_true",
                     help="build a fresh venv even if a complete one exists")
     ap.add_argument("--python", metavar="PYTHON",
-                    help=f"base interpreter (Python {'%d.%d' % REQUIRED_PYTHON}; "
+                    help=f"base interpreter (Python {'{}.{}'.format(*REQUIRED_PYTHON)}; "
                          "default: VSP_PYTHON, then python3.11)")
     args = ap.parse_args()
     # Turn SIGTERM/SIGHUP into KeyboardInterrupt so the temp dir gets removed

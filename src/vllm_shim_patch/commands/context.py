@@ -233,6 +233,7 @@ class Context:
             from ..signatures.select import guard_source
 
             self._static = guard_source(self.target, self.settings.vllm_source)
+        assert not isinstance(self._static, _Unread)
         return self._static
 
     @property

@@ -4,12 +4,10 @@ README's table is `table`'s output)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 
 from typing import TYPE_CHECKING
 
 from ..rewrite.ops import OPERATIONS
-from ..rules.loader import bundled_optional_packs, bundled_rule_files
 from ..rules.model import Rule
 from ..words import plural
 
@@ -27,16 +25,10 @@ def rows(rules: Iterable[Rule]) -> list[dict[str, str]]:
 
 
 def table(rules: Iterable[Rule]) -> str:
-    """A Markdown table of rules: id, pack, callable, since, what it does."""
-    optional = {str(p): name for name, p in bundled_optional_packs().items()}
-    default = {str(p) for p in bundled_rule_files()}
-    lines = ["| id | pack | call | since | what |", "|---|---|---|---|---|"]
+    """A Markdown table of rules: id, callable, since, what it does."""
+    lines = ["| id | call | since | what |", "|---|---|---|---|"]
     for rule in rules:
-        if rule.path in optional:
-            pack = f"`--rules {optional[rule.path]}`"
-        else:
-            pack = "default" if rule.path in default else Path(rule.path).name
-        lines.append(f"| `{rule.id}` | {pack} | `{rule.target}` | {rule.since} | {_what(rule)} |")
+        lines.append(f"| `{rule.id}` | `{rule.target}` | {rule.since} | {_what(rule)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..words import plural
 
 
-def busy(who: str, pid: int, op: str) -> str:
+def busy(who: str, pid: str, op: str) -> str:
     return f"busy: another patch-speculators (pid {pid}) is working on {who} right now ({op})"
 
 
