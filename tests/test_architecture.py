@@ -9,6 +9,7 @@ is a dependency too).
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,12 @@ class _Imports(ast.NodeVisitor):
 
 
 def import_graph() -> dict[str, set[str]]:
+    """The graph, read once per run (a copy each call: a test may not change another's)."""
+    return {name: set(deps) for name, deps in _read_graph().items()}
+
+
+@functools.cache
+def _read_graph() -> dict[str, set[str]]:
     modules = _modules()
     known = set(modules)
     graph = {}

@@ -13,7 +13,7 @@ from conftest import GENERATOR, Sandbox
 
 @pytest.fixture(scope="session")
 def vllm016() -> Path:
-    return realdata.vllm_source("0.16.0")
+    return realdata.vllm_source(realdata.REFERENCE_VLLM)
 
 
 @pytest.fixture(scope="session")
@@ -21,6 +21,7 @@ def vllm017() -> Path:
     return realdata.vllm_source("0.17.0")
 
 
+@pytest.mark.slow
 def test_guard_keeps_eos_token_id_on_a_017_nightly_built_before_the_change(
         sandbox: Sandbox, vllm016: Path, tmp_path: Path) -> None:
     # A source that calls itself 0.17 but still takes eos_token_id (as a nightly between the
@@ -41,6 +42,7 @@ def test_guard_keeps_eos_token_id_on_a_017_nightly_built_before_the_change(
     ]
 
 
+@pytest.mark.slow
 def test_the_017_source_alone_selects_and_guards_the_rules(sandbox: Sandbox, vllm017: Path) -> None:
     r = sandbox.run("--vllm-source", str(vllm017), "--dry-run", "--json")
     assert r.returncode == 0, r.stderr
@@ -58,6 +60,7 @@ def test_the_017_source_alone_selects_and_guards_the_rules(sandbox: Sandbox, vll
     ]
 
 
+@pytest.mark.slow
 def test_apply_verifies_every_call_in_the_files_it_rewrote(sandbox: Sandbox, vllm016: Path) -> None:
     r = sandbox.run("--vllm-source", str(vllm016), "--vllm-version", "0.16")
     assert r.returncode == 0, r.stderr
@@ -109,6 +112,7 @@ def test_apply_verifies_every_call_in_the_files_it_rewrote(sandbox: Sandbox, vll
     )
 
 
+@pytest.mark.slow
 def test_verify_all_reports_every_remaining_mismatch(sandbox: Sandbox, vllm016: Path) -> None:
     v = sandbox.run("--vllm-source", str(vllm016), "verify", "--all", "--json")
     assert v.returncode == 1
@@ -123,6 +127,7 @@ def test_verify_all_reports_every_remaining_mismatch(sandbox: Sandbox, vllm016: 
     assert len(data["bindings"]) == 20
 
 
+@pytest.mark.slow
 def test_audit_names_the_fixing_rules(sandbox: Sandbox, vllm016: Path) -> None:
     a = sandbox.run("--vllm-source", str(vllm016), "audit", "--vllm-version", "0.16")
     assert a.returncode == 0
@@ -173,6 +178,7 @@ def test_audit_suggests_a_rule_for_a_mismatch_no_rule_fixes(reason: str, lines: 
     assert suggest(call, reason, "0.16").splitlines() == lines
 
 
+@pytest.mark.slow
 def test_audit_with_the_opt_in_pack_leaves_nothing_mismatched(sandbox: Sandbox, vllm016: Path) -> None:
     a = sandbox.run("--vllm-source", str(vllm016), "audit", "--vllm-version", "0.16")
     assert a.returncode == 0, a.stdout
@@ -194,6 +200,7 @@ rules:
 """
 
 
+@pytest.mark.slow
 def test_failed_verification_restores_byte_for_byte(sandbox: Sandbox, vllm016: Path, tmp_path: Path) -> None:
     rules = tmp_path / "bad.yaml"
     rules.write_text(BAD_RULE)
@@ -209,6 +216,7 @@ def test_failed_verification_restores_byte_for_byte(sandbox: Sandbox, vllm016: P
     assert json.loads(sandbox.run("status", "--json").stdout)["state"] == "original"
 
 
+@pytest.mark.slow
 def test_guard_skips_an_add_the_callee_does_not_take(sandbox: Sandbox, vllm016: Path, tmp_path: Path) -> None:
     rules = tmp_path / "bad.yaml"
     rules.write_text(BAD_RULE)

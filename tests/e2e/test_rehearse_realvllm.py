@@ -59,7 +59,7 @@ def test_unpatched_stops_at_the_first_break_and_names_its_rule(real: Sandbox) ->
         "  vLLM:        -",
         f"  fix:         rule scheduler-config-add-is-encoder-decoder (not applied yet: it would edit {GENERATOR}:194)",
     ]
-    assert lines[-1].startswith(f"speculators 0.3.0 on vLLM 0.16.0: rehearsal failed in init at {GENERATOR}:194: "
+    assert lines[-1].startswith(f"speculators {realdata.OLD_SPECULATORS} on vLLM {realdata.REFERENCE_VLLM}: rehearsal failed in init at {GENERATOR}:194: "
                                 "ValidationError")
 
 
@@ -141,10 +141,10 @@ def test_no_rehearse_skips_it(real: Sandbox) -> None:
 
 
 def test_speculators_040_passes_unpatched(tmp_path: Path, vllm_venv_python: Path, vllm_site: Path) -> None:
-    sb = real_sandbox(tmp_path, vllm_venv_python, vllm_site, realdata.speculators_wheel("0.4.0"))
+    sb = real_sandbox(tmp_path, vllm_venv_python, vllm_site, realdata.speculators_wheel(realdata.NEW_SPECULATORS))
     rc, data = rehearse(sb)
     assert rc == 0, data
-    assert data["versions"]["speculators"]["version"] == "0.4.0"
+    assert data["versions"]["speculators"]["version"] == realdata.NEW_SPECULATORS
     assert data["captured"] == {"1": [[37, 64], [21, 64], [53, 64], [18, 64]],
                                 "2": [[37, 64], [21, 64], [53, 64], [18, 64]]}
 
