@@ -88,11 +88,9 @@ def _reviewed_plan(ctx: Context, originals: dict[str, bytes], review: Review | N
 
 
 def _report_plan(ctx: Context, plan: Plan) -> None:
-    from ..report.plan import site_lines
+    from ..report.plan import note_lines, site_lines
 
-    if plan.version_note:
-        ctx.log(f"note: {plan.version_note}")
-    for line in site_lines(plan):
+    for line in [*note_lines(plan), *site_lines(plan)]:
         ctx.log(line)
 
 

@@ -23,6 +23,11 @@ def problem_lines(plan: Plan) -> list[str]:
     return [f"{r.path}: {r.status}: {r.reason}" for r in plan.problems]
 
 
+def note_lines(plan: Plan) -> list[str]:
+    """The note on where the vLLM version came from, when there is one."""
+    return [f"note: {plan.version_note}"] if plan.version_note else []
+
+
 def site_lines(plan: Plan, verbose: bool = False) -> list[str]:
     """One line per site a human should read: needs-human, notices, guard decisions."""
     shown = {Action.NEEDS_HUMAN, Action.NOTICE, Action.NOT_NEEDED} | ({Action.EDITED} if verbose else set())
