@@ -136,7 +136,7 @@ apply_options = _options(_APPLY)
 OptionsT = TypeVar("OptionsT", bound=CommandOptions)
 
 
-def _context(ctx: click.Context, options: dict[str, Any], kind: type[OptionsT]) -> tuple[Context, OptionsT]:
+def _context(ctx: click.Context, options: dict[str, object], kind: type[OptionsT]) -> tuple[Context, OptionsT]:
     """The context and `kind` options of a command: the settings given before its name with its
     own on top (both --rules lists count). Apply's own options given before another command's
     name are the default command's, so they do not reach that command."""
@@ -182,7 +182,7 @@ def info(settings: Settings, text: str) -> None:
 @common_options
 @click.version_option(package_name="vllm-shim-patch", prog_name=PROG)
 @click.pass_context
-def main(ctx: click.Context, /, **options: Any) -> None:
+def main(ctx: click.Context, /, **options: object) -> None:
     """Patch speculators for the installed vLLM: plan, write, verify, record.
 
     With no command: apply the rules for --vllm-version (or the installed vLLM).
@@ -197,7 +197,7 @@ def main(ctx: click.Context, /, **options: Any) -> None:
 @apply_options
 @common_options
 @click.pass_context
-def apply(ctx: click.Context, /, **options: Any) -> None:
+def apply(ctx: click.Context, /, **options: object) -> None:
     """Write the planned edits, verify, record (the default command)."""
     from .errors import UsageError
 
@@ -243,7 +243,7 @@ def _review(hunks: list[Hunk]) -> set[tuple[str, int, str]]:
 @_NO_GUARD
 @common_options
 @click.pass_context
-def diff(ctx: click.Context, /, **options: Any) -> None:
+def diff(ctx: click.Context, /, **options: object) -> None:
     """Print the diff apply would write, rule by hunk."""
     c, _ = _context(ctx, options, NoOptions)
     _emit_diff(c)
@@ -263,7 +263,7 @@ def _emit_diff(c: Context) -> NoReturn:
 @main.command()
 @common_options
 @click.pass_context
-def status(ctx: click.Context, /, **options: Any) -> None:
+def status(ctx: click.Context, /, **options: object) -> None:
     """Original, patched, drifted, interrupted or not tracked."""
     from .commands.status import status as run
 
@@ -274,7 +274,7 @@ def status(ctx: click.Context, /, **options: Any) -> None:
 @main.command()
 @common_options
 @click.pass_context
-def log(ctx: click.Context, /, **options: Any) -> None:
+def log(ctx: click.Context, /, **options: object) -> None:
     """Show the overlay's history, newest first."""
     from .commands.history import history
 
@@ -287,7 +287,7 @@ def log(ctx: click.Context, /, **options: Any) -> None:
 @_WAIT
 @common_options
 @click.pass_context
-def rollback(ctx: click.Context, /, **options: Any) -> None:
+def rollback(ctx: click.Context, /, **options: object) -> None:
     """Write the original bytes back, checked against RECORD."""
     from .commands.rollback import rollback as run
 
@@ -299,7 +299,7 @@ def rollback(ctx: click.Context, /, **options: Any) -> None:
 @click.option("--all", "all_calls", is_flag=True, help="import every module and bind every call into vLLM")
 @common_options
 @click.pass_context
-def verify(ctx: click.Context, /, **options: Any) -> None:
+def verify(ctx: click.Context, /, **options: object) -> None:
     """Import changed modules, bind their calls into vLLM."""
     from .commands.verify import verify as run
 
@@ -312,7 +312,7 @@ def verify(ctx: click.Context, /, **options: Any) -> None:
               help="give up after this long (default: 300)")
 @common_options
 @click.pass_context
-def rehearse(ctx: click.Context, /, **options: Any) -> None:
+def rehearse(ctx: click.Context, /, **options: object) -> None:
     """Run speculators' generator on CPU against the installed vLLM (exit 0 pass, 1 failure, 2 cannot run)."""
     from .commands.rehearse import rehearse as run
 
@@ -328,7 +328,7 @@ def rehearse(ctx: click.Context, /, **options: Any) -> None:
               help="check the package as installed only: do not plan the rules (faster)")
 @common_options
 @click.pass_context
-def audit(ctx: click.Context, /, **options: Any) -> None:
+def audit(ctx: click.Context, /, **options: object) -> None:
     """Check every use of vLLM (imports, calls, methods, attributes), as installed and after the rules."""
     from .commands.audit import audit as run
 
@@ -344,7 +344,7 @@ def rules() -> None:
 @rules.command("list")
 @common_options
 @click.pass_context
-def rules_list(ctx: click.Context, /, **options: Any) -> None:
+def rules_list(ctx: click.Context, /, **options: object) -> None:
     """List the loaded rules."""
     from .commands.rules import rules_list as run
 
@@ -356,7 +356,7 @@ def rules_list(ctx: click.Context, /, **options: Any) -> None:
 @click.argument("paths", nargs=-1, type=click.Path())
 @common_options
 @click.pass_context
-def rules_check(ctx: click.Context, /, **options: Any) -> None:
+def rules_check(ctx: click.Context, /, **options: object) -> None:
     """Validate rule files (default: the bundled ones and --rules)."""
     from .commands.rules import rules_check as run
 
@@ -368,7 +368,7 @@ def rules_check(ctx: click.Context, /, **options: Any) -> None:
 @click.argument("paths", nargs=-1, type=click.Path())
 @common_options
 @click.pass_context
-def rules_test(ctx: click.Context, /, **options: Any) -> None:
+def rules_test(ctx: click.Context, /, **options: object) -> None:
     """Run the before/after examples embedded in rule files."""
     from .commands.rules import rules_test as run
 
@@ -379,7 +379,7 @@ def rules_test(ctx: click.Context, /, **options: Any) -> None:
 @rules.command("docs")
 @common_options
 @click.pass_context
-def rules_docs(ctx: click.Context, /, **options: Any) -> None:
+def rules_docs(ctx: click.Context, /, **options: object) -> None:
     """Print the rules as a Markdown table (the README's is this; --json: its rows)."""
     from .commands.rules import rules_docs as run
 

@@ -158,7 +158,7 @@ def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
     if not result.ok or (rehearsal is not None and rehearsal.failed):
         restored, _ = ov.restore(head, sorted(writes))
         ov.clear_journal()
-        reason = result.reason if not result.ok else headline(rehearsal)  # type: ignore[arg-type]
+        reason = result.reason if not result.ok or rehearsal is None else headline(rehearsal)
         data = {**result.data, **({"rehearsal": rehearsal.as_dict()} if rehearsal else {})}
         return Outcome(
             text.verification_failed(reason, len(restored)),

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..settings import AuditOptions
 from .context import Context, Outcome
+
+if TYPE_CHECKING:
+    from ..analysis.audit import AuditRow
 
 
 def audit(ctx: Context, opts: AuditOptions) -> Outcome:
@@ -62,7 +65,7 @@ def audit(ctx: Context, opts: AuditOptions) -> Outcome:
     return Outcome(text, data, 1 if data["summary"]["remaining"] else 0)
 
 
-def _emit(ctx: Context, rows: list[Any], signatures: dict[str, Any], version: str, dest: str
+def _emit(ctx: Context, rows: list[AuditRow], signatures: dict[str, Any], version: str, dest: str
           ) -> tuple[str, dict[str, Any]]:
     """Write the draft rule file for the remaining mismatches (nothing when no rule can say any)."""
     from pathlib import Path
