@@ -386,7 +386,7 @@ def apply_unified_diff(original: str, hunks: list[tuple[int, list[str]]]) -> str
     out: list[str] = []
     pos = 0  # index into old
     for start, body in sorted(hunks, key=lambda h: h[0]):
-        first = max(start - 1, 0) if any(l[0] in " -" for l in body) else start
+        first = max(start - 1, 0) if any(line[0] in " -" for line in body) else start
         if first < pos:
             raise ValueError(f"overlapping hunk at line {start}")
         out.extend(old[pos:first])

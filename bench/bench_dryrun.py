@@ -99,7 +99,7 @@ def main() -> int:
                 print(out.stdout[-4000:], file=sys.stderr)
                 bl.die(f"cannot apply the diff {c.name} printed: {exc}")
             if c is ours:
-                summary = [l for l in out.stderr.splitlines() if l.strip()]
+                summary = [line for line in out.stderr.splitlines() if line.strip()]
                 print(f"ours (stderr): {' | '.join(summary[-3:])}")
             if not args.quiet_diffs and c.name in ("ours", "bowler"):
                 print(f"--- diff printed by {c.name} ---")
@@ -117,7 +117,7 @@ def main() -> int:
                 a = reference.get(rel, (site / rel).read_text(encoding="utf-8"))
                 b = got.get(rel, (site / rel).read_text(encoding="utf-8"))
                 sys.stdout.writelines(
-                    "    " + l for l in difflib.unified_diff(a.splitlines(True), b.splitlines(True),
+                    "    " + line for line in difflib.unified_diff(a.splitlines(True), b.splitlines(True),
                                                              f"ours/{rel}", f"{c.name}/{rel}", n=1))
         print("note: Bowler's own argument modifiers cannot express these edits exactly (bowler-builtin "
               "shows the result): remove_argument re-renders the argument list and loses the trailing "

@@ -31,6 +31,20 @@ def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
 
+def _request_ids(node: cst.CSTNode) -> list[str]:
+    """The code of every `request_id=` passed to a `Request(...)` inside `node`."""
+    found: list[str] = []
+
+    class Find(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            if (dotted(call.func) or "").rsplit(".", 1)[-1] == "Request":
+                found.extend(_code(a.value) for a in call.args
+                             if a.keyword is not None and a.keyword.value == "request_id")
+
+    node.visit(Find())
+    return found
+
+
 def request_loop(body: list[cst.BaseStatement]) -> RequestLoop | None:
     for index, stmt in enumerate(body):
         if not isinstance(stmt, cst.For) or not isinstance(stmt.target, cst.Tuple):
@@ -38,15 +52,7 @@ def request_loop(body: list[cst.BaseStatement]) -> RequestLoop | None:
         names = [e.value for e in stmt.target.elements]
         if len(names) != 2 or not all(isinstance(n, cst.Name) for n in names):
             continue
-        found: list[str] = []
-
-        class Find(cst.CSTVisitor):
-            def visit_Call(self, node: cst.Call) -> None:
-                if (dotted(node.func) or "").rsplit(".", 1)[-1] == "Request":
-                    found.extend(_code(a.value) for a in node.args
-                                 if a.keyword is not None and a.keyword.value == "request_id")
-
-        stmt.body.visit(Find())
+        found = _request_ids(stmt.body)
         if len(found) == 1:
             return RequestLoop(index, _code(stmt.target), _code(stmt.iter), found[0], names[1].value)
     return None

@@ -48,7 +48,7 @@ class Codemod(ScopedTransform):
         following = body[index + 1] if index + 1 < len(body) else None
         if isinstance(following, cst.If) and S.calls(following, S.EXECUTOR, "execute_model"):
             return updated_node  # already flushed
-        body[index + 1:index + 1] = statements(f'''
+        body[index + 1:index + 1] = statements('''
 
 # The requests aborted in the last step reach the model runner only with a step: run the empty one.
 ''' + FLUSH.format(so=so), self.module)

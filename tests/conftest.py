@@ -135,21 +135,41 @@ def _make_venv(dest: Path, wheel: Path) -> None:
     )
 
 
-# Fixtures that build throwaway venvs or need the real speculators wheel: every test using one,
-# directly or through another fixture, is `slow`. Tests that build venvs or wheels themselves,
-# or read the real vLLM sources, carry the mark explicitly.
-SLOW_FIXTURES = frozenset({"sandbox", "sandbox_template", "speculators_wheel"})
+# The tiers are explicit marks, written on each test (or its module's `pytestmark`): `slow` builds
+# throwaway venvs, needs the real speculators wheel or reads the real vLLM sources; `realvllm` needs
+# the cached venv with the reference vLLM really installed (and is slow too). A test that uses a
+# fixture of a tier without carrying its mark is a collection error, so the unit tier
+# (`-m "not slow and not realvllm"`) cannot grow a venv by accident.
+TIER_FIXTURES = {
+    "slow": frozenset({"sandbox", "sandbox_template", "speculators_wheel", "reference_vllm_source",
+                       "vllm_venv_python", "vllm_site"}),
+    "realvllm": frozenset({"vllm_venv_python", "vllm_site"}),
+}
+
+
+def unmarked(item: pytest.Item) -> list[str]:
+    """The tiers `item` uses a fixture of but does not carry the mark of."""
+    used = set(getattr(item, "fixturenames", ()))
+    return [tier for tier, names in TIER_FIXTURES.items()
+            if used & names and item.get_closest_marker(tier) is None]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.slow)
+    missing = [f"{item.nodeid}: mark it {', '.join(unmarked(item))}" for item in items if unmarked(item)]
+    if missing:
+        raise pytest.UsageError("tests without their tier's mark:\n" + "\n".join(missing))
 
 
 @pytest.fixture(scope="session")
 def speculators_wheel() -> Path:
+    """The real wheel of the oldest speculators (realdata.OLD_SPECULATORS)."""
     return realdata.speculators_wheel()
+
+
+@pytest.fixture(scope="session")
+def reference_vllm_source() -> Path:
+    """The real source of the reference vLLM release (realdata.REFERENCE_VLLM)."""
+    return realdata.vllm_source()
 
 
 @pytest.fixture(scope="session")
@@ -167,7 +187,7 @@ def sandbox(tmp_path: Path, sandbox_template: Path) -> Sandbox:
     return Sandbox(root, root / "bin" / "python", site, tmp_path / "state")
 
 
-# The real vLLM 0.16.0 venv, built once and cached outside the repo by tests/e2e/build_env.py
+# The real reference vLLM venv (realdata.REFERENCE_VLLM), built once and cached outside the repo by tests/e2e/build_env.py
 # (keyed by the committed constraints file); tests never modify it.
 E2E = Path(__file__).parent / "e2e"
 
@@ -196,7 +216,7 @@ def real_sandbox(root: Path, vllm_venv_python: Path, vllm_site: Path, wheel: Pat
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
                     str(wheel)], check=True, capture_output=True)
     # After our own site-packages: this venv's speculators wins, the cached vLLM is found.
-    (site / "zz-vllm-0.16.0.pth").write_text(f"{vllm_site}\n")
+    (site / f"zz-vllm-{realdata.REFERENCE_VLLM}.pth").write_text(f"{vllm_site}\n")
     return Sandbox(root / "venv", python, site, root / "state")
 
 

@@ -16,6 +16,18 @@ from pathlib import Path
 
 CACHE = Path(os.environ.get("VSP_TEST_CACHE", Path.home() / ".cache" / "vllm-shim-patch"))
 
+# The releases the suite runs against, named once: every tier reads them from here.
+# The vLLM release the real-vLLM tier installs (tests/e2e/constraints-vllm-REFERENCE_VLLM.txt) and
+# the static tests read first.
+REFERENCE_VLLM = "0.16.0"
+# The real vLLM sources the static tests read (the reference first); a release to check is one
+# more value here.
+VLLM_SOURCES = (REFERENCE_VLLM, "0.17.0")
+# The speculators releases the tool patches, oldest first.
+SPECULATORS = ("0.3.0", "0.4.0", "0.4.0.1")
+# The oldest (written against vLLM 0.10: every rule applies) and the first written for newer vLLM.
+OLD_SPECULATORS, NEW_SPECULATORS = SPECULATORS[0], SPECULATORS[1]
+
 
 def _download(name: str, version: str) -> Path:
     wheels = CACHE / "wheels"
@@ -34,12 +46,12 @@ def _download(name: str, version: str) -> Path:
     return found[0]
 
 
-def speculators_wheel(version: str = "0.3.0") -> Path:
+def speculators_wheel(version: str = OLD_SPECULATORS) -> Path:
     """The real speculators wheel from the package index."""
     return _download("speculators", version)
 
 
-def vllm_source(version: str = "0.16.0") -> Path:
+def vllm_source(version: str = REFERENCE_VLLM) -> Path:
     """A directory holding the real ``vllm/`` package source (``.py`` only) and its dist-info."""
     dest = CACHE / "src" / f"vllm-{version}"
     marker = dest / ".complete"
@@ -123,10 +135,12 @@ def debian_python(minor: str = "3.13", suite: str = "trixie") -> Path:
 
 
 if __name__ == "__main__":
-    # `python tests/realdata.py vllm 0.16.0 [0.17.0 ...]` prints the cached source folders (one
+    # `python tests/realdata.py vllm 0.16.0 [0.17.0 ...]` (no version: VLLM_SOURCES) prints the cached source folders (one
     # wheel downloaded, extracted and deleted at a time); `speculators 0.3.0` the wheel; `python 3.13`
     # a Debian CPython 3.13 (for a target whose grammar is not the tool's).
     what, versions = sys.argv[1], sys.argv[2:]
+    if not versions and what == "vllm":
+        versions = list(VLLM_SOURCES)
     for version in versions:
         if what == "python":
             print(debian_python(version), flush=True)

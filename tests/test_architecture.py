@@ -1,4 +1,5 @@
-"""The package's shape: no import circles, nothing imports the CLI, the bottom imports nothing of ours.
+"""The package's shape: the layers of ARCHITECTURE.md, each importing only from the layers below;
+no import circles; nothing imports the CLI; the bottom imports nothing of ours.
 
 The graph is read from the source with `ast`: every import statement, at module level, in a
 function (a lazy import is still an edge) or under `if TYPE_CHECKING:` (a type a module needs
@@ -8,6 +9,7 @@ is a dependency too).
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -60,6 +62,12 @@ class _Imports(ast.NodeVisitor):
 
 
 def import_graph() -> dict[str, set[str]]:
+    """The graph, read once per run (a copy each call: a test may not change another's)."""
+    return {name: set(deps) for name, deps in _read_graph().items()}
+
+
+@functools.cache
+def _read_graph() -> dict[str, set[str]]:
     modules = _modules()
     known = set(modules)
     graph = {}
@@ -102,6 +110,84 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+# ARCHITECTURE.md's layers, top first: a module belongs to the first layer with a prefix naming it
+# (the module itself or a package above it). A module may import its own layer and any below.
+LAYERS: list[tuple[str, ...]] = [
+    ("__main__",),
+    ("cli",),
+    ("commands",),
+    ("report",),
+    ("analysis",),
+    ("overlay",),
+    ("rules.loader", "rules.testing"),
+    ("rewrite",),
+    ("rules.model", "rules"),  # the frozen Rule the engine compiles; rules/__init__ re-exports it
+    ("signatures",),
+    ("target",),
+    ("settings", "errors", "fsutil", "faults", "versions", "words", ""),
+]
+
+
+def rank(module: str) -> int:
+    """The layer of `module`, counted from the bottom (0)."""
+    name = module.removeprefix(NAME).removeprefix(".")
+    for n, prefixes in enumerate(LAYERS):
+        if any(name == p or (p and name.startswith(p + ".")) for p in prefixes):
+            return len(LAYERS) - 1 - n
+    raise AssertionError(f"{module} is in no layer of ARCHITECTURE.md: add it to LAYERS and the doc")
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module from a higher layer than the importer's."""
+    return sorted(f"{m} (layer {rank(m)}) imports {d} (layer {rank(d)})"
+                  for m, deps in graph.items() for d in deps if rank(d) > rank(m))
+
+
+def test_every_module_has_a_layer() -> None:
+    for module in import_graph():
+        rank(module)
+
+
+def _documented() -> list[str]:
+    """The modules ARCHITECTURE.md's layer diagram names in its first column, top first."""
+    doc = (Path(__file__).parents[1] / "ARCHITECTURE.md").read_text()
+    block = doc.split("## Layers", 1)[1].split("```")[1]
+    names = []
+    for row in block.splitlines():
+        if row[:1].strip():  # an indented row continues the one above
+            for word in row[:23].split():
+                names.append(word.removesuffix("/").removesuffix(".py").replace("/", "."))
+    return [n for n in names if n != "_remote"]  # runs in the target: not in the graph
+
+
+def test_the_doc_lists_the_layers_in_order() -> None:
+    names = _documented()
+    # Not in the diagram: the package's and rules' __init__ (nothing but re-exports), __main__.
+    assert sorted(names) == sorted(p for layer in LAYERS for p in layer if p not in ("", "rules", "__main__"))
+    ranks = [rank(f"{NAME}.{n}") for n in names]
+    assert ranks == sorted(ranks, reverse=True), list(zip(names, ranks))
+
+
+def test_each_layer_imports_only_from_below() -> None:
+    assert upward(import_graph()) == []
+
+
+@pytest.mark.parametrize(
+    ("importer", "imported", "upward_"),
+    [
+        (f"{NAME}.overlay.baseline", f"{NAME}.report.audit", True),
+        (f"{NAME}.rewrite.plan", f"{NAME}.rules.loader", True),
+        (f"{NAME}.rewrite.plan", f"{NAME}.rules.model", False),
+        (f"{NAME}.rules.loader", f"{NAME}.rewrite.ops", False),
+        (f"{NAME}.analysis.verify", f"{NAME}.words", False),
+        (f"{NAME}.commands.apply", f"{NAME}.commands.context", False),
+    ],
+    ids=["overlay-to-report", "engine-to-loader", "engine-to-model", "loader-to-ops", "to-bottom", "same-layer"],
+)
+def test_upward_finder(importer: str, imported: str, upward_: bool) -> None:
+    assert bool(upward({importer: {imported}})) is upward_
+
+
 def test_the_graph_is_read() -> None:
     graph = import_graph()
     # A few edges that must be there: the test would pass vacuously if none were found.
@@ -133,3 +219,4 @@ def test_the_bottom_imports_nothing_of_ours() -> None:
     graph = import_graph()
     assert graph[f"{NAME}.settings"] == set()
     assert graph[f"{NAME}.errors"] == set()
+    assert graph[f"{NAME}.words"] == set()

@@ -11,11 +11,23 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn
+from dataclasses import fields, replace
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from .settings import Settings
+from .settings import (
+    ApplyOptions,
+    AuditOptions,
+    CliOptions,
+    CommandOptions,
+    NoOptions,
+    RehearseOptions,
+    RollbackOptions,
+    RulesOptions,
+    Settings,
+    VerifyOptions,
+)
 
 if TYPE_CHECKING:
     from .commands.context import Context, Outcome
@@ -58,7 +70,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except PatchError as exc:
-            if (ctx.obj or {}).get("as_json"):
+            if isinstance(ctx.obj, CliOptions) and ctx.obj.settings.as_json:
                 # A script reading --json gets JSON on every path, errors included.
                 click.echo(json.dumps({"ok": False, "error": str(exc), "kind": type(exc).__name__}))
             fail(str(exc), 2)
@@ -74,7 +86,7 @@ _COMMON = [
                  help="interpreter (or venv folder) of the ML environment; default: this one"),
     click.option("--package", metavar="NAME", default=None, help="distribution to patch; default: speculators"),
     click.option("--rules", "rules", metavar="PATH", multiple=True,
-                 help="more rule files or folders, or a bundled optional pack by name (repeatable)"),
+                 help="more rule files or folders (repeatable)"),
     click.option("--state-dir", metavar="DIR", default=None,
                  help="overlay location; default: $XDG_STATE_HOME/vllm-shim-patch"),
     click.option("--vllm-source", metavar="PATH", default=None,
@@ -121,29 +133,40 @@ common_options = _options(_COMMON)
 apply_options = _options(_APPLY)
 
 
-def _given(ctx: click.Context, options: dict[str, Any]) -> dict[str, Any]:
-    """Options given before and after the command name, merged (both --rules lists count)."""
-    given: dict[str, Any] = ctx.ensure_object(dict)
-    for key, value in options.items():
-        if value is None or value == () or (key == "verbose" and value == 0):
-            continue
-        given[key] = tuple(dict.fromkeys([*given.get(key, ()), *value])) if key == "rules" else value
-    return given
+OptionsT = TypeVar("OptionsT", bound=CommandOptions)
 
 
-def _context(ctx: click.Context, options: dict[str, Any]) -> tuple[Context, dict[str, Any]]:
+def _context(ctx: click.Context, options: dict[str, object], kind: type[OptionsT]) -> tuple[Context, OptionsT]:
+    """The context and `kind` options of a command: the settings given before its name with its
+    own on top (both --rules lists count). Apply's own options given before another command's
+    name are the default command's, so they do not reach that command."""
     from .commands.context import Context
 
-    given = _given(ctx, options)
-    settings = Settings.from_options(given)
-    return Context(settings, log=lambda line: info(settings, line)), given
+    given = _parsed(ctx)
+    own = {k: options.pop(k) for k in [f.name for f in fields(kind)] if k in options}
+    settings = Settings.from_options(options, given.settings)
+    # The group's own (apply's) options are the base of `apply`'s, of no other command's.
+    base = given.apply if isinstance(given.apply, kind) else None
+    opts = kind.from_options(own, base)
+    # The error boundary reads --json from here, whichever side of the command name it was given.
+    ctx.find_root().obj = replace(given, settings=settings)
+    review = _review if isinstance(opts, ApplyOptions) and opts.interactive else None
+    return Context(settings, log=lambda line: info(settings, line), review=review), opts
+
+
+def _parsed(ctx: click.Context) -> CliOptions:
+    obj = ctx.find_root().obj
+    return obj if isinstance(obj, CliOptions) else CliOptions()
 
 
 def emit(settings: Settings, outcome: Outcome, *, exit: bool = True) -> None:
     if settings.as_json:
         click.echo(json.dumps(outcome.data, indent=2, default=str))
-    elif outcome.text:
-        click.echo(outcome.text, nl=not outcome.text.endswith("\n"))
+    else:
+        if outcome.text:
+            click.echo(outcome.text, nl=not outcome.text.endswith("\n"))
+        for line in outcome.notes:
+            info(settings, line)
     if exit:
         sys.exit(outcome.exit_code)
 
@@ -159,12 +182,13 @@ def info(settings: Settings, text: str) -> None:
 @common_options
 @click.version_option(package_name="vllm-shim-patch", prog_name=PROG)
 @click.pass_context
-def main(ctx: click.Context, **options: Any) -> None:
+def main(ctx: click.Context, /, **options: object) -> None:
     """Patch speculators for the installed vLLM: plan, write, verify, record.
 
     With no command: apply the rules for --vllm-version (or the installed vLLM).
     """
-    _given(ctx, options)
+    own = {k: options.pop(k) for k in [f.name for f in fields(ApplyOptions)] if k in options}
+    ctx.obj = CliOptions(Settings.from_options(options), ApplyOptions.from_options(own))
     if ctx.invoked_subcommand is None:
         ctx.invoke(apply)
 
@@ -173,25 +197,22 @@ def main(ctx: click.Context, **options: Any) -> None:
 @apply_options
 @common_options
 @click.pass_context
-def apply(ctx: click.Context, **options: Any) -> None:
+def apply(ctx: click.Context, /, **options: object) -> None:
     """Write the planned edits, verify, record (the default command)."""
     from .errors import UsageError
 
-    c, given = _context(ctx, options)
-    if given.get("interactive") and not sys.stdin.isatty():
+    c, opts = _context(ctx, options, ApplyOptions)
+    if opts.interactive and not sys.stdin.isatty():
         raise UsageError("--interactive needs a terminal on standard input")
-    if given.get("dry_run"):
-        _diff(c)
-    if given.get("check"):
+    if opts.dry_run:
+        _emit_diff(c)
+    if opts.check:
         from .commands.check import check
 
-        emit(c.settings, check(c))
+        emit(c.settings, check(c, opts))
     from .commands.apply import apply as run_apply
 
-    emit(c.settings, run_apply(c, verify=not given.get("no_verify"), rehearse=not given.get("no_rehearse"),
-                               accept_modified=bool(given.get("accept_modified")),
-                               wait=bool(given.get("wait")),
-                               review=_review if given.get("interactive") else None))
+    emit(c.settings, run_apply(c, opts))
 
 
 def _review(hunks: list[Hunk]) -> set[tuple[str, int, str]]:
@@ -222,53 +243,43 @@ def _review(hunks: list[Hunk]) -> set[tuple[str, int, str]]:
 @_NO_GUARD
 @common_options
 @click.pass_context
-def diff(ctx: click.Context, **options: Any) -> None:
+def diff(ctx: click.Context, /, **options: object) -> None:
     """Print the diff apply would write, rule by hunk."""
-    c, _ = _context(ctx, options)
-    _diff(c)
+    c, _ = _context(ctx, options, NoOptions)
+    _emit_diff(c)
 
 
-def _diff(c: Context) -> NoReturn:
-    from .report.diff import colorize, render_diff
-    from .report.plan import plan_json, site_lines, summary
+def _emit_diff(c: Context) -> NoReturn:
+    from .commands.diff import diff as run_diff
+    from .report.diff import colorize
 
-    plan = c.plan()
-    s = c.settings
-    if s.as_json:
-        click.echo(json.dumps(plan_json(plan), indent=2, default=str))
-    else:
-        text = render_diff(plan)
-        click.echo(colorize(text) if sys.stdout.isatty() else text, nl=False)
-        if plan.version_note:
-            info(s, f"note: {plan.version_note}")
-        for line in site_lines(plan, verbose=s.verbose > 0):
-            info(s, line)
-        info(s, summary(plan))
-    sys.exit(0 if plan.clean else 1)
+    outcome = run_diff(c, NoOptions())
+    if not c.settings.as_json and sys.stdout.isatty():
+        outcome = replace(outcome, text=colorize(outcome.text))
+    emit(c.settings, outcome, exit=False)
+    sys.exit(outcome.exit_code)
 
 
 @main.command()
 @common_options
 @click.pass_context
-def status(ctx: click.Context, **options: Any) -> None:
+def status(ctx: click.Context, /, **options: object) -> None:
     """Original, patched, drifted, interrupted or not tracked."""
-    from .commands.context import Outcome
-    from .commands.status import status as get_status
+    from .commands.status import status as run
 
-    c, _ = _context(ctx, options)
-    result = get_status(c.settings, c.target)
-    emit(c.settings, Outcome(result.text, result.data), exit=False)
+    c, opts = _context(ctx, options, NoOptions)
+    emit(c.settings, run(c, opts), exit=False)
 
 
 @main.command()
 @common_options
 @click.pass_context
-def log(ctx: click.Context, **options: Any) -> None:
+def log(ctx: click.Context, /, **options: object) -> None:
     """Show the overlay's history, newest first."""
     from .commands.history import history
 
-    c, _ = _context(ctx, options)
-    emit(c.settings, history(c), exit=False)
+    c, opts = _context(ctx, options, NoOptions)
+    emit(c.settings, history(c, opts), exit=False)
 
 
 @main.command()
@@ -276,24 +287,24 @@ def log(ctx: click.Context, **options: Any) -> None:
 @_WAIT
 @common_options
 @click.pass_context
-def rollback(ctx: click.Context, **options: Any) -> None:
+def rollback(ctx: click.Context, /, **options: object) -> None:
     """Write the original bytes back, checked against RECORD."""
-    from .commands.rollback import rollback as run_rollback
+    from .commands.rollback import rollback as run
 
-    c, given = _context(ctx, options)
-    emit(c.settings, run_rollback(c, given.get("to"), wait=bool(given.get("wait"))))
+    c, opts = _context(ctx, options, RollbackOptions)
+    emit(c.settings, run(c, opts))
 
 
 @main.command()
 @click.option("--all", "all_calls", is_flag=True, help="import every module and bind every call into vLLM")
 @common_options
 @click.pass_context
-def verify(ctx: click.Context, **options: Any) -> None:
+def verify(ctx: click.Context, /, **options: object) -> None:
     """Import changed modules, bind their calls into vLLM."""
-    from .commands.verify import verify as run_verify
+    from .commands.verify import verify as run
 
-    c, given = _context(ctx, options)
-    emit(c.settings, run_verify(c, all_calls=bool(given.get("all_calls"))))
+    c, opts = _context(ctx, options, VerifyOptions)
+    emit(c.settings, run(c, opts))
 
 
 @main.command()
@@ -303,12 +314,12 @@ def verify(ctx: click.Context, **options: Any) -> None:
               help="short prompts only (a smoke run; no chunked prefill)")
 @common_options
 @click.pass_context
-def rehearse(ctx: click.Context, **options: Any) -> None:
+def rehearse(ctx: click.Context, /, **options: object) -> None:
     """Run speculators' generator on CPU against the installed vLLM (exit 0 pass, 1 failure, 2 cannot run)."""
-    from .commands.rehearse import rehearse as run_rehearse
+    from .commands.rehearse import rehearse as run
 
-    c, given = _context(ctx, options)
-    emit(c.settings, run_rehearse(c, timeout=given.get("timeout"), quick=bool(given.get("quick"))))
+    c, opts = _context(ctx, options, RehearseOptions)
+    emit(c.settings, run(c, opts))
 
 
 @main.command()
@@ -319,16 +330,12 @@ def rehearse(ctx: click.Context, **options: Any) -> None:
               help="check the package as installed only: do not plan the rules (faster)")
 @common_options
 @click.pass_context
-def audit(ctx: click.Context, **options: Any) -> None:
+def audit(ctx: click.Context, /, **options: object) -> None:
     """Check every use of vLLM (imports, calls, methods, attributes), as installed and after the rules."""
-    c, given = _context(ctx, options)
-    if given.get("no_rules"):
-        c.start_probe()  # the target answers while the checks import and vLLM's source opens
+    from .commands.audit import audit as run
 
-    from .commands.audit import audit as run_audit
-
-    emit(c.settings, run_audit(c, verbose=c.settings.verbose > 0, emit_rules=given.get("emit_rules"),
-                               rules=not given.get("no_rules")))
+    c, opts = _context(ctx, options, AuditOptions)
+    emit(c.settings, run(c, opts))
 
 
 @main.group()
@@ -339,44 +346,44 @@ def rules() -> None:
 @rules.command("list")
 @common_options
 @click.pass_context
-def rules_list(ctx: click.Context, **options: Any) -> None:
+def rules_list(ctx: click.Context, /, **options: object) -> None:
     """List the loaded rules."""
     from .commands.rules import rules_list as run
 
-    c, _ = _context(ctx, options)
-    emit(c.settings, run(c.settings), exit=False)
+    c, opts = _context(ctx, options, RulesOptions)
+    emit(c.settings, run(c, opts), exit=False)
 
 
 @rules.command("check")
 @click.argument("paths", nargs=-1, type=click.Path())
 @common_options
 @click.pass_context
-def rules_check(ctx: click.Context, paths: tuple[str, ...], **options: Any) -> None:
+def rules_check(ctx: click.Context, /, **options: object) -> None:
     """Validate rule files (default: the bundled ones and --rules)."""
     from .commands.rules import rules_check as run
 
-    c, _ = _context(ctx, options)
-    emit(c.settings, run(c.settings, paths), exit=False)
+    c, opts = _context(ctx, options, RulesOptions)
+    emit(c.settings, run(c, opts), exit=False)
 
 
 @rules.command("test")
 @click.argument("paths", nargs=-1, type=click.Path())
 @common_options
 @click.pass_context
-def rules_test(ctx: click.Context, paths: tuple[str, ...], **options: Any) -> None:
+def rules_test(ctx: click.Context, /, **options: object) -> None:
     """Run the before/after examples embedded in rule files."""
     from .commands.rules import rules_test as run
 
-    c, _ = _context(ctx, options)
-    emit(c.settings, run(c.settings, paths))
+    c, opts = _context(ctx, options, RulesOptions)
+    emit(c.settings, run(c, opts))
 
 
 @rules.command("docs")
 @common_options
 @click.pass_context
-def rules_docs(ctx: click.Context, **options: Any) -> None:
-    """Print the rules as a Markdown table (the README's is this)."""
+def rules_docs(ctx: click.Context, /, **options: object) -> None:
+    """Print the rules as a Markdown table (the README's is this; --json: its rows)."""
     from .commands.rules import rules_docs as run
 
-    c, _ = _context(ctx, options)
-    click.echo(run(c.settings).text, nl=False)
+    c, opts = _context(ctx, options, RulesOptions)
+    emit(c.settings, run(c, opts), exit=False)

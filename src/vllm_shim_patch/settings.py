@@ -1,4 +1,4 @@
-"""The bottom layer: typed settings and the words every other layer speaks.
+"""The bottom layer: typed settings, each command's options, and the words every layer speaks.
 
 Standard library only, and nothing of the package imported: the CLI builds `Settings`, every
 other module reads it, and `--help`/`status` stay fast.
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import TypeVar
 
 Log = Callable[[str], None]
 
@@ -67,13 +67,23 @@ class PackageState(Word):
     NOT_TRACKED = "not tracked"
 
 
+def _given(cls: type, options: Mapping[str, object]) -> dict[str, object]:
+    """The options actually given (click's None, an empty tuple, a zero count: not given); a key
+    `cls` has no field for is a bug in the caller, not something to drop."""
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(options) - names)
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no option {unknown[0]!r} (known: {', '.join(sorted(names))})")
+    return {k: v for k, v in options.items() if v is not None and v != () and not (k == "verbose" and v == 0)}
+
+
 @dataclass(frozen=True)
 class Settings:
     """What the user chose, for every command: where the target is, which rules, how to speak."""
 
     python: str | None = None  # interpreter or venv folder of the ML environment
     package: str = "speculators"
-    rules: tuple[str, ...] = ()  # extra rule files, folders or bundled optional packs
+    rules: tuple[str, ...] = ()  # extra rule files or folders
     state_dir: str | None = None
     vllm_source: str | None = None  # read vLLM's signatures from this folder or wheel
     vllm_version: str | None = None  # the series rules are selected for; default: installed
@@ -84,14 +94,86 @@ class Settings:
     quiet: bool = False
 
     @classmethod
-    def from_options(cls, options: dict[str, Any]) -> Settings:
-        """The settings among parsed options (per-command options are left to the command)."""
-        names = {f.name for f in fields(cls)}
-        given = {k: v for k, v in options.items() if k in names and v is not None}
+    def from_options(cls, options: Mapping[str, object], base: Settings | None = None) -> Settings:
+        """`base` (default: the defaults) with the options given on top; both --rules lists count.
+        An option that is not a setting is an error."""
+        given = _given(cls, options)
         # Paths are made absolute once, here: nothing below depends on the current folder.
         for key in ("state_dir", "vllm_source"):
-            if given.get(key):
-                given[key] = os.path.abspath(os.path.expanduser(given[key]))
-        if given.get("python") and os.sep in given["python"]:
-            given["python"] = os.path.abspath(os.path.expanduser(given["python"]))
-        return cls(**given)
+            value = given.get(key)
+            if isinstance(value, str) and value:
+                given[key] = os.path.abspath(os.path.expanduser(value))
+        python = given.get("python")
+        if isinstance(python, str) and os.sep in python:
+            given["python"] = os.path.abspath(os.path.expanduser(python))
+        base = base or cls()
+        extra = given.get("rules", ())
+        if isinstance(extra, tuple):
+            given["rules"] = tuple(dict.fromkeys([*base.rules, *extra]))
+        return replace(base, **given)  # type: ignore[arg-type]  # click checked each value's type
+
+
+_O = TypeVar("_O", bound="CommandOptions")
+
+
+@dataclass(frozen=True)
+class CommandOptions:
+    """One command's own options (the settings every command shares are `Settings`)."""
+
+    @classmethod
+    def from_options(cls: type[_O], options: Mapping[str, object], base: _O | None = None) -> _O:
+        """`base` (default: the defaults) with the options given on top; an unknown key is an error."""
+        return replace(base or cls(), **_given(cls, options))
+
+
+@dataclass(frozen=True)
+class NoOptions(CommandOptions):
+    """A command with no options of its own (status, log, diff, rules list, rules docs)."""
+
+
+@dataclass(frozen=True)
+class ApplyOptions(CommandOptions):
+    dry_run: bool = False  # print the diff and exit
+    check: bool = False  # exit 1 unless patched
+    no_verify: bool = False
+    no_rehearse: bool = False
+    accept_modified: bool = False
+    wait: bool = False
+    interactive: bool = False  # review each hunk (the Context's `review`)
+
+
+@dataclass(frozen=True)
+class RollbackOptions(CommandOptions):
+    to: str | None = None  # an earlier state; None: the original
+    wait: bool = False
+
+
+@dataclass(frozen=True)
+class VerifyOptions(CommandOptions):
+    all_calls: bool = False
+
+
+@dataclass(frozen=True)
+class RehearseOptions(CommandOptions):
+    timeout: float | None = None  # seconds; None: the default
+    quick: bool = False  # the short calls only, not speculators' own workload
+
+
+@dataclass(frozen=True)
+class AuditOptions(CommandOptions):
+    emit_rules: str | None = None  # write draft rules here
+    no_rules: bool = False  # as installed only
+
+
+@dataclass(frozen=True)
+class RulesOptions(CommandOptions):
+    paths: tuple[str, ...] = ()  # rule files or folders instead of the bundled ones
+
+
+@dataclass(frozen=True)
+class CliOptions:
+    """What `ctx.obj` holds: the settings given so far, and apply's own options (the group runs
+    apply when no command is named, so it takes apply's options too)."""
+
+    settings: Settings = Settings()
+    apply: ApplyOptions = ApplyOptions()

@@ -47,7 +47,7 @@ def test_speculators_030_on_vllm_0120(sandbox: Sandbox) -> None:
     assert (summary["fixed"], summary["remaining"], summary["unknown"], summary["exit"]) == (3, 0, 0, 0)
 
 
-@pytest.mark.parametrize("version", ["0.16.0", "0.17.0"])
+@pytest.mark.parametrize("version", realdata.VLLM_SOURCES)
 def test_speculators_030_on_vllm_016_and_017(sandbox: Sandbox, version: str) -> None:
     rows, summary = findings(sandbox, version)
     expected = [
@@ -64,7 +64,7 @@ def test_speculators_030_on_vllm_016_and_017(sandbox: Sandbox, version: str) -> 
 
 
 def test_speculators_040_on_vllm_0110_finds_what_is_gone(sandbox: Sandbox) -> None:
-    sandbox.pip_reinstall(realdata.speculators_wheel("0.4.0"))
+    sandbox.pip_reinstall(realdata.speculators_wheel(realdata.NEW_SPECULATORS))
     rows, summary = findings(sandbox, "0.11.0")
     assert rows == [
         (GENERATOR, 15, "import", "vllm.utils.hashing.get_hash_fn_by_name", "mismatch",
@@ -82,16 +82,16 @@ def test_speculators_040_on_vllm_0110_finds_what_is_gone(sandbox: Sandbox) -> No
                        "import": 23, "attribute": 13, "exit": 1}
 
 
-@pytest.mark.parametrize("version", ["0.12.0", "0.16.0"])
+@pytest.mark.parametrize("version", ["0.12.0", realdata.REFERENCE_VLLM])
 def test_speculators_040_on_vllm_012_and_016(sandbox: Sandbox, version: str) -> None:
-    sandbox.pip_reinstall(realdata.speculators_wheel("0.4.0"))
+    sandbox.pip_reinstall(realdata.speculators_wheel(realdata.NEW_SPECULATORS))
     rows, summary = findings(sandbox, version)
     assert rows == []
     assert (summary["uses"], summary["remaining"], summary["exit"]) == (70, 0, 0)
 
 
 def test_speculators_040_on_vllm_0170(sandbox: Sandbox) -> None:
-    sandbox.pip_reinstall(realdata.speculators_wheel("0.4.0"))
+    sandbox.pip_reinstall(realdata.speculators_wheel(realdata.NEW_SPECULATORS))
     rows, summary = findings(sandbox, "0.17.0")
     assert rows == [(GENERATOR, 264, "call", "vllm.v1.request.Request", "ok", "", ["request-drop-eos-token-id"])]
     assert (summary["uses"], summary["fixed"], summary["remaining"], summary["unknown"]) == (70, 1, 0, 0)
@@ -99,7 +99,7 @@ def test_speculators_040_on_vllm_0170(sandbox: Sandbox) -> None:
 
 def test_emit_rules_drafts_what_a_rule_can_say_and_rules_check_refuses_it_until_filled(
         sandbox: Sandbox, tmp_path: Path) -> None:
-    sandbox.pip_reinstall(realdata.speculators_wheel("0.4.0"))
+    sandbox.pip_reinstall(realdata.speculators_wheel(realdata.NEW_SPECULATORS))
     draft = tmp_path / "draft.yaml"
     src = realdata.vllm_source("0.11.0")
     r = sandbox.run("--vllm-source", str(src), "audit", "--emit-rules", str(draft))
@@ -153,7 +153,7 @@ def test_emit_rules_drafts_what_a_rule_can_say_and_rules_check_refuses_it_until_
 
 def test_emit_rules_writes_nothing_when_no_rule_can_say_it(sandbox: Sandbox, tmp_path: Path) -> None:
     draft = tmp_path / "draft.yaml"
-    r = sandbox.run("--vllm-source", str(realdata.vllm_source("0.16.0")), "audit", "--emit-rules", str(draft))
+    r = sandbox.run("--vllm-source", str(realdata.vllm_source(realdata.REFERENCE_VLLM)), "audit", "--emit-rules", str(draft))
     assert r.returncode == 0
     assert r.stdout.splitlines()[-1] == f"no mismatch a rule can express: {draft} not written"
     assert not draft.exists()
@@ -166,7 +166,7 @@ def test_speculators_030_and_040_on_vllm_0111_and_0112(sandbox: Sandbox, version
         (GENERATOR, 148, "call", "vllm.v1.core.sched.scheduler.Scheduler", "ok", "", ["scheduler-add-block-size"]),
     ]
     assert (summary["uses"], summary["fixed"], summary["remaining"], summary["exit"]) == (63, 1, 0, 0)
-    sandbox.pip_reinstall(realdata.speculators_wheel("0.4.0"))
+    sandbox.pip_reinstall(realdata.speculators_wheel(realdata.NEW_SPECULATORS))
     rows, summary = findings(sandbox, version)
     assert rows == [
         # speculators 0.4.0 passes no kv_cache_specs: right from vLLM 0.12.0 on, not before.
@@ -177,7 +177,7 @@ def test_speculators_030_and_040_on_vllm_0111_and_0112(sandbox: Sandbox, version
 
 
 def test_emit_rules_to_a_folder_that_does_not_exist_is_one_line(sandbox: Sandbox, tmp_path: Path) -> None:
-    sandbox.pip_reinstall(realdata.speculators_wheel("0.4.0"))
+    sandbox.pip_reinstall(realdata.speculators_wheel(realdata.NEW_SPECULATORS))
     dest = tmp_path / "missing" / "draft.yaml"
     r = sandbox.run("--vllm-source", str(realdata.vllm_source("0.11.0")), "audit", "--emit-rules", str(dest))
     assert (r.returncode, r.stdout) == (2, "")
@@ -188,7 +188,7 @@ def test_emit_rules_to_a_folder_that_does_not_exist_is_one_line(sandbox: Sandbox
 def test_after_apply_the_audit_is_clean_and_after_rollback_it_is_not(sandbox: Sandbox) -> None:
     """The audit reads the files as installed: after apply nothing is pending (with or without
     the rules), after rollback the original mismatches are back, byte for byte the same report."""
-    src = str(realdata.vllm_source("0.16.0"))
+    src = str(realdata.vllm_source(realdata.REFERENCE_VLLM))
     before = sandbox.run("--vllm-source", src, "audit", "--no-rules", "--json")
     assert before.returncode == 1, before.stderr
     mismatched = [(u["path"], u["line"], u["callee"]) for u in json.loads(before.stdout)["uses"]
@@ -273,7 +273,7 @@ def test_speculators_030_on_vllm_0330_the_imports_moved(sandbox: Sandbox) -> Non
 def test_speculators_040_on_vllm_0100_names_every_problem_of_a_call(sandbox: Sandbox, tmp_path: Path) -> None:
     """One reading names all a call needs: the keyword to drop and the arguments to add, and the
     suggested rule says both."""
-    sandbox.pip_reinstall(realdata.speculators_wheel("0.4.0"))
+    sandbox.pip_reinstall(realdata.speculators_wheel(realdata.NEW_SPECULATORS))
     rows, _ = findings(sandbox, "0.10.0")
     request = next(r for r in rows if r[3] == "vllm.v1.request.Request")
     assert request == (GENERATOR, 264, "call", "vllm.v1.request.Request", "mismatch",
@@ -290,7 +290,7 @@ def test_speculators_040_on_vllm_0100_names_every_problem_of_a_call(sandbox: San
 
 def test_a_file_record_lists_but_is_gone_is_named_not_skipped_in_silence(sandbox: Sandbox) -> None:
     (sandbox.site / "speculators/data_generation/configs.py").unlink()
-    src = str(realdata.vllm_source("0.16.0"))
+    src = str(realdata.vllm_source(realdata.REFERENCE_VLLM))
     r = sandbox.run("--vllm-source", src, "audit", "--no-rules")
     assert r.stdout.splitlines()[0] == (
         "note: speculators/data_generation/configs.py is missing (RECORD lists it): not audited")

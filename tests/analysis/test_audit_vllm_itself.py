@@ -41,7 +41,7 @@ def test_vllm_0110_v1_distributed_and_fused_moe() -> None:
 
 
 def test_vllm_0160_v1_entrypoints_lora_and_layers() -> None:
-    assert mismatches("0.16.0", ("vllm/v1/**/*.py", "vllm/entrypoints/**/*.py", "vllm/lora/**/*.py",
+    assert mismatches(realdata.REFERENCE_VLLM, ("vllm/v1/**/*.py", "vllm/entrypoints/**/*.py", "vllm/lora/**/*.py",
                                  "vllm/model_executor/layers/*.py", "vllm/benchmarks/**/*.py",
                                  "vllm/platforms/*.py")) == [
         # Dead code in vLLM 0.16.0: _custom_ops.poly_norm was removed, the caller was not.

@@ -140,7 +140,8 @@ def test_a_damaged_entry_is_read_again(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("wheel", "vllm"), [("0.3.0", "0.16.0"), ("0.4.0", "0.11.0")])
+@pytest.mark.parametrize(("wheel", "vllm"), [(realdata.OLD_SPECULATORS, realdata.REFERENCE_VLLM),
+                                             (realdata.NEW_SPECULATORS, "0.11.0")])
 def test_real_speculators_uses_answer_the_same_from_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                               wheel: str, vllm: str) -> None:
     with zipfile.ZipFile(realdata.speculators_wheel(wheel)) as zf:

@@ -123,6 +123,7 @@ def test_a_pass_needs_no_plan() -> None:
     assert (r.passed, r.failed, r.fixes, r.pending) == (True, False, (), ())
 
 
+@pytest.mark.slow
 def test_rehearse_without_vllm_in_the_target_exits_2(sandbox) -> None:  # type: ignore[no-untyped-def]
     r = sandbox.run("rehearse")
     assert (r.returncode, r.stdout) == (2, "")

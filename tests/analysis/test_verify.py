@@ -12,21 +12,17 @@ from conftest import GENERATOR, Sandbox
 
 
 @pytest.fixture(scope="session")
-def vllm016() -> Path:
-    return realdata.vllm_source("0.16.0")
-
-
-@pytest.fixture(scope="session")
 def vllm017() -> Path:
     return realdata.vllm_source("0.17.0")
 
 
+@pytest.mark.slow
 def test_guard_keeps_eos_token_id_on_a_017_nightly_built_before_the_change(
-        sandbox: Sandbox, vllm016: Path, tmp_path: Path) -> None:
+        sandbox: Sandbox, reference_vllm_source: Path, tmp_path: Path) -> None:
     # A source that calls itself 0.17 but still takes eos_token_id (as a nightly between the
     # releases would): the rule's since says yes, the guard reads the source and says no.
     src = tmp_path / "vllm-src"
-    shutil.copytree(vllm016 / "vllm", src / "vllm")
+    shutil.copytree(reference_vllm_source / "vllm", src / "vllm")
     (src / "vllm" / "_version.py").write_text("__version__ = version = '0.17.0.dev1'\n")
     r = sandbox.run("--vllm-source", str(src), "--dry-run")
     assert r.returncode == 0, r.stderr
@@ -41,6 +37,7 @@ def test_guard_keeps_eos_token_id_on_a_017_nightly_built_before_the_change(
     ]
 
 
+@pytest.mark.slow
 def test_the_017_source_alone_selects_and_guards_the_rules(sandbox: Sandbox, vllm017: Path) -> None:
     r = sandbox.run("--vllm-source", str(vllm017), "--dry-run", "--json")
     assert r.returncode == 0, r.stderr
@@ -58,8 +55,9 @@ def test_the_017_source_alone_selects_and_guards_the_rules(sandbox: Sandbox, vll
     ]
 
 
-def test_apply_verifies_every_call_in_the_files_it_rewrote(sandbox: Sandbox, vllm016: Path) -> None:
-    r = sandbox.run("--vllm-source", str(vllm016), "--vllm-version", "0.16")
+@pytest.mark.slow
+def test_apply_verifies_every_call_in_the_files_it_rewrote(sandbox: Sandbox, reference_vllm_source: Path) -> None:
+    r = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", "0.16")
     assert r.returncode == 0, r.stderr
     # pydantic is not installed (--no-deps): the imports were not tested, so the verdict is partial.
     assert r.stdout.strip() == (
@@ -72,7 +70,7 @@ def test_apply_verifies_every_call_in_the_files_it_rewrote(sandbox: Sandbox, vll
         "import speculators.data_generation.vllm_hidden_states_generator: not tested, pydantic is not installed "
         "in the target",
     ]
-    v = sandbox.run("--vllm-source", str(vllm016), "verify", "--json")
+    v = sandbox.run("--vllm-source", str(reference_vllm_source), "verify", "--json")
     assert v.returncode == 0
     data = json.loads(v.stdout)
     assert (data["ok"], data["verdict"], data["not_checked"]) == (
@@ -101,7 +99,7 @@ def test_apply_verifies_every_call_in_the_files_it_rewrote(sandbox: Sandbox, vll
         ("vllm_hidden_states_generator.py", 236, "Request", "ok"),
         ("vllm_hidden_states_generator.py", 239, "SamplingParams", "ok"),
     ]
-    text = sandbox.run("--vllm-source", str(vllm016), "verify")
+    text = sandbox.run("--vllm-source", str(reference_vllm_source), "verify")
     assert text.returncode == 0
     assert text.stdout.splitlines()[-1] == (
         "verify speculators 0.3.0: partial: 20 calls bind (static); not checked: 2 imports "
@@ -109,8 +107,9 @@ def test_apply_verifies_every_call_in_the_files_it_rewrote(sandbox: Sandbox, vll
     )
 
 
-def test_verify_all_reports_every_remaining_mismatch(sandbox: Sandbox, vllm016: Path) -> None:
-    v = sandbox.run("--vllm-source", str(vllm016), "verify", "--all", "--json")
+@pytest.mark.slow
+def test_verify_all_reports_every_remaining_mismatch(sandbox: Sandbox, reference_vllm_source: Path) -> None:
+    v = sandbox.run("--vllm-source", str(reference_vllm_source), "verify", "--all", "--json")
     assert v.returncode == 1
     data = json.loads(v.stdout)
     bad = [(b["path"], b["line"], b["callee"], b["reason"]) for b in data["bindings"] if b["status"] != "ok"]
@@ -123,8 +122,9 @@ def test_verify_all_reports_every_remaining_mismatch(sandbox: Sandbox, vllm016: 
     assert len(data["bindings"]) == 20
 
 
-def test_audit_names_the_fixing_rules(sandbox: Sandbox, vllm016: Path) -> None:
-    a = sandbox.run("--vllm-source", str(vllm016), "audit", "--vllm-version", "0.16")
+@pytest.mark.slow
+def test_audit_names_the_fixing_rules(sandbox: Sandbox, reference_vllm_source: Path) -> None:
+    a = sandbox.run("--vllm-source", str(reference_vllm_source), "audit", "--vllm-version", "0.16")
     assert a.returncode == 0
     assert a.stdout.splitlines() == [
         "speculators 0.3.0 against no installed vLLM, rules for 0.16 (static signatures): 60 uses of vLLM "
@@ -173,8 +173,9 @@ def test_audit_suggests_a_rule_for_a_mismatch_no_rule_fixes(reason: str, lines: 
     assert suggest(call, reason, "0.16").splitlines() == lines
 
 
-def test_audit_with_the_opt_in_pack_leaves_nothing_mismatched(sandbox: Sandbox, vllm016: Path) -> None:
-    a = sandbox.run("--vllm-source", str(vllm016), "audit", "--vllm-version", "0.16")
+@pytest.mark.slow
+def test_audit_with_the_opt_in_pack_leaves_nothing_mismatched(sandbox: Sandbox, reference_vllm_source: Path) -> None:
+    a = sandbox.run("--vllm-source", str(reference_vllm_source), "audit", "--vllm-version", "0.16")
     assert a.returncode == 0, a.stdout
     assert a.stdout.splitlines()[3] == (
         f"  {GENERATOR}:194: vllm.config.SchedulerConfig: mismatch "
@@ -194,11 +195,14 @@ rules:
 """
 
 
-def test_failed_verification_restores_byte_for_byte(sandbox: Sandbox, vllm016: Path, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_failed_verification_restores_byte_for_byte(sandbox: Sandbox, reference_vllm_source: Path,
+                                                    tmp_path: Path) -> None:
     rules = tmp_path / "bad.yaml"
     rules.write_text(BAD_RULE)
     before = sandbox.snapshot()
-    r = sandbox.run("--vllm-source", str(vllm016), "--rules", str(rules), "--vllm-version", "0.16", "--no-guard")
+    r = sandbox.run("--vllm-source", str(reference_vllm_source), "--rules", str(rules), "--vllm-version", "0.16",
+                    "--no-guard")
     assert r.returncode == 1
     assert r.stdout.strip() == (
         "verification failed: 1 call does not bind: "
@@ -209,10 +213,13 @@ def test_failed_verification_restores_byte_for_byte(sandbox: Sandbox, vllm016: P
     assert json.loads(sandbox.run("status", "--json").stdout)["state"] == "original"
 
 
-def test_guard_skips_an_add_the_callee_does_not_take(sandbox: Sandbox, vllm016: Path, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_guard_skips_an_add_the_callee_does_not_take(sandbox: Sandbox, reference_vllm_source: Path,
+                                                     tmp_path: Path) -> None:
     rules = tmp_path / "bad.yaml"
     rules.write_text(BAD_RULE)
-    r = sandbox.run("--vllm-source", str(vllm016), "--rules", str(rules), "--vllm-version", "0.16", "--dry-run")
+    r = sandbox.run("--vllm-source", str(reference_vllm_source), "--rules", str(rules), "--vllm-version", "0.16",
+                    "--dry-run")
     assert r.returncode == 0
     assert f"{GENERATOR}:148: scheduler-add-bogus [not-needed, guarded] not needed for this vLLM: " \
            "Scheduler does not take bogus_flag" in r.stderr.splitlines()

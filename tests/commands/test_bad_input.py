@@ -46,6 +46,7 @@ def test_interactive_without_a_terminal_is_a_json_error() -> None:
     assert _json_error(result.stdout)["kind"] == "UsageError"
 
 
+@pytest.mark.slow
 def test_bad_vllm_version_records_nothing(sandbox: Sandbox) -> None:
     before = sandbox.snapshot()
     r = sandbox.run("--json", "--vllm-version", "garbage")
@@ -57,6 +58,7 @@ def test_bad_vllm_version_records_nothing(sandbox: Sandbox) -> None:
     assert sandbox.snapshot() == before
 
 
+@pytest.mark.slow
 def test_no_rule_for_the_version_records_nothing(sandbox: Sandbox) -> None:
     r = sandbox.run("--vllm-version", "0.10")
     assert r.returncode == 2
@@ -64,6 +66,7 @@ def test_no_rule_for_the_version_records_nothing(sandbox: Sandbox) -> None:
     assert not sandbox.state.exists()
 
 
+@pytest.mark.slow
 def test_rollback_to_a_missing_ref_of_an_untracked_package_is_an_error(sandbox: Sandbox) -> None:
     r = sandbox.run("--json", "rollback", "--to", "no-such-state")
     assert r.returncode == 2
@@ -74,6 +77,7 @@ def test_rollback_to_a_missing_ref_of_an_untracked_package_is_an_error(sandbox: 
     assert not sandbox.state.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["import", "transform"])
 def test_a_codemod_calling_system_exit_0_fails_the_run(sandbox: Sandbox, tmp_path: Path, where: str) -> None:
     rules = scoped_codemod_rule(tmp_path, "quits", "speculators.data_generation.custom_worker",

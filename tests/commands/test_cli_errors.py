@@ -36,6 +36,7 @@ def test_bad_version_string() -> None:
     assert str(info.value) == "--vllm-version 'banana' is not a version like 0.16 or 0.16.1.dev45+g1a2b3c4"
 
 
+@pytest.mark.slow
 def test_no_rule_for_that_version(sandbox: Sandbox) -> None:
     sandbox.extra = ()
     r = sandbox.run("--vllm-version", "0.10", "--dry-run")
@@ -44,6 +45,7 @@ def test_no_rule_for_that_version(sandbox: Sandbox) -> None:
     assert r.stdout == ""
 
 
+@pytest.mark.slow
 def test_immutable_file_is_reported_and_nothing_changes(sandbox: Sandbox) -> None:
     generator = sandbox.site / GENERATOR
     before = sandbox.snapshot()
@@ -92,6 +94,7 @@ def test_non_editable_wheel_ships_rules_and_codemods(tmp_path: Path) -> None:
     assert (target / "vllm_shim_patch" / "codemods" / "executor_sample_tokens.py").is_file()
 
 
+@pytest.mark.slow
 def test_undeletable_bytecode_does_not_stop_the_transaction(sandbox: Sandbox) -> None:
     cache = sandbox.site / "speculators/data_generation/__pycache__"
     subprocess.run(["chattr", "+i", str(cache)], check=True)
@@ -104,6 +107,7 @@ def test_undeletable_bytecode_does_not_stop_the_transaction(sandbox: Sandbox) ->
     assert sandbox.run("status", "--json").stdout.count('"state": "patched"') == 1
 
 
+@pytest.mark.slow
 def test_a_codemod_that_breaks_on_a_file_writes_nothing(sandbox: Sandbox, tmp_path: Path) -> None:
     rules = scoped_codemod_rule(tmp_path, "breaks", "speculators.data_generation.custom_worker",
                                 "raise RuntimeError('broken codemod')")
@@ -135,6 +139,7 @@ def test_an_interrupt_is_exit_130_with_json(monkeypatch: pytest.MonkeyPatch, cap
     assert err.endswith("patch-speculators: interrupted\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["missing", "file"])
 def test_vllm_source_that_is_no_source_is_one_line(sandbox: Sandbox, tmp_path: Path, where: str) -> None:
     path = tmp_path / "vllm-0.16.0.whl"

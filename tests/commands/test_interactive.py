@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import GENERATOR, Sandbox, run_on_tty
+
+# Every test here runs the CLI on a sandbox venv with the real speculators wheel.
+pytestmark = pytest.mark.slow
 
 
 def test_decline_one_hunk_accept_the_next(sandbox: Sandbox) -> None:
@@ -38,7 +42,7 @@ def test_declining_a_needed_hunk_fails_verification_and_restores(sandbox: Sandbo
     # the call's line is the one in the file verified (hunk 2 removed a line above it).
     import realdata
 
-    sandbox.extra = ("--vllm-source", str(realdata.vllm_source("0.16.0")))
+    sandbox.extra = ("--vllm-source", str(realdata.vllm_source(realdata.REFERENCE_VLLM)))
     before = sandbox.snapshot()
     code, screen = run_on_tty(sandbox, "y\ny\nn\n" + "y\n" * 4, "--vllm-version", "0.16", "-i")
     assert code == 1, screen

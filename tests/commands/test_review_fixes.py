@@ -50,6 +50,7 @@ def pristine(sb: Sandbox) -> bool:
     return all(record_hash((sb.site / p).read_bytes()) == d for p, d in sb.record().items())
 
 
+@pytest.mark.slow
 def test_upgrade_under_the_overlay(sandbox: Sandbox, wheel_031: Path) -> None:
     assert sandbox.run("--vllm-version", "0.16").returncode == 0
     patch_030 = json.loads(sandbox.run("log", "--json").stdout)["commits"][0]["commit"]
@@ -76,6 +77,7 @@ def test_upgrade_under_the_overlay(sandbox: Sandbox, wheel_031: Path) -> None:
     assert (sandbox.site / GENERATOR).read_bytes().startswith(b"# speculators 0.3.1\n")
 
 
+@pytest.mark.slow
 def test_recovery_leaves_a_file_changed_after_the_crash(sandbox: Sandbox, tmp_path: Path) -> None:
     trace = tmp_path / "trace.txt"
     assert sandbox.run("--vllm-version", "0.16", env={"VSP_TEST_TRACE": str(trace)}).returncode == 0
@@ -97,6 +99,7 @@ def test_recovery_leaves_a_file_changed_after_the_crash(sandbox: Sandbox, tmp_pa
     assert points  # the first trace ran through a complete apply
 
 
+@pytest.mark.slow
 def test_accept_modified_refuses_a_patched_file_with_an_edit(sandbox: Sandbox) -> None:
     assert sandbox.run("--vllm-version", "0.16").returncode == 0
     generator = sandbox.site / GENERATOR
@@ -111,6 +114,7 @@ def test_accept_modified_refuses_a_patched_file_with_an_edit(sandbox: Sandbox) -
     assert generator.read_bytes().endswith(b"# MY EDIT\n")
 
 
+@pytest.mark.slow
 def test_status_tells_busy_from_interrupted(sandbox: Sandbox, tmp_path: Path) -> None:
     trace = tmp_path / "trace.txt"
     assert sandbox.run("--vllm-version", "0.16", env={"VSP_TEST_TRACE": str(trace)}).returncode == 0
@@ -124,6 +128,7 @@ def test_status_tells_busy_from_interrupted(sandbox: Sandbox, tmp_path: Path) ->
     assert proc.returncode == 0
 
 
+@pytest.mark.slow
 def test_callers_git_environment_does_not_leak(sandbox: Sandbox, tmp_path: Path) -> None:
     foreign = tmp_path / "foreign-index"
     env = {"GIT_INDEX_FILE": str(foreign), "GIT_DIR": str(tmp_path / "not-a-repo")}
@@ -146,6 +151,7 @@ def test_missing_submodule_of_an_installed_package_fails_the_import_check(tmp_pa
     assert not list(tmp_path.rglob("__pycache__"))  # PYTHONDONTWRITEBYTECODE
 
 
+@pytest.mark.slow
 def test_symlinked_file_is_refused(sandbox: Sandbox, tmp_path: Path) -> None:
     generator = sandbox.site / GENERATOR
     store = tmp_path / "store.py"
@@ -174,6 +180,7 @@ rules:
 """
 
 
+@pytest.mark.slow
 def test_check_fails_while_a_notice_stands(sandbox: Sandbox, tmp_path: Path) -> None:
     rules = tmp_path / "notice.yaml"
     rules.write_text(NOTICE_RULE)

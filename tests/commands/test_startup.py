@@ -32,6 +32,7 @@ def test_help_imports_nothing_heavy(args: list[str]) -> None:
     assert heavy(imported_modules(*args)) == []
 
 
+@pytest.mark.slow
 def test_status_imports_nothing_heavy(sandbox: Sandbox) -> None:
     assert sandbox.run("--vllm-version", "0.16").returncode == 0
     names = imported_modules("--python", str(sandbox.python), "--state-dir", str(sandbox.state), "status")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build (or reuse) the cached vLLM 0.16.0 test virtualenv.
+"""Build (or reuse) the cached test virtualenv of the reference vLLM (realdata.REFERENCE_VLLM, 0.16.0).
 
 Usage:
     python tests/e2e/build_env.py [--print-path] [--rebuild] [--python PYTHON]
@@ -41,8 +41,12 @@ import tempfile
 import time
 from pathlib import Path
 
-VLLM_VERSION = "0.16.0"
-SPECULATORS_VERSION = "0.3.0"
+# The releases are named once, in tests/realdata.py (standard library only, like this script).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from realdata import OLD_SPECULATORS, REFERENCE_VLLM  # noqa: E402
+
+VLLM_VERSION = REFERENCE_VLLM
+SPECULATORS_VERSION = OLD_SPECULATORS
 REQUIRED_PYTHON = (3, 11)
 # Installed together with vllm: what `import speculators.data_generation.
 # vllm_hidden_states_generator` needs beyond vllm's own closure (loguru), and
@@ -99,7 +103,7 @@ def python_version(exe: str) -> tuple[int, int] | None:
 
 
 def find_python(explicit: str | None) -> str:
-    want = "%d.%d" % REQUIRED_PYTHON
+    want = "{}.{}".format(*REQUIRED_PYTHON)
     if explicit:
         candidates = [explicit]
     else:
@@ -307,7 +311,7 @@ def main() -> int:
     ap.add_argument("--rebuild", action="store_true",
                     help="build a fresh venv even if a complete one exists")
     ap.add_argument("--python", metavar="PYTHON",
-                    help=f"base interpreter (Python {'%d.%d' % REQUIRED_PYTHON}; "
+                    help=f"base interpreter (Python {'{}.{}'.format(*REQUIRED_PYTHON)}; "
                          "default: VSP_PYTHON, then python3.11)")
     args = ap.parse_args()
     # Turn SIGTERM/SIGHUP into KeyboardInterrupt so the temp dir gets removed

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from realdata import REFERENCE_VLLM
 from conftest import EDITS, GENERATOR, PARITY_PASSED, Sandbox
 
 from vllm_shim_patch.signatures import LiveSignatures, StaticSignatures
@@ -24,7 +25,7 @@ def test_target_sees_real_vllm_and_its_own_speculators(real: Sandbox) -> None:
     r = real.run("status", "--json")
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
-    assert (data["vllm_installed"], data["location"], data["state"]) == ("0.16.0", str(real.site), "not tracked")
+    assert (data["vllm_installed"], data["location"], data["state"]) == (REFERENCE_VLLM, str(real.site), "not tracked")
 
 
 def test_unpatched_imports_but_does_not_bind(real: Sandbox) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from realdata import REFERENCE_VLLM
 from conftest import GENERATOR, Sandbox
 
 pytestmark = [pytest.mark.realvllm, pytest.mark.slow]
@@ -35,7 +36,7 @@ def test_a_version_the_install_contradicts_is_an_error(real: Sandbox) -> None:
     before = real.snapshot()
     r = real.run("--vllm-version", "0.17", "--check")
     assert (r.returncode, r.stdout) == (2, "")
-    assert r.stderr == (f"patch-speculators: error: --vllm-version 0.17 does not match the installed vLLM 0.16.0 "
+    assert r.stderr == (f"patch-speculators: error: --vllm-version 0.17 does not match the installed vLLM {REFERENCE_VLLM} "
                         f"in {real.python}: leave out --vllm-version, or give --python the interpreter that has "
                         f"vLLM 0.17\n")
     assert real.snapshot() == before

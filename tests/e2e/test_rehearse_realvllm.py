@@ -65,7 +65,7 @@ def test_unpatched_stops_at_the_first_break_and_names_its_rule(real: Sandbox) ->
         "  vLLM:        -",
         f"  fix:         rule scheduler-config-add-is-encoder-decoder (not applied yet: it would edit {GENERATOR}:194)",
     ]
-    assert lines[-1].startswith(f"speculators 0.3.0 on vLLM 0.16.0: rehearsal failed in init at {GENERATOR}:194: "
+    assert lines[-1].startswith(f"speculators {realdata.OLD_SPECULATORS} on vLLM {realdata.REFERENCE_VLLM}: rehearsal failed in init at {GENERATOR}:194: "
                                 "ValidationError")
 
 
@@ -148,7 +148,7 @@ def test_no_rehearse_skips_it(real: Sandbox) -> None:
     assert r.stdout.strip().endswith("verification passed: 2 imports ok, 20 calls bind (live); rehearsal not run (--no-rehearse)")
 
 
-@pytest.mark.parametrize("version", ["0.4.0", "0.4.0.1"])
+@pytest.mark.parametrize("version", realdata.SPECULATORS[1:])
 def test_speculators_040_returns_results_out_of_order_until_patched(
         tmp_path: Path, vllm_venv_python: Path, vllm_site: Path, version: str) -> None:
     """0.4.0's vLLM breaks are fixed upstream; its string sort of request ids is not (12 prompts)."""
@@ -156,7 +156,7 @@ def test_speculators_040_returns_results_out_of_order_until_patched(
     r = sb.run("rehearse", timeout=600)
     assert r.returncode == 1, r.stderr
     assert r.stdout.splitlines()[-1] == (
-        f"speculators {version} on vLLM 0.16.0: rehearsal failed: 10 of 40 sequences wrong (call 4: result 2 "
+        f"speculators {version} on vLLM {realdata.REFERENCE_VLLM}: rehearsal failed: 10 of 40 sequences wrong (call 4: result 2 "
         "is prompt 10's; result 3 is prompt 11's; result 4 is prompt 2's; result 5 is prompt 3's; 6 more)")
     assert (f"  fix:         rule generator-results-in-input-order (not applied yet: it would edit "
             f"{GENERATOR}:335)") in r.stdout
@@ -175,7 +175,8 @@ def test_speculators_030_without_the_data_rules_returns_wrong_rows(real: Sandbox
     r = real.run("rehearse", timeout=600)
     assert r.returncode == 1, r.stderr
     last = r.stdout.splitlines()[-1]
-    assert last.startswith("speculators 0.3.0 on vLLM 0.16.0: rehearsal failed: 11 of 40 sequences wrong (call 1: "
+    assert last.startswith(f"speculators 0.3.0 on vLLM {realdata.REFERENCE_VLLM}: rehearsal failed: 11 of 40 "
+                           "sequences wrong (call 1: "
                            "prompt 5 has 700 own rows then 650 of prompt 6's then 450 of prompt 7's; "), last
     assert "the model runner still holds 2 requests of earlier calls" in last
     fixes = [line.split()[2] for line in r.stdout.splitlines() if line.startswith("  fix:")]
@@ -222,7 +223,8 @@ def test_quick_keeps_the_short_workload_and_says_so(real: Sandbox) -> None:
     r = real.run("rehearse", "--quick", timeout=600)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[-1] == (
-        "speculators 0.3.0 on vLLM 0.16.0: rehearsal passed: 2 calls, 4 sequences (129 tokens) match a per-prompt "
+        f"speculators 0.3.0 on vLLM {realdata.REFERENCE_VLLM}: rehearsal passed: 2 calls, 4 sequences (129 tokens) "
+        "match a per-prompt "
         "forward row by row; chunked prefill in 0 of 2 steps; runner order differed from scheduler order in 0 "
         "(--quick: short prompts only, no chunked prefill; run without --quick for speculators' own workload)")
 

@@ -11,9 +11,13 @@ import shutil
 import signal
 from pathlib import Path
 
+import pytest
 from conftest import GENERATOR, Sandbox
 
 from vllm_shim_patch.fsutil import record_hash
+
+# Every test here runs the CLI on a sandbox venv with the real speculators wheel.
+pytestmark = pytest.mark.slow
 
 
 def trace(sb: Sandbox, *args: str, tmp: Path) -> list[str]:

@@ -16,6 +16,9 @@ from conftest import GENERATOR, Sandbox
 
 from vllm_shim_patch.fsutil import record_hash
 
+# Every test here runs the CLI on a sandbox venv with the real speculators wheel.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Path]:

@@ -146,6 +146,7 @@ COMMANDS = [["status"], ["--vllm-version", "0.16"], ["--dry-run", "--vllm-versio
             ["--check", "--vllm-version", "0.16"], ["rollback"], ["log"], ["diff", "--vllm-version", "0.16"]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["original-blob", "state-json", "journal"])
 def test_every_command_stops_on_a_damaged_overlay(sandbox: Sandbox, damage: str) -> None:
     assert sandbox.run("--vllm-version", "0.16").returncode == 0

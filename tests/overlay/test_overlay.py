@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import GENERATOR, Sandbox
 
 from vllm_shim_patch.fsutil import record_hash
@@ -25,6 +26,7 @@ def assert_pristine(sb: Sandbox) -> None:
     assert bad == []
 
 
+@pytest.mark.slow
 def test_apply_status_log_rollback_cycle(sandbox: Sandbox) -> None:
     before = sandbox.snapshot()
     r = sandbox.run("--vllm-version", "0.17")
@@ -74,6 +76,7 @@ def test_apply_status_log_rollback_cycle(sandbox: Sandbox) -> None:
     assert sandbox.run("status", "--json").stdout.count('"state": "patched"') == 1
 
 
+@pytest.mark.slow
 def test_second_apply_is_a_noop_without_commit(sandbox: Sandbox) -> None:
     assert sandbox.run("--vllm-version", "0.16").returncode == 0
     commits = git_log(sandbox)
@@ -83,6 +86,7 @@ def test_second_apply_is_a_noop_without_commit(sandbox: Sandbox) -> None:
     assert git_log(sandbox) == commits
 
 
+@pytest.mark.slow
 def test_apply_for_another_series_plans_from_the_original(sandbox: Sandbox) -> None:
     assert sandbox.run("--vllm-version", "0.17").returncode == 0
     assert sandbox.run("--vllm-version", "0.16").returncode == 0
@@ -93,6 +97,7 @@ def test_apply_for_another_series_plans_from_the_original(sandbox: Sandbox) -> N
     assert sandbox.run("--vllm-version", "0.17", "--check").returncode == 1
 
 
+@pytest.mark.slow
 def test_rollback_to_an_earlier_patched_state(sandbox: Sandbox) -> None:
     assert sandbox.run("--vllm-version", "0.17").returncode == 0
     patched17 = sandbox.snapshot()
@@ -105,6 +110,7 @@ def test_rollback_to_an_earlier_patched_state(sandbox: Sandbox) -> None:
     assert json.loads(sandbox.run("status", "--json").stdout)["vllm"] == "0.17 (no vLLM installed)"
 
 
+@pytest.mark.slow
 def test_reinstall_after_apply_is_drift_then_rebaselined(sandbox: Sandbox, speculators_wheel: Path) -> None:
     assert sandbox.run("--vllm-version", "0.16").returncode == 0
     sandbox.pip_reinstall(speculators_wheel)
@@ -126,6 +132,7 @@ def test_reinstall_after_apply_is_drift_then_rebaselined(sandbox: Sandbox, specu
     assert_pristine(sandbox)
 
 
+@pytest.mark.slow
 def test_hand_edited_install_is_refused_then_accepted(sandbox: Sandbox) -> None:
     config = sandbox.site / "speculators/config.py"
     config.write_bytes(config.read_bytes() + b"# local fix\n")
@@ -149,6 +156,7 @@ def test_hand_edited_install_is_refused_then_accepted(sandbox: Sandbox) -> None:
     assert (sandbox.site / "speculators/config.py").read_bytes().endswith(b"# local fix\n")
 
 
+@pytest.mark.slow
 def test_edit_after_apply_is_kept_in_history_by_rollback(sandbox: Sandbox) -> None:
     original = sandbox.snapshot()
     assert sandbox.run("--vllm-version", "0.16").returncode == 0
@@ -173,6 +181,7 @@ def git_log_hash(sb: Sandbox, ref: str) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
+@pytest.mark.slow
 def test_rollback_of_untracked_package_is_a_noop(sandbox: Sandbox) -> None:
     r = sandbox.run("rollback")
     assert r.returncode == 0
@@ -181,6 +190,7 @@ def test_rollback_of_untracked_package_is_a_noop(sandbox: Sandbox) -> None:
     )
 
 
+@pytest.mark.slow
 def test_stale_bytecode_is_removed(sandbox: Sandbox) -> None:
     cache = sandbox.site / "speculators/data_generation/__pycache__"
     pycs = list(cache.glob("vllm_hidden_states_generator.*.pyc"))
@@ -190,6 +200,7 @@ def test_stale_bytecode_is_removed(sandbox: Sandbox) -> None:
     assert list(cache.glob("config_generator.*.pyc")) != []
 
 
+@pytest.mark.slow
 def test_file_mode_is_kept(sandbox: Sandbox) -> None:
     target = sandbox.site / GENERATOR
     target.chmod(0o640)
@@ -197,6 +208,7 @@ def test_file_mode_is_kept(sandbox: Sandbox) -> None:
     assert target.stat().st_mode & 0o777 == 0o640
 
 
+@pytest.mark.slow
 def test_editable_install_is_refused(sandbox: Sandbox) -> None:
     dist = next(sandbox.site.glob("speculators-*.dist-info"))
     (dist / "direct_url.json").write_text(json.dumps({"url": "file:///src/speculators", "dir_info": {"editable": True}}))
@@ -210,6 +222,7 @@ def test_editable_install_is_refused(sandbox: Sandbox) -> None:
     assert sandbox.snapshot() == before
 
 
+@pytest.mark.slow
 def test_missing_git_executable(sandbox: Sandbox, tmp_path: Path) -> None:
     r = sandbox.run("--vllm-version", "0.16", env={"PATH": str(tmp_path / "empty-bin")})
     assert r.returncode == 2
@@ -219,6 +232,7 @@ def test_missing_git_executable(sandbox: Sandbox, tmp_path: Path) -> None:
     assert_pristine(sandbox)
 
 
+@pytest.mark.slow
 def test_damaged_overlay_is_reported_and_nothing_changes(sandbox: Sandbox) -> None:
     assert sandbox.run("--vllm-version", "0.16").returncode == 0
     before = sandbox.snapshot()

@@ -71,6 +71,7 @@ def _cli(sb: Sandbox, *args: str, env: dict[str, str], cwd: Path | None = None) 
                           capture_output=True, text=True, env={**full, **env}, cwd=cwd, timeout=300, check=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["status"], ["--vllm-version", "0.16"], ["rollback"], ["log"],
                                      ["--dry-run", "--vllm-version", "0.16"]], ids=" ".join)
 @pytest.mark.parametrize("xdg", ["/dev/null", "file"])
@@ -88,6 +89,7 @@ def test_state_dir_that_is_a_file_stops_every_command(sandbox: Sandbox, tmp_path
     assert sandbox.snapshot() == before
 
 
+@pytest.mark.slow
 def test_state_dir_on_proc_writes_nothing(sandbox: Sandbox) -> None:
     before = sandbox.snapshot()
     r = _cli(sandbox, "--vllm-version", "0.16", env={"XDG_STATE_HOME": "/proc"})
@@ -98,6 +100,7 @@ def test_state_dir_on_proc_writes_nothing(sandbox: Sandbox) -> None:
     assert _cli(sandbox, "status", env={"XDG_STATE_HOME": "/proc"}).returncode == 0
 
 
+@pytest.mark.slow
 def test_state_dir_not_writable(sandbox: Sandbox) -> None:
     sandbox.state.mkdir()
     before = sandbox.snapshot()
@@ -114,6 +117,7 @@ def test_state_dir_not_writable(sandbox: Sandbox) -> None:
     assert list(sandbox.state.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_home_nowhere_is_one_line(sandbox: Sandbox, tmp_path: Path) -> None:
     r = _cli(sandbox, "--vllm-version", "0.16", env={"HOME": str(tmp_path / "nowhere")})
     assert (r.returncode, r.stderr) == (2, (f"patch-speculators: error: HOME {tmp_path}/nowhere is not a folder: "
@@ -121,6 +125,7 @@ def test_home_nowhere_is_one_line(sandbox: Sandbox, tmp_path: Path) -> None:
     assert not (tmp_path / "nowhere").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["option", "xdg"])
 def test_relative_state_dir_works(sandbox: Sandbox, tmp_path: Path, how: str) -> None:
     args, env = (["--state-dir", "rel"], {}) if how == "option" else ([], {"XDG_STATE_HOME": "rel"})
@@ -134,6 +139,7 @@ def test_relative_state_dir_works(sandbox: Sandbox, tmp_path: Path, how: str) ->
     assert back.returncode == 0, back.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["package", "site-packages", "tool's site-packages"])
 def test_state_dir_in_site_packages_is_refused(sandbox: Sandbox, where: str) -> None:
     import click

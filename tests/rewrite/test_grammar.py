@@ -112,7 +112,7 @@ def _sandbox(tmp_path: Path, interpreter: str, wheel: Path) -> Sandbox:
                     "--no-deps", str(wheel)], check=True, capture_output=True)
     site = next(root.glob("lib/python3*/site-packages"))
     return Sandbox(root, root / "bin" / "python", site, tmp_path / "state",
-                   ("--vllm-source", str(realdata.vllm_source("0.16.0"))))
+                   ("--vllm-source", str(realdata.vllm_source(realdata.REFERENCE_VLLM))))
 
 
 def _python311() -> str:

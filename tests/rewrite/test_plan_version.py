@@ -100,12 +100,12 @@ def test_no_vllm_and_no_option_names_both_ways_out() -> None:
 @pytest.mark.parametrize("args", [[], ["--check"], ["--dry-run"], ["audit"]], ids=["apply", "check", "dry-run", "audit"])
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
 def test_source_and_version_that_disagree_stop_every_command(sandbox: Sandbox, args: list[str], as_json: bool) -> None:
-    src = realdata.vllm_source("0.16.0")
+    src = realdata.vllm_source(realdata.REFERENCE_VLLM)
     before = sandbox.snapshot()
     extra = ["--json"] if as_json else []
     r = sandbox.run("--vllm-source", str(src), *args, "--vllm-version", "0.17", *extra)
-    message = (f"--vllm-version 0.17 does not match the vLLM source {src} (0.16.0): leave out --vllm-version, "
-               f"or give --vllm-source the vLLM 0.17 source")
+    message = (f"--vllm-version 0.17 does not match the vLLM source {src} ({realdata.REFERENCE_VLLM}): "
+               f"leave out --vllm-version, or give --vllm-source the vLLM 0.17 source")
     assert (r.returncode, r.stderr) == (2, f"patch-speculators: error: {message}\n")
     if as_json:
         assert json.loads(r.stdout) == {"ok": False, "error": message, "kind": "UsageError"}
@@ -117,12 +117,12 @@ def test_source_and_version_that_disagree_stop_every_command(sandbox: Sandbox, a
 
 @pytest.mark.slow
 def test_the_source_alone_is_enough(sandbox: Sandbox) -> None:
-    src = realdata.vllm_source("0.16.0")
+    src = realdata.vllm_source(realdata.REFERENCE_VLLM)
     r = sandbox.run("--vllm-source", str(src), "--dry-run")
     assert r.returncode == 0, r.stderr
     assert r.stderr.splitlines()[0] == (f"note: vLLM is not installed in {sandbox.python}: rules selected for the "
-                                        "vLLM source given with --vllm-source (0.16.0)")
-    assert r.stderr.splitlines()[-1] == "7 edits in 2 files; vLLM 0.16.0 (static)"
+                                        f"vLLM source given with --vllm-source ({realdata.REFERENCE_VLLM})")
+    assert r.stderr.splitlines()[-1] == f"7 edits in 2 files; vLLM {realdata.REFERENCE_VLLM} (static)"
     a = sandbox.run("--vllm-source", str(src), "audit")
     assert a.returncode == 0, a.stderr
     assert a.stdout.splitlines()[-1] == "63 uses: 60 ok, 3 fixed by the rules, 0 still mismatched, 0 unknown"

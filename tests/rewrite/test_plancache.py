@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import sys
 import zipfile
 from pathlib import Path
@@ -19,10 +20,11 @@ from conftest import GENERATOR, Sandbox
 from packaging.version import Version
 
 from vllm_shim_patch.rewrite import plancache
-from vllm_shim_patch.rewrite.plan import make_plan
+from vllm_shim_patch.rewrite.plan import Plan, make_plan
 from vllm_shim_patch.rewrite.plancache import PlanCache, plan_key
 from vllm_shim_patch.rewrite.results import FileResult, Site
 from vllm_shim_patch.rules.loader import load_pack
+from vllm_shim_patch.rules.model import RulePack
 from vllm_shim_patch.settings import Action, FileStatus
 from vllm_shim_patch.signatures.model import Param, Signature
 from vllm_shim_patch.target import Target
@@ -30,7 +32,7 @@ from vllm_shim_patch.target import Target
 
 @pytest.fixture(scope="module")
 def generator() -> bytes:
-    with zipfile.ZipFile(realdata.speculators_wheel("0.3.0")) as zf:
+    with zipfile.ZipFile(realdata.speculators_wheel(realdata.OLD_SPECULATORS)) as zf:
         return zf.read(GENERATOR)
 
 
@@ -145,6 +147,19 @@ def test_a_cached_plan_is_the_plan(tmp_path: Path, generator: bytes) -> None:
     assert make_plan(target, pack, "0.16", files=files, cache=cache).results == fresh.results
 
 
+Planned = tuple[RulePack, Target, Path, Plan]
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory: pytest.TempPathFactory, generator: bytes) -> Planned:
+    """One fresh plan of the generator and the cache folder it left (planned once: the engine
+    over the real generator is the slow part)."""
+    root = tmp_path_factory.mktemp("planned")
+    pack, target = load_pack(), target_for(root)
+    fresh = make_plan(target, pack, "0.16", files={GENERATOR: generator}, cache=PlanCache(root / "cache"))
+    return pack, target, root / "cache", fresh
+
+
 @pytest.mark.parametrize("damage", [
     pytest.param(lambda d: b"{not json", id="not-json"),
     pytest.param(lambda d: d.replace(b'"format":1', b'"format":0'), id="other-format"),
@@ -152,10 +167,11 @@ def test_a_cached_plan_is_the_plan(tmp_path: Path, generator: bytes) -> None:
     pytest.param(lambda d: d.replace(b'"after":"', b'"after":"*'), id="bad-base64"),
     pytest.param(lambda d: d[: len(d) // 2], id="cut-short"),
 ])
-def test_a_damaged_entry_is_planned_anew(tmp_path: Path, generator: bytes, damage: object) -> None:
-    pack, target, cache = load_pack(), target_for(tmp_path), PlanCache(tmp_path / "cache")
+def test_a_damaged_entry_is_planned_anew(tmp_path: Path, generator: bytes, planned: Planned, damage: object) -> None:
+    pack, target, kept, fresh = planned
+    shutil.copytree(kept, tmp_path / "cache")  # the entry the fresh plan left, damaged below
+    cache = PlanCache(tmp_path / "cache")
     files = {GENERATOR: generator}
-    fresh = make_plan(target, pack, "0.16", files=files, cache=cache)
     (entry,) = (tmp_path / "cache" / "plans").glob("*.json")
     entry.write_bytes(damage(entry.read_bytes()))  # type: ignore[operator]
     key = plan_key(target=target, rules=pack.rules, version=Version("0.16"), signatures=None, kind=None,
@@ -211,7 +227,7 @@ def libcst_imported(proc_stderr: str) -> bool:
 
 @pytest.mark.slow
 def test_a_second_audit_is_read_from_the_cache_without_libcst(sandbox: Sandbox, tmp_path: Path) -> None:
-    src = str(realdata.vllm_source("0.16.0"))
+    src = str(realdata.vllm_source(realdata.REFERENCE_VLLM))
     env = {"VSP_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPROFILEIMPORTTIME": "1"}
     first = sandbox.run("--vllm-source", src, "audit", "--json", env=env)
     second = sandbox.run("--vllm-source", src, "audit", "--json", env=env)
@@ -219,12 +235,12 @@ def test_a_second_audit_is_read_from_the_cache_without_libcst(sandbox: Sandbox, 
     assert libcst_imported(first.stderr) and not libcst_imported(second.stderr)
     assert second.stdout == first.stdout
     data = json.loads(second.stdout)
-    assert data["summary"]["remaining"] == 0 and data["rules_for"] == "0.16.0"
+    assert data["summary"]["remaining"] == 0 and data["rules_for"] == realdata.REFERENCE_VLLM
 
 
 @pytest.mark.slow
 def test_an_audit_after_a_dry_run_starts_warm_and_an_edit_plans_anew(sandbox: Sandbox, tmp_path: Path) -> None:
-    src = str(realdata.vllm_source("0.16.0"))
+    src = str(realdata.vllm_source(realdata.REFERENCE_VLLM))
     env = {"VSP_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPROFILEIMPORTTIME": "1"}
     dry = sandbox.run("--vllm-source", src, "--dry-run", env=env)
     assert dry.returncode == 0, dry.stderr[-2000:]

@@ -119,7 +119,7 @@ def test_needs_human_is_explained_in_the_problem(tmp_path: Path) -> None:
 
 
 def test_readme_rule_table_is_current() -> None:
-    from vllm_shim_patch.rules.docs import table
+    from vllm_shim_patch.report.rules import table
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = readme.split("<!-- rules:start -->\n", 1)[1].split("<!-- rules:end -->", 1)[0]

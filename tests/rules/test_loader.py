@@ -222,7 +222,7 @@ def test_alias_bomb_is_refused_at_its_first_anchor(tmp_path: Path) -> None:
 def test_load_pack_missing_path(tmp_path: Path) -> None:
     with pytest.raises(RuleError) as info:
         load_pack([tmp_path / "nope.yaml"], bundled=False)
-    assert str(info.value) == f"{tmp_path}/nope.yaml: no such rule file or folder (bundled optional packs: none)"
+    assert str(info.value) == f"{tmp_path}/nope.yaml: no such rule file or folder"
 
 
 def test_load_pack_empty_folder(tmp_path: Path) -> None:

@@ -44,18 +44,18 @@ def test_static_equals_live_on_the_real_install(vllm_python: str) -> None:
     live = LiveSignatures(vllm_python).get_many(names)
     compared = literal_defaults = 0
     for name in names:
-        s, l = static.get(name), live[name]
-        if l is None:
+        s, lv = static.get(name), live[name]
+        if lv is None:
             # Only a name 0.16.0 lacks may be unknown, and then it is unknown to both.
             assert s is None and static.exists(name) is False, name
             continue
         assert s is not None, (name, static.unknown_reason(name))
         assert [(p.name, p.kind, p.required) for p in s.params] == [
-            (p.name, p.kind, p.required) for p in l.params
+            (p.name, p.kind, p.required) for p in lv.params
         ], name
         # A default the source spells as a literal must be the live one; a computed default
         # (a constant's name, a factory) is None in the static answer by design.
-        wrong = [(a.name, a.default, b.default) for a, b in zip(s.params, l.params)
+        wrong = [(a.name, a.default, b.default) for a, b in zip(s.params, lv.params)
                  if a.default is not None and a.default != b.default]
         assert wrong == [], name
         literal_defaults += sum(p.default is not None for p in s.params)
@@ -125,12 +125,12 @@ def test_static_equals_live_on_every_release(vllm_python: str, release_source: t
     static = StaticSignatures(root)
     got, want = {}, {}
     for name in names:
-        s, l = static.get(name), live[name]
-        if l is None:
+        s, lv = static.get(name), live[name]
+        if lv is None:
             # Live cannot import or find it: only a name this release lacks.
             got[name], want[name] = static.exists(name), False
             continue
         got[name] = [(p.name, p.kind, p.required) for p in s.params] if s else static.unknown_reason(name)
-        want[name] = [(p.name, p.kind, p.required) for p in l.params]
+        want[name] = [(p.name, p.kind, p.required) for p in lv.params]
     assert got == want
     assert sum(live[n] is not None for n in names) >= 25  # 25 of 31 on 0.10.0, all 31 from 0.11.1

@@ -14,7 +14,7 @@ from vllm_shim_patch.signatures import Param, Signature, StaticSignatures
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module", params=["0.16.0", "0.17.0"])
+@pytest.fixture(scope="module", params=realdata.VLLM_SOURCES)
 def real(request: pytest.FixtureRequest) -> tuple[str, StaticSignatures]:
     return request.param, StaticSignatures(realdata.vllm_source(request.param))
 
@@ -55,7 +55,7 @@ def test_real_scheduler_requires_block_size(real: tuple[str, StaticSignatures]) 
 def test_real_request_eos_token_id(real: tuple[str, StaticSignatures]) -> None:
     version, src = real
     sig = src.get("vllm.v1.request.Request")
-    if version == "0.16.0":
+    if version == realdata.REFERENCE_VLLM:
         assert sig.requires("eos_token_id")
         assert sig.origin == "vllm/v1/request.py:59"
         assert _required(sig) == [
@@ -187,5 +187,5 @@ SPECULATORS_CALLS = [
 def test_real_speculators_calls_bind(real: tuple[str, StaticSignatures]) -> None:
     version, src = real
     got = {q: bind_call(src.get(q), arguments).reason for q, arguments, _, _ in SPECULATORS_CALLS}
-    column = 2 if version == "0.16.0" else 3
+    column = 2 if version == realdata.REFERENCE_VLLM else 3
     assert got == {row[0]: row[column] for row in SPECULATORS_CALLS}

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..report.text import agree, plural
+from ..words import agree, plural
 from ..settings import Action, BindStatus
 from .session import run_session
 

@@ -6,21 +6,16 @@ target, and only then committed to the overlay; any failure restores the files a
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..faults import checkpoint
 from ..fsutil import hash_file, record_hash
-from ..report.text import plural
-from ..settings import Action, FileStatus
-from .context import Context, Outcome
+from ..report import apply as text
+from ..settings import Action, ApplyOptions, FileStatus
+from .context import Context, Outcome, Review
 
 if TYPE_CHECKING:
-    from ..report.diff import Hunk
     from ..rewrite.plan import Plan
-
-# Interactive review: given the hunks, answer the (path, line, rule id) keys declined.
-Review = Callable[[list["Hunk"]], set[tuple[str, int, str]]]
 
 
 def desired_files(plan: Plan, originals: dict[str, bytes]) -> dict[str, bytes]:
@@ -33,9 +28,9 @@ def pending_writes(ctx: Context, desired: dict[str, bytes]) -> dict[str, bytes]:
     return {p: data for p, data in desired.items() if hash_file(root / p) != record_hash(data)}
 
 
-def apply(ctx: Context, *, verify: bool = True, rehearse: bool = True, accept_modified: bool = False,
-          wait: bool = False, review: Review | None = None) -> Outcome:
-    """Plan from the original bytes, write atomically, verify, then commit; restore on failure."""
+def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
+    """Plan from the original bytes, write atomically, verify, then commit; restore on failure
+    (`opts.interactive`: each hunk is offered to `ctx.review` first)."""
     from ..overlay.baseline import prepare
     from ..overlay.recovery import recover, settled_on_failure
     from ..rewrite.ops import compile_rule
@@ -51,16 +46,16 @@ def apply(ctx: Context, *, verify: bool = True, rehearse: bool = True, accept_mo
     for rule in ctx.pack.rules:
         compile_rule(rule)  # a codemod that cannot load fails here, not after the original is recorded
     ov = ctx.overlay
-    with ov.locked(wait), settled_on_failure(ov, ctx.target, ctx.tracked, ctx.log):
+    with ov.locked(opts.wait), settled_on_failure(ov, ctx.target, ctx.tracked, ctx.log):
         recover(ov, ctx.target, ctx.tracked, ctx.log)
-        prepare(ov, ctx.target, accept_modified, ctx.log)
+        prepare(ov, ctx.target, opts.accept_modified, ctx.log)
         originals = ctx.originals()
-        plan = _reviewed_plan(ctx, originals, review)
+        plan = _reviewed_plan(ctx, originals, ctx.review if opts.interactive else None)
         _report_plan(ctx, plan)
         failed = [r for r in plan.problems if r.status is FileStatus.FAILED]
         if failed:
             # Fail closed: a rule or codemod that broke on one file must not leave the others half-patched.
-            return Outcome(f"nothing written: {failed[0].path}: {failed[0].reason}",
+            return Outcome(text.failed_closed(failed[0].path, failed[0].reason),
                            {"package": ctx.who, "changed": False, "failed": [r.path for r in failed]}, 1)
         writes = pending_writes(ctx, desired_files(plan, originals))
         base = {"package": ctx.who, "vllm": str(plan.version), "signatures": plan.signature_kind,
@@ -71,14 +66,14 @@ def apply(ctx: Context, *, verify: bool = True, rehearse: bool = True, accept_mo
         head = ov.head_commit()
         assert head is not None
         _write(ctx, writes, head)
-        verdict = "skipped (--no-verify)"
-        if verify:
-            failed, verdict = _verify(ctx, plan, writes, head, base, rehearse)
-            if failed is not None:
-                return failed
+        verdict = text.NO_VERIFY
+        if not opts.no_verify:
+            refused, verdict = _verify(ctx, plan, writes, head, base, rehearse=not opts.no_rehearse)
+            if refused is not None:
+                return refused
         _commit(ctx, plan, writes, verdict)
-    text = f"patched {ctx.who} for vLLM {plan.version}: {_summary(plan)}; verification {verdict}"
-    return Outcome(text, {**base, "changed": True, "verify": verdict}, code)
+    return Outcome(text.patched(ctx.who, plan.version, _summary(plan), verdict),
+                   {**base, "changed": True, "verify": verdict}, code)
 
 
 def _reviewed_plan(ctx: Context, originals: dict[str, bytes], review: Review | None) -> Plan:
@@ -93,11 +88,9 @@ def _reviewed_plan(ctx: Context, originals: dict[str, bytes], review: Review | N
 
 
 def _report_plan(ctx: Context, plan: Plan) -> None:
-    from ..report.plan import site_lines
+    from ..report.plan import note_lines, site_lines
 
-    if plan.version_note:
-        ctx.log(f"note: {plan.version_note}")
-    for line in site_lines(plan):
+    for line in [*note_lines(plan), *site_lines(plan)]:
         ctx.log(line)
 
 
@@ -117,9 +110,9 @@ def _recorded(ctx: Context) -> bool:
 def _nothing_to_do(ctx: Context, plan: Plan, base: dict[str, Any], code: int) -> Outcome:
     refused = [x for x in plan.sites if x.action is Action.DECLINED]
     if refused:
-        return Outcome(f"nothing written: {plural(len(refused), 'change')} declined in review",
+        return Outcome(text.declined(len(refused)),
                        {**base, "changed": False, "declined": len(refused)}, code)
-    return Outcome(f"{ctx.who} is already patched for vLLM {plan.version}: nothing to do ({_summary(plan)})",
+    return Outcome(text.already(ctx.who, plan.version, _summary(plan)),
                    {**base, "changed": False}, code)
 
 
@@ -165,16 +158,14 @@ def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
     if not result.ok or (rehearsal is not None and rehearsal.failed):
         restored, _ = ov.restore(head, sorted(writes))
         ov.clear_journal()
-        reason = result.reason if not result.ok else headline(rehearsal)  # type: ignore[arg-type]
+        reason = result.reason if not result.ok or rehearsal is None else headline(rehearsal)
         data = {**result.data, **({"rehearsal": rehearsal.as_dict()} if rehearsal else {})}
         return Outcome(
-            f"verification failed: {reason}; restored {plural(len(restored), 'file')}, nothing recorded",
+            text.verification_failed(reason, len(restored)),
             {**base, "changed": False, "verify": data}, 1,
         ), ""
     checkpoint("apply:verified")
-    if rehearsal is None:
-        return None, f"{result.summary}; rehearsal not run ({why_not})"
-    return None, f"{result.summary}; {headline(rehearsal)}"
+    return None, text.verdict(result.summary, None if rehearsal is None else headline(rehearsal), why_not)
 
 
 def _commit(ctx: Context, plan: Plan, writes: dict[str, bytes], verdict: str) -> None:

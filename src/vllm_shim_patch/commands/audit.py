@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..settings import AuditOptions
 from .context import Context, Outcome
 
+if TYPE_CHECKING:
+    from ..analysis.audit import AuditRow
 
-def audit(ctx: Context, *, verbose: bool = False, emit_rules: str | None = None, rules: bool = True) -> Outcome:
+
+def audit(ctx: Context, opts: AuditOptions) -> Outcome:
     """The package's files as installed, and where the rules would change one, after them;
-    `rules=False` skips planning the rules (no libcst)."""
+    `opts.no_rules` skips planning the rules (no libcst)."""
+    if opts.no_rules:
+        ctx.start_probe()  # the target answers while the checks import and vLLM's source opens
     from dataclasses import replace
 
     from ..analysis.audit import Checker, audit_plan
     from ..analysis.calls import scan_uses
-    from ..report.audit import render
-    from ..report.text import plural
+    from ..report import audit as report
 
-    if rules:
+    if not opts.no_rules:
         plan = ctx.plan(ctx.originals(), reuse=True)
         version = str(plan.version)
     else:
@@ -47,49 +52,37 @@ def audit(ctx: Context, *, verbose: bool = False, emit_rules: str | None = None,
     checker = Checker(signatures, note, members, source if sig_kind == "static" else None)
     rows = audit_plan(pending, uses, after, checker, version)
     target = ctx.target
-    vllm = f"vLLM {target.vllm_version}" if target.vllm_version else "no installed vLLM"
-    if plan is None:
-        rules_for = f"vLLM {version}, the files as installed"
-    elif applied:
-        rules_for = f"rules for {version}, installed in {plural(len(applied), 'file')}"
-    else:
-        rules_for = f"rules for {version}"
-    against = f"{vllm}, {rules_for} ({sig_kind or 'no'} signatures)"
-    text, data = render(rows, ctx.who, against, verbose, rules=plan is not None)
+    against = report.against(target.vllm_version, version, plan is not None, applied, sig_kind)
+    text, data = report.render(rows, ctx.who, against, ctx.settings.verbose > 0, rules=plan is not None)
     missing = [p for p in target.python_files() if p not in installed]
-    for path in reversed(missing):
-        what = "cannot be read" if (target.location / path).exists() else "is missing (RECORD lists it)"
-        text = f"note: {path} {what}: not audited\n{text}"
-    if note:
-        text = f"note: {note}\n{text}"
+    text = report.with_notes(text, [(p, (target.location / p).exists()) for p in missing], note)
     data.update({"package": target.package, "version": target.version, "vllm": target.vllm_version,
                  "rules_for": version if plan is not None else None, "for": version, "signatures": sig_kind,
                  "rules_installed_in": applied, "missing": missing})
-    if emit_rules is not None:
-        line, data["emitted"] = _emit(ctx, rows, signatures, version, emit_rules)
+    if opts.emit_rules is not None:
+        line, data["emitted"] = _emit(ctx, rows, signatures, version, opts.emit_rules)
         text = f"{text}\n{line}"
     return Outcome(text, data, 1 if data["summary"]["remaining"] else 0)
 
 
-def _emit(ctx: Context, rows: list[Any], signatures: dict[str, Any], version: str, dest: str
+def _emit(ctx: Context, rows: list[AuditRow], signatures: dict[str, Any], version: str, dest: str
           ) -> tuple[str, dict[str, Any]]:
     """Write the draft rule file for the remaining mismatches (nothing when no rule can say any)."""
     from pathlib import Path
 
     from ..analysis.draft import drafts, render
+    from ..report import audit as report
     from ..errors import UsageError
     from ..fsutil import atomic_write
 
-    items, left = drafts(rows, signatures, version, {r.id for r in ctx.pack.rules} if "pack" in ctx.__dict__ else set())
+    items, left = drafts(rows, signatures, version, {r.id for r in ctx.loaded_pack.rules} if ctx.loaded_pack else set())
     if not items:
-        return (f"no mismatch a rule can express: {dest} not written",
-                {"path": None, "rules": 0, "not_expressible": left})
+        return (report.emitted(dest, None, 0, 0), {"path": None, "rules": 0, "not_expressible": left})
     path = Path(dest).expanduser()
     try:
         atomic_write(path, render(items, left, version, ctx.who, ctx.target.package).encode("utf-8"))
     except OSError as exc:
         raise UsageError(f"--emit-rules {dest}: cannot write: {exc.strerror or exc}") from None
     placeholders = sum('"TODO: an expression"' in d.op for d in items)
-    todo = f"; fill {placeholders} placeholder{'s' if placeholders != 1 else ''} before use" if placeholders else ""
-    return (f"draft rules for {len(items)} mismatch{'es' if len(items) != 1 else ''} written to {path}{todo}",
+    return (report.emitted(dest, str(path), len(items), placeholders),
             {"path": str(path), "rules": len(items), "ids": [d.id for d in items], "not_expressible": left})

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..report.text import agree, listing, plural
-from ..settings import Action
+from ..report import check as text
+from ..settings import Action, ApplyOptions
 from .apply import desired_files, pending_writes
 from .context import Context, Outcome
 
@@ -11,7 +11,8 @@ from .context import Context, Outcome
 _FOR_A_HUMAN = (Action.NEEDS_HUMAN, Action.NOTICE)
 
 
-def check(ctx: Context) -> Outcome:
+def check(ctx: Context, opts: ApplyOptions) -> Outcome:
+    """Exit 1 when a file would change, or a site is left for a human (`apply --check`)."""
     from ..report.plan import problem_lines, site_line
 
     plan = ctx.plan()
@@ -20,13 +21,9 @@ def check(ctx: Context) -> Outcome:
     data = {"ok": not pending and plan.clean, "pending": pending, "vllm": str(plan.version),
             "rules": plan.rule_ids, "for_a_human": human}
     if pending:
-        text = (f"{ctx.who} is not patched for vLLM {plan.version}: {plural(len(pending), 'file')} would change "
-                f"({listing(pending)}); run patch-speculators --vllm-version {plan.version}")
-        return Outcome(text, data, 1)
+        return Outcome(text.not_patched(ctx.who, str(plan.version), pending), data, 1)
     if not plan.clean:
         # Patched as far as the rules go, but a call the rules cannot fix would still fail at run time.
         left = len(plan.needs_human) + len(plan.notices) + len(plan.problems)
-        text = "\n".join([*human, f"{ctx.who} is patched for vLLM {plan.version}, but {plural(left, 'place')} "
-                                   f"{agree(left, 'needs', 'need')} a human (above)"])
-        return Outcome(text, data, 1)
-    return Outcome(f"{ctx.who} is patched for vLLM {plan.version} ({len(plan.edited)} edits in place)", data, 0)
+        return Outcome(text.for_a_human(ctx.who, str(plan.version), human, left), data, 1)
+    return Outcome(text.patched(ctx.who, str(plan.version), len(plan.edited)), data, 0)

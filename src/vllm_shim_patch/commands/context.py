@@ -7,6 +7,7 @@ first use and keeps them, so a command is a few named steps over it.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -15,10 +16,20 @@ from ..errors import TargetError
 from ..settings import Log, Settings, SignatureKind, quiet
 
 if TYPE_CHECKING:
+    import threading
+
+    from packaging.version import Version
+
     from ..overlay.repo import Overlay
+    from ..report.diff import Hunk
     from ..rewrite.plan import Plan
+    from ..rewrite.plancache import PlanCache
     from ..rules.model import RulePack
+    from ..signatures.static import StaticSignatures as StaticSource
     from ..target import Target
+
+# Interactive review: given the hunks, answer the (path, line, rule id) keys declined.
+Review = Callable[[list["Hunk"]], set[tuple[str, int, str]]]
 
 
 @dataclass
@@ -28,29 +39,60 @@ class Outcome:
     text: str
     data: Any = field(default_factory=dict)  # a JSON object, or a list for the listing commands
     exit_code: int = 0
+    notes: tuple[str, ...] = ()  # for stderr after the text (a diff's summary), not under --json
 
     @property
     def ok(self) -> bool:
         return self.exit_code == 0
 
 
+@dataclass
+class _Answer:
+    """The probe thread's result: the target, or the error to raise at `Context.target`."""
+
+    target: Target | None = None
+    error: BaseException | None = None
+
+
+class _Unread:
+    """vLLM's source not opened yet (None is an answer: no source known)."""
+
+
+_UNREAD = _Unread()
+
+
 class Context:
-    def __init__(self, settings: Settings, log: Log = quiet):
+    """The target, rules, overlay and signatures of one run, each loaded on first use and kept.
+
+    `log` says progress on stderr; `review` (interactive apply) is asked which hunks to decline.
+    """
+
+    def __init__(self, settings: Settings, log: Log = quiet, review: Review | None = None):
         self.settings = settings
         self.log = log
+        self.review = review
+        self._target: Target | None = None
+        self._probing: tuple[threading.Thread, _Answer] | None = None
+        self._static: StaticSource | None | _Unread = _UNREAD
+        self._pack: RulePack | None = None
 
-    @cached_property
+    @property
     def target(self) -> Target:
-        pending = self.__dict__.pop("_probing", None)
+        if self._target is not None:
+            return self._target
+        pending, self._probing = self._probing, None
         if pending is not None:  # started by start_probe: its answer, or its error, surfaces here
             thread, answer = pending
             thread.join()
-            if "error" in answer:
-                raise answer["error"]
-            return answer["target"]  # type: ignore[no-any-return]
-        from ..target import probe
+            if answer.error is not None:
+                raise answer.error
+            assert answer.target is not None
+            self._target = answer.target
+        else:
+            from ..target import probe
 
-        return probe(self.settings.python, self.settings.package)
+            self._target = probe(self.settings.python, self.settings.package)
+        return self._target
 
     def start_probe(self) -> None:
         """Ask the target interpreter now, in a thread (it waits on a subprocess), and open a
@@ -62,33 +104,45 @@ class Context:
 
         from ..target import probe
 
-        if "target" in self.__dict__ or "_probing" in self.__dict__:
+        if self._target is not None or self._probing is not None:
             return
-        answer: dict[str, Any] = {}
+        answer = _Answer()
 
         def ask() -> None:
             try:
-                answer["target"] = probe(self.settings.python, self.settings.package)
+                answer.target = probe(self.settings.python, self.settings.package)
             except BaseException as exc:  # noqa: BLE001  (re-raised in the main thread, at `target`)
-                answer["error"] = exc
+                answer.error = exc
 
         thread = threading.Thread(target=ask, name="probe")
         thread.start()
-        self.__dict__["_probing"] = (thread, answer)
-        if self.settings.vllm_source and "static_source" not in self.__dict__:
+        self._probing = (thread, answer)
+        if self.settings.vllm_source and isinstance(self._static, _Unread):
             from ..errors import PatchError
             from ..signatures.select import source_reader
 
             try:
-                self.__dict__["static_source"] = source_reader(self.settings.vllm_source)
+                self._static = source_reader(self.settings.vllm_source)
             except PatchError:
                 pass
 
-    @cached_property
-    def pack(self) -> RulePack:
-        from ..rules.loader import load_pack
+    @property
+    def source_opened(self) -> bool:
+        """Whether vLLM's source has been opened (by `start_probe` or `static_source`)."""
+        return not isinstance(self._static, _Unread)
 
-        return load_pack(self.settings.rules)
+    @property
+    def pack(self) -> RulePack:
+        if self._pack is None:
+            from ..rules.loader import load_pack
+
+            self._pack = load_pack(self.settings.rules)
+        return self._pack
+
+    @property
+    def loaded_pack(self) -> RulePack | None:
+        """The rules if a step has loaded them already (None: not loaded, and not loaded here)."""
+        return self._pack
 
     def load(self, engine: bool = True) -> None:
         """Target and rules for a command that runs the engine: the target interpreter answers
@@ -99,7 +153,7 @@ class Context:
             import libcst  # noqa: F401  (the caller runs the engine next)
         self.check_version()
 
-    def check_version(self) -> Any:
+    def check_version(self) -> Version:
         """The vLLM version rules are for; fails on a --vllm-version that contradicts the installed
         vLLM or --vllm-source before anything is read further or written (make_plan resolves it
         again, cheaply)."""
@@ -167,17 +221,20 @@ class Context:
         return {n: source.defines(n) for n in names}
 
     @cached_property
-    def _guard_source(self) -> Any:
+    def _guard_source(self) -> StaticSource | None:
         if self.settings.no_guard:
             return None
         return self.static_source
 
-    @cached_property
-    def static_source(self) -> Any:
+    @property
+    def static_source(self) -> StaticSource | None:
         """vLLM's source read statically (--vllm-source, else the installed vLLM's), or None."""
-        from ..signatures.select import guard_source
+        if isinstance(self._static, _Unread):
+            from ..signatures.select import guard_source
 
-        return guard_source(self.target, self.settings.vllm_source)
+            self._static = guard_source(self.target, self.settings.vllm_source)
+        assert not isinstance(self._static, _Unread)
+        return self._static
 
     @property
     def live(self) -> bool:
@@ -193,7 +250,9 @@ class Context:
 
         if self.settings.vllm_source or (self.settings.static and self.target.vllm_location is not None):
             # The source the guards already read: one parse of each vLLM module per run.
-            return self.static_source.get_many(sorted(callees)), SignatureKind.STATIC, ""
+            source = self.static_source
+            assert source is not None  # a --vllm-source, or an installed vLLM's source
+            return source.get_many(sorted(callees)), SignatureKind.STATIC, ""
         return binding_signatures(self.target, callees, vllm_source=self.settings.vllm_source,
                                   static=self.settings.static, probe=probe)
 
@@ -212,7 +271,7 @@ class Context:
                          facts=self.facts, source=self.source_version, cache=self.plan_cache, reuse=reuse)
 
     @cached_property
-    def plan_cache(self) -> Any:
+    def plan_cache(self) -> PlanCache | None:
         """The plan cache under the tool's cache folder (beside the signature cache), or None."""
         from ..rewrite.plancache import PlanCache
         from ..signatures.static.cache import default_cache_dir

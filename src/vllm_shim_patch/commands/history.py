@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from ..report.apply import history_line, untracked_history
+from ..settings import NoOptions
 from .context import Context, Outcome
 
 
-def history(ctx: Context) -> Outcome:
+def history(ctx: Context, opts: NoOptions) -> Outcome:
+    """The overlay's commits, newest first, with their tags."""
     ov = ctx.overlay
     if not ov.exists():
-        return Outcome(f"{ctx.who} is not tracked: no history", {"commits": []}, 0)
+        return Outcome(untracked_history(ctx.who), {"commits": []}, 0)
     raw = ov.git("log", "--format=%H%x09%cI%x09%D%x09%s")
     commits = []
     lines = []
@@ -16,5 +19,5 @@ def history(ctx: Context) -> Outcome:
         sha, when, refs, subject = row.split("\t", 3)
         tags = [r.strip().removeprefix("tag: ") for r in refs.split(",") if r.strip().startswith("tag: ")]
         commits.append({"commit": sha, "when": when, "tags": tags, "subject": subject})
-        lines.append(f"{sha[:12]} {when[:19].replace('T', ' ')} {subject}" + (f" [{', '.join(tags)}]" if tags else ""))
+        lines.append(history_line(sha, when, subject, tags))
     return Outcome("\n".join(lines), {"overlay": str(ov.gitdir), "commits": commits}, 0)

@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
+from ..settings import RehearseOptions
 from .context import Context, Outcome
 
 
-def rehearse(ctx: Context, *, timeout: float | None = None, quick: bool = False) -> Outcome:
+def rehearse(ctx: Context, opts: RehearseOptions) -> Outcome:
     """Pass (exit 0), the first failure with the rule that fixes it (1), or why it cannot run (2)."""
     from ..analysis.rehearse import ERROR, TIMEOUT, check_can_run, interpret, request
     from ..analysis.session import run_session
+    from ..report.apply import rehearsed
     from ..report.rehearse import headline, lines
 
     target = ctx.target
     check_can_run(target)
     verbose = ctx.settings.verbose > 0
-    answer = run_session(target, rehearse=request(verbose=verbose, timeout=timeout or TIMEOUT, quick=quick)).rehearsal
+    answer = run_session(target, rehearse=request(verbose=verbose, timeout=opts.timeout or TIMEOUT,
+                                                  quick=opts.quick)).rehearsal
     if not isinstance(answer, dict):
         answer = {"ok": False, "outcome": ERROR, "failure": {"exception": "the target gave no rehearsal answer"}}
     result = interpret(answer, None)
     if result.failed:
         result = interpret(answer, ctx.plan(ctx.installed()))
     code = 0 if result.passed else 1 if result.failed else 2
-    text = "\n".join([*lines(result, verbose=verbose), f"{ctx.who} on vLLM {target.vllm_version}: {headline(result)}"])
+    text = rehearsed(lines(result, verbose=verbose), ctx.who, target.vllm_version, headline(result))
     return Outcome(text, {"ok": result.passed, "package": ctx.who, "vllm": target.vllm_version,
                           **result.as_dict()}, code)

@@ -6,14 +6,18 @@ from typing import Any
 
 from ..errors import OverlayError
 from ..fsutil import hash_file, record_hash
-from ..report.text import agree, listing, plural
+from ..report import apply as text
+from ..words import listing
+from ..settings import RollbackOptions
 from .context import Context, Outcome
 
 
-def rollback(ctx: Context, to: str | None, *, wait: bool = False) -> Outcome:
+def rollback(ctx: Context, opts: RollbackOptions) -> Outcome:
+    """Write the original (or `opts.to`) back under the lock, checked against RECORD."""
     from ..overlay.baseline import record_mismatches
     from ..overlay.recovery import recover, settled_on_failure
 
+    to = opts.to
     ctx.refuse_editable()
     ov, target = ctx.overlay, ctx.target
     files = ctx.tracked
@@ -21,7 +25,7 @@ def rollback(ctx: Context, to: str | None, *, wait: bool = False) -> Outcome:
         return _untracked(ctx, to)
     ctx.check_mounted_writable()
     label = to or "original"
-    with ov.locked(wait), settled_on_failure(ov, target, files, ctx.log):
+    with ov.locked(opts.wait), settled_on_failure(ov, target, files, ctx.log):
         recover(ov, target, files, ctx.log)
         _settle_baseline(ctx)
         to_commit = _resolve_same_install(ctx, label)
@@ -35,15 +39,11 @@ def rollback(ctx: Context, to: str | None, *, wait: bool = False) -> Outcome:
         data["record_mismatch"] = bad
         checked = sum(1 for e in target.record if e.hash and e.path in files)
         if bad:
-            return Outcome(f"rolled back {ctx.who} to the overlay's original, but {plural(len(bad), 'file')} "
-                           f"{agree(len(bad), 'differs', 'differ')} from RECORD "
-                           f"(that original was accepted as modified): {listing(bad)}", data, 1)
-        tail = f"sha256 equal to RECORD for all {checked} files"
+            return Outcome(text.rolled_back_off_record(ctx.who, bad), data, 1)
+        tail = text.rollback_tail(checked, to_commit)
     else:
-        tail = f"now at {to_commit[:12]}"
-    if not writes:
-        return Outcome(f"{ctx.who} is already at {label}: nothing to do ({tail})", data, 0)
-    return Outcome(f"rolled back {ctx.who} to {label}: restored {plural(len(writes), 'file')}; {tail}", data, 0)
+        tail = text.rollback_tail(None, to_commit)
+    return Outcome(text.rolled_back(ctx.who, label, len(writes), tail), data, 0)
 
 
 def _untracked(ctx: Context, to: str | None) -> Outcome:
@@ -54,11 +54,8 @@ def _untracked(ctx: Context, to: str | None) -> Outcome:
                            f"so there is nothing to roll back to")
     bad = record_mismatches(ctx.target, ctx.tracked)
     if bad:
-        return Outcome(f"{ctx.who} is not tracked by this tool, and {plural(len(bad), 'file')} "
-                       f"{agree(len(bad), 'differs', 'differ')} from RECORD: "
-                       f"{listing(bad)}; reinstall it with pip", {"changed": False, "record_mismatch": bad}, 1)
-    return Outcome(f"{ctx.who} is not tracked: it was never patched here and matches its RECORD; nothing to do",
-                   {"changed": False}, 0)
+        return Outcome(text.untracked_off_record(ctx.who, bad), {"changed": False, "record_mismatch": bad}, 1)
+    return Outcome(text.untracked_clean(ctx.who), {"changed": False}, 0)
 
 
 def _settle_baseline(ctx: Context) -> None:
@@ -83,7 +80,7 @@ def _settle_baseline(ctx: Context) -> None:
         # Edits made outside the tool are about to be overwritten: keep them in the history.
         saved = ov.commit(files, commit_message("drift", f"edits made outside this tool to {ctx.who}",
                                                 [f"Files: {listing(edited)}"], {"Package": ctx.who}))
-        ctx.log(f"saved {plural(len(edited), 'file')} changed outside this tool as overlay commit {saved[:12]}")
+        ctx.log(text.saved_drift(len(edited), saved))
 
 
 def _resolve_same_install(ctx: Context, label: str) -> str:

@@ -2,56 +2,48 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from ..report.text import plural
-from ..settings import Settings
-from .context import Outcome
+from ..settings import RulesOptions
+from .context import Context, Outcome
 
 
-def rules_list(settings: Settings) -> Outcome:
-    from ..rules.loader import load_pack
+def rules_list(ctx: Context, opts: RulesOptions) -> Outcome:
+    """Every loaded rule: id, since, operations, target."""
+    from ..report.rules import listing
 
-    pack = load_pack(settings.rules)
+    pack = ctx.pack
     data = [
         {"id": r.id, "since": str(r.since), "calls": list(r.calls), "operations": list(r.operations),
          "why": r.why, "file": r.path, "line": r.line}
         for r in pack.rules
     ]
-    width = max((len(r.id) for r in pack.rules), default=2)
-    lines = [f"{r.id:<{width}}  since {str(r.since):<8} {', '.join(r.operations):<12} {r.target}"
-             for r in pack.rules]
-    return Outcome("\n".join(lines), data)
+    return Outcome(listing(list(pack.rules)), data)
 
 
-def rules_check(settings: Settings, paths: Sequence[str]) -> Outcome:
+def rules_check(ctx: Context, opts: RulesOptions) -> Outcome:
+    """Load the rule files (`opts.paths`, else the bundled ones and --rules); the first error raises."""
+    from ..report.rules import checked
     from ..rules.loader import load_pack
 
-    pack = load_pack([*settings.rules, *paths], bundled=not paths)
-    text = f"{plural(len(pack.rules), 'rule')} OK in {plural(len(pack.sources), 'file')}"
-    return Outcome(text, {"rules": len(pack.rules), "files": list(pack.sources)})
+    pack = load_pack([*ctx.settings.rules, *opts.paths], bundled=not opts.paths)
+    return Outcome(checked(len(pack.rules), len(pack.sources)),
+                   {"rules": len(pack.rules), "files": list(pack.sources)})
 
 
-def rules_test(settings: Settings, paths: Sequence[str]) -> Outcome:
+def rules_test(ctx: Context, opts: RulesOptions) -> Outcome:
+    """Run every example and unchanged case of the rule files; exit 1 on a failure or none."""
+    from ..report.rules import tested
     from ..rules.loader import load_pack
     from ..rules.testing import cases, run_case
 
-    pack = load_pack([*settings.rules, *paths], bundled=not paths)
+    pack = load_pack([*ctx.settings.rules, *opts.paths], bundled=not opts.paths)
     results = [run_case(c) for c in cases(pack.rules)]
-    bad = [r for r in results if not r.ok]
-    lines = []
-    for r in bad:
-        lines.append(f"FAIL {r.case.id} ({r.case.rule.path}): {r.problem}")
-        lines.append(r.diff().rstrip("\n"))
-    if not results:
-        lines.append("no examples to run")
-    lines.append(f"{plural(len(results) - len(bad), 'example')} ok, {len(bad)} failing")
     data = [{"case": r.case.id, "ok": r.ok, "problem": r.problem} for r in results]
-    return Outcome("\n".join(lines), data, 1 if bad or not results else 0)
+    return Outcome(tested(results), data, 1 if not results or not all(r.ok for r in results) else 0)
 
 
-def rules_docs(settings: Settings) -> Outcome:
-    from ..rules.docs import table
-    from ..rules.loader import load_pack
+def rules_docs(ctx: Context, opts: RulesOptions) -> Outcome:
+    """The rules as the README's Markdown table (--json: its rows)."""
+    from ..report.rules import rows, table
 
-    return Outcome(table(load_pack(settings.rules).rules))
+    rules = ctx.pack.rules
+    return Outcome(table(rules), rows(rules))

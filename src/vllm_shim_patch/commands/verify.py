@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from ..settings import VerifyOptions
 from .context import Context, Outcome
 
 
-def verify(ctx: Context, *, all_calls: bool = False) -> Outcome:
+def verify(ctx: Context, opts: VerifyOptions) -> Outcome:
     """The modules the patch changed, every call into vLLM in them, and every call a rule names
     elsewhere (a site left as installed still has to bind); --all: every module, every call."""
     from ..analysis.calls import scan
     from ..analysis.verify import module_name, run_checks
+    from ..report.apply import nothing_to_verify, verified
 
     target = ctx.target
     pyfiles = target.python_files()
@@ -18,19 +20,17 @@ def verify(ctx: Context, *, all_calls: bool = False) -> Outcome:
     # A file RECORD lists that is gone, where the overlay has its original, counts as changed: its
     # import is checked, and fails.
     changed = [p for p in pyfiles if current.get(p) != originals.get(p, current.get(p))]
-    if all_calls:
+    if opts.all_calls:
         # A package's __main__ runs its CLI when imported: it is not a module to smoke-test.
         modules = [module_name(p) for p in pyfiles if not p.endswith("/__main__.py")]
         calls = [c for p in pyfiles if p in current for c in scan(current[p], p)]
     else:
         modules = [module_name(p) for p in changed]
         if not changed:
-            text = f"{ctx.who} is not patched: nothing to verify (verify --all checks every call into vLLM)"
-            return Outcome(text, {"ok": True, "imports": [], "signatures": None, "bindings": [],
+            return Outcome(nothing_to_verify(ctx.who), {"ok": True, "imports": [], "signatures": None, "bindings": [],
                                   "verdict": "not patched", "not_checked": []}, 0)
         named = {c for r in ctx.pack.rules for c in r.calls}
         calls = [c for p in pyfiles if p in current for c in scan(current[p], p) if p in changed or c.callee in named]
     result = run_checks(target, ctx.bindings, modules, calls, live=ctx.live)
-    verdict = result.summary if result.ok else f"FAILED: {result.reason}"
-    text = "\n".join([*result.lines, f"verify {ctx.who}: {verdict}"])
+    text = verified(result.lines, ctx.who, result.ok, result.summary, result.reason)
     return Outcome(text, {"ok": result.ok, **result.data}, 0 if result.ok else 1)

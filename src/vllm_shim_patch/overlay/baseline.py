@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from .. import __version__
 from ..errors import OverlayError
 from ..fsutil import hash_file, record_hash
-from ..report.text import agree, listing, plural
+from ..words import agree, listing, plural
 from .layout import tracked_paths
 
 if TYPE_CHECKING:

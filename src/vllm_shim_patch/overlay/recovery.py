@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..errors import DamagedOverlayError, LockedError, OverlayError, StateDirError
-from ..report.text import listing
+from ..words import listing
 from .baseline import read_trailers, sync_state
 
 if TYPE_CHECKING:

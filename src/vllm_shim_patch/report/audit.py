@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .text import plural
+from ..words import plural
 
 if TYPE_CHECKING:
     from ..analysis.audit import AuditRow
@@ -72,3 +72,31 @@ def render(rows: list[AuditRow], who: str, against: str, verbose: bool,
                     **{k: n for k, n in counts.items()}},
     }
     return "\n".join(lines), data
+
+
+def against(vllm: str | None, version: str, planned: bool, applied: list[str], kind: str | None) -> str:
+    """What the audit checked against: the installed vLLM, the rules' version, the signatures."""
+    installed = f"vLLM {vllm}" if vllm else "no installed vLLM"
+    if not planned:
+        rules_for = f"vLLM {version}, the files as installed"
+    elif applied:
+        rules_for = f"rules for {version}, installed in {plural(len(applied), 'file')}"
+    else:
+        rules_for = f"rules for {version}"
+    return f"{installed}, {rules_for} ({kind or 'no'} signatures)"
+
+
+def with_notes(text: str, unread: list[tuple[str, bool]], note: str) -> str:
+    """`text` after a note for each file not audited ((path, exists)) and the signatures' note."""
+    for path, exists in reversed(unread):
+        what = "cannot be read" if exists else "is missing (RECORD lists it)"
+        text = f"note: {path} {what}: not audited\n{text}"
+    return f"note: {note}\n{text}" if note else text
+
+
+def emitted(dest: str, path: str | None, rules: int, placeholders: int) -> str:
+    """The --emit-rules line: the draft written (`path`), or why not."""
+    if path is None:
+        return f"no mismatch a rule can express: {dest} not written"
+    todo = f"; fill {placeholders} placeholder{'s' if placeholders != 1 else ''} before use" if placeholders else ""
+    return f"draft rules for {rules} mismatch{'es' if rules != 1 else ''} written to {path}{todo}"

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..settings import Action, FileStatus
 from .diff import file_diff
-from .text import plural
+from ..words import plural
 
 if TYPE_CHECKING:
     from ..rewrite.results import Site
@@ -21,6 +21,11 @@ def site_line(site: Site) -> str:
 def problem_lines(plan: Plan) -> list[str]:
     """Files the engine skipped or failed on."""
     return [f"{r.path}: {r.status}: {r.reason}" for r in plan.problems]
+
+
+def note_lines(plan: Plan) -> list[str]:
+    """The note on where the vLLM version came from, when there is one."""
+    return [f"note: {plan.version_note}"] if plan.version_note else []
 
 
 def site_lines(plan: Plan, verbose: bool = False) -> list[str]:

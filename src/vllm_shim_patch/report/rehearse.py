@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .text import plural
+from ..words import plural
 
 if TYPE_CHECKING:
     from ..analysis.rehearse import Rehearsal

@@ -249,7 +249,8 @@ class _RetargetImports(cst.CSTTransformer):
         moved: dict[str, list[cst.ImportAlias]] = {}
         for alias in updated_node.names:
             bound = alias.evaluated_alias
-            new = self.moves.get((module, alias.evaluated_name)) if bound in (None, alias.evaluated_name) else None
+            new = (self.moves.get((module, alias.evaluated_name))
+                   if module is not None and bound in (None, alias.evaluated_name) else None)
             if new is None:
                 stay.append(alias)
             else:

@@ -195,7 +195,7 @@ def _normal(source: str) -> str:
 
 def same_code(node: cst.CSTNode, source: str) -> bool:
     """Whether `node` is the code in `source` up to layout, comments and docstring indentation."""
-    code = cst.Module(body=[node]).code if isinstance(node, cst.BaseStatement) else cst.Module([]).code_for_node(node)
+    code = cst.Module([]).code_for_node(node)
     try:
         return _normal(code) == _normal(source)
     except SyntaxError:
@@ -208,12 +208,13 @@ def statements(source: str, module: cst.Module) -> list[cst.BaseStatement]:
     blank lines and comments before the first statement stay with it."""
     unit = module.default_indent
     text = textwrap.dedent(source).replace("    ", unit)
-    text = text[1:] if text.startswith("\n") else text  # the newline after an opening '''''
+    text = text[1:] if text.startswith("\n") else text  # the newline after an opening triple quote
     parsed = cst.parse_module(text, config=module.config_for_parsing)
-    body = list(parsed.body)
-    if body and parsed.header:
+    body: list[cst.BaseStatement] = list(parsed.body)
+    first = body[0] if body else None
+    if isinstance(first, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) and parsed.header:
         # Blank lines and comments before the first statement parse as the module's header.
         # A blank line carries no indentation (no trailing whitespace where it is inserted).
         header = [line if line.comment is not None else cst.EmptyLine(indent=False) for line in parsed.header]
-        body[0] = body[0].with_changes(leading_lines=[*header, *body[0].leading_lines])
+        body[0] = first.with_changes(leading_lines=[*header, *first.leading_lines])
     return body

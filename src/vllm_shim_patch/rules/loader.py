@@ -39,12 +39,6 @@ def bundled_rule_files() -> list[Path]:
     return sorted(Path(str(p)) for p in root.iterdir() if p.name.endswith((".yaml", ".yml")))
 
 
-def bundled_optional_packs() -> dict[str, Path]:
-    """Opt-in packs shipped in the wheel (`rules/optional/NAME.yaml`), selected by `--rules NAME`."""
-    root = Path(str(resources.files("vllm_shim_patch.bundled_rules"))) / "optional"
-    return {p.stem: p for p in sorted(root.glob("*.yaml"))}
-
-
 def load_pack(extra: Iterable[str | Path] = (), *, bundled: bool = True) -> RulePack:
     """Load the bundled rules plus files or folders given by the user; fail on the first error."""
     paths: list[Path] = bundled_rule_files() if bundled else []
@@ -57,11 +51,8 @@ def load_pack(extra: Iterable[str | Path] = (), *, bundled: bool = True) -> Rule
             paths.extend(found)
         elif p.is_file():
             paths.append(p)
-        elif str(item) in bundled_optional_packs():
-            paths.append(bundled_optional_packs()[str(item)])
         else:
-            known = ", ".join(bundled_optional_packs()) or "none"
-            raise RuleError(p, None, None, f"no such rule file or folder (bundled optional packs: {known})")
+            raise RuleError(p, None, None, "no such rule file or folder")
     rules: list[Rule] = []
     seen: dict[str, Rule] = {}
     for path in paths:

@@ -74,7 +74,6 @@ def _substitute(template: str, call: cst.Call, names: list[str | None]) -> cst.B
 
 
 def _rewrite(name: str, template: str) -> Rewrite:
-    import libcst as cst
     from .. import arglist
     from ..context import NeedsHuman
 

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from ...errors import RuleError
     from ...rules.model import OldSignature, Rule
-    from ..context import Rewrite
 
 # A fully qualified name such as vllm.v1.request.Request.
 QUALNAME_RE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")  # fullmatch only

@@ -23,7 +23,6 @@ def parse(r: NodeReader, fields: Fields, parsed: dict[str, Any], signature: OldS
 
 
 def _rewrite(name: str) -> Rewrite:
-    import libcst as cst
     from .. import arglist
     from ..context import NeedsHuman, repeatable
 

@@ -27,7 +27,6 @@ def parse(r: NodeReader, fields: Fields, parsed: dict[str, Any], signature: OldS
 
 
 def compile_spec(spec: Notice, rule: Rule) -> list[Rewrite]:
-    import libcst as cst
 
     def rewrite(call: cst.Call, site: CallSite) -> cst.Call:
         passed = {a.keyword.value for a in call.args if a.keyword is not None}

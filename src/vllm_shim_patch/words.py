@@ -1,4 +1,5 @@
-"""Small text helpers shared by every report (standard library only)."""
+"""Counting words every message needs: plurals, verb agreement, short listings (standard library
+only, at the bottom: an error raised in overlay/ or analysis/ counts too)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,44 @@
+"""`status` as text: one line per state, from the facts the command gathered."""
+
+from __future__ import annotations
+
+from ..words import plural
+
+
+def busy(who: str, pid: str, op: str) -> str:
+    return f"busy: another patch-speculators (pid {pid}) is working on {who} right now ({op})"
+
+
+def interrupted(who: str, op: object, pid: object) -> str:
+    return (f"interrupted: a {op} of {who} (pid {pid}) was cut short; "
+            f"the next apply or rollback finishes or undoes it")
+
+
+def not_tracked(who: str, off_record: list[str]) -> str:
+    extra = (f"; {len(off_record)} files differ from RECORD: {', '.join(off_record[:5])}" if off_record
+             else "; files match RECORD")
+    return f"not tracked: {who} was never patched by this tool{extra}"
+
+
+def patched(who: str, vllm: str, guard: str, when: str, rules: list[str]) -> str:
+    guarded = "unguarded" if guard == "unguarded" else f"guarded by {guard} signatures"
+    return (f"patched: {who} for vLLM {vllm}, {guarded}, at {when[:19].replace('T', ' ')}; "
+            f"rules: {', '.join(rules) if rules else '(none)'}")
+
+
+def original(who: str) -> str:
+    return f"original: {who} as installed"
+
+
+def drifted(package: str, tracked: object, installed: str, differs: list[str] | None, off_record: bool) -> str:
+    """`differs` None: another install than the one tracked (`tracked` its version)."""
+    if differs is None:
+        why = (f"{package} {tracked} was tracked, {installed} is installed now" if tracked != installed
+               else "the installed file list changed (reinstalled)")
+    else:
+        why = f"{plural(len(differs), 'file')} changed since the last recorded state: {', '.join(differs[:5])}"
+        if not off_record:
+            why += " (all files match RECORD: reinstalled, e.g. pip install --force-reinstall)"
+        else:
+            why += " (edited by hand? they differ from RECORD)"
+    return f"drifted: {why}; apply records a reinstall as the new original, rollback restores the original"

@@ -1,0 +1,41 @@
+"""The tiers are explicit: a test that uses a fixture of a tier without carrying its mark is a
+collection error, and the releases the tiers run against are named once, in realdata."""
+
+from __future__ import annotations
+
+import pytest
+import realdata
+from conftest import pytest_collection_modifyitems, unmarked
+
+
+class _Item:
+    def __init__(self, fixtures: tuple[str, ...], marks: tuple[str, ...]):
+        self.nodeid = "tests/t.py::test_x"
+        self.fixturenames = fixtures
+        self.marks = marks
+
+    def get_closest_marker(self, name: str) -> str | None:
+        return name if name in self.marks else None
+
+
+@pytest.mark.parametrize(("fixtures", "marks", "missing"), [
+    (("tmp_path",), (), []),
+    (("sandbox",), (), ["slow"]),
+    (("sandbox",), ("slow",), []),
+    (("vllm_site",), ("slow",), ["realvllm"]),
+    (("vllm_venv_python",), (), ["slow", "realvllm"]),
+    (("vllm_venv_python",), ("slow", "realvllm"), []),
+], ids=["unit", "slow-unmarked", "slow-marked", "realvllm-unmarked", "both-unmarked", "both-marked"])
+def test_unmarked(fixtures: tuple[str, ...], marks: tuple[str, ...], missing: list[str]) -> None:
+    assert unmarked(_Item(fixtures, marks)) == missing  # type: ignore[arg-type]
+
+
+def test_an_unmarked_test_stops_the_collection() -> None:
+    with pytest.raises(pytest.UsageError, match=r"^tests without their tier's mark:\ntests/t.py::test_x: mark it slow$"):
+        pytest_collection_modifyitems(None, [_Item(("sandbox",), ())])  # type: ignore[arg-type,list-item]
+
+
+def test_the_releases_are_named_once() -> None:
+    assert realdata.VLLM_SOURCES[0] == realdata.REFERENCE_VLLM
+    assert (realdata.OLD_SPECULATORS, realdata.NEW_SPECULATORS) == realdata.SPECULATORS[:2]
+    assert realdata.SPECULATORS == tuple(sorted(realdata.SPECULATORS, key=lambda v: tuple(map(int, v.split(".")))))
