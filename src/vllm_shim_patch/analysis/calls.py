@@ -23,6 +23,8 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from ..vllm_source import resolve_relative
+
 CALL, METHOD, IMPORT, ATTRIBUTE = "call", "method", "import", "attribute"
 _INSTANCE = ("inst", "decl")
 
@@ -127,11 +129,9 @@ class _Bindings(dict):  # type: ignore[type-arg]
 
 
 def _absolute(stmt: ast.ImportFrom, module: str) -> str:
-    if not stmt.level:
-        return stmt.module or ""
-    parts = module.split(".")
-    base = ".".join(parts[: max(len(parts) - stmt.level, 0)])
-    return f"{base}.{stmt.module}" if stmt.module else base
+    # `module` of `pkg/__init__.py` is `pkg.__init__`: its package is what precedes the last dot.
+    found = resolve_relative(module.rpartition(".")[0], stmt.level, stmt.module)
+    return "" if found is None else found  # above the top package: nothing of vLLM's
 
 
 class _Scanner:

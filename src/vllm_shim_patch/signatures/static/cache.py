@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from vllm_shim_patch.signatures.static.names import LISTING, Stamp, listing, stamp
+from vllm_shim_patch.vllm_source import LISTING, Stamp, VllmSource, listing, stamp
 
 __all__ = ["FORMAT", "SignatureCache", "default_cache_dir", "reader_digest"]
 
@@ -86,12 +86,8 @@ class SignatureCache:
         """What every answer depends on besides the paths read: the wheel, or the dist-info."""
         if self.root.is_file():
             return {"": stamp(self.root)}
-        deps: dict[str, Stamp | None] = {}
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(self.root):
-                if entry.name.startswith("vllm-") and entry.name.endswith(".dist-info"):
-                    deps[f"{entry.name}/RECORD"] = stamp(Path(entry.path) / "RECORD")
-        return deps
+        with VllmSource(self.root) as source:
+            return {rel: stamp(self.root / rel) for rel in source.dist_info("RECORD")}
 
     def _load(self) -> None:
         fixed = self._fixed_deps()

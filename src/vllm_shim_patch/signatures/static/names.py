@@ -8,11 +8,10 @@ from __future__ import annotations
 import ast
 import builtins
 import gc
-import os
-import stat
-import zipfile
 from pathlib import Path
 from typing import Any
+
+from vllm_shim_patch.vllm_source import LISTING, Stamp, VllmSource, listing, resolve_relative, stamp
 
 from vllm_shim_patch.signatures.static.lazy import lazy_export
 from vllm_shim_patch.signatures.static.scope import (
@@ -63,15 +62,8 @@ class Names:
     def __init__(self, root: Path, packages: tuple[str, ...] = ("vllm",)):
         self.root = root
         self.packages = packages
-        self._zip: zipfile.ZipFile | None = None
-        self._zip_names: set[str] = set()
-        self._zip_dirs: set[str] = set()
-        if root.is_file():
-            self._zip = zipfile.ZipFile(root)
-            self._zip_names = set(self._zip.namelist())
-            for name in self._zip_names:
-                parts = name.split("/")[:-1]
-                self._zip_dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+        # The one open handle on the source (a wheel's zip), for every check built on these modules.
+        self.source = VllmSource(root)
         self._modules: dict[str, Module | None] = {}
         # Every path of a source directory looked at, with what it was then: the signature cache
         # is valid while each still stats the same (absent paths included: a new file can shadow).
@@ -93,20 +85,20 @@ class Names:
 
     # -- source access ---------------------------------------------------------------------
 
+    def close(self) -> None:
+        self.source.close()
+
     def _read(self, rel: str) -> bytes | None:
-        if self._zip is not None:
-            return self._zip.read(rel) if rel in self._zip_names else None
-        path = self.root / rel
-        seen = stamp(path)
-        self.accessed[rel] = seen
-        return path.read_bytes() if seen is not None and seen[0] == "f" else None
+        data, seen = self.source.read_stamped(rel)
+        if not self.source.is_wheel:
+            self.accessed[rel] = seen
+        return data
 
     def _is_dir(self, rel: str) -> bool:
-        if self._zip is not None:
-            return rel in self._zip_dirs
-        seen = stamp(self.root / rel)
-        self.accessed[rel + "/"] = seen
-        return seen is not None and seen[0] == "d"
+        found, seen = self.source.is_dir(rel)
+        if not self.source.is_wheel:
+            self.accessed[rel + "/"] = seen
+        return found
 
     def module(self, name: str) -> Module | None:
         if name in self._modules:
@@ -278,14 +270,11 @@ class Names:
         )
 
     def _absolute(self, mod: Module, stmt: ast.ImportFrom) -> str:
-        if not stmt.level:
-            return stmt.module or ""
         package = mod.name if mod.is_package else mod.name.rpartition(".")[0]
-        parts = package.split(".")
-        if stmt.level - 1 >= len(parts):
+        found = resolve_relative(package, stmt.level, stmt.module)
+        if found is None:
             raise Unknown(f"relative import beyond the top package in {mod.path}")
-        base = ".".join(parts[: len(parts) - (stmt.level - 1)])
-        return f"{base}.{stmt.module}" if stmt.module else base
+        return found
 
     def expr(self, mod: Module, expr: ast.expr) -> Obj:
         """What a Name/Attribute chain evaluates to in the module's global scope."""
@@ -381,18 +370,6 @@ class Names:
         return result
 
 
-Stamp = tuple  # ("f", size, mtime_ns) | ("d", 0, 0)
-
-
-def stamp(path: Path) -> Stamp | None:
-    """What the cache compares to tell whether a path changed: kind, size and mtime."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    if stat.S_ISDIR(st.st_mode):
-        return ("d", 0, 0)
-    return ("f", st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
 
 
 def _read_module(name: str, path: str, is_package: bool, source: bytes) -> Module:
@@ -412,18 +389,6 @@ def _read_module(name: str, path: str, is_package: bool, source: bytes) -> Modul
             gc.enable()
 
 
-# A key ending so in `accessed` stands for a directory's list of entries, not the directory.
-LISTING = "/*"
-
-
-def listing(path: Path) -> Stamp | None:
-    """What tells whether a directory's entries changed (one was added, removed or renamed): its
-    mtime. For an answer that depends on what a walk found, e.g. that no compiled module exists."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return ("l", 0, st.st_mtime_ns) if stat.S_ISDIR(st.st_mode) else None
 
 
 def _same(a: Obj, b: Obj) -> bool:
