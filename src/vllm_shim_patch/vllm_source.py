@@ -10,14 +10,15 @@ relocation checks (`signatures/static/members.py`).
 
 from __future__ import annotations
 
+import ast
 import os
 import stat
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["LISTING", "Stamp", "VllmSource", "listing", "parse_scope", "resolve_relative", "stamp"]
+__all__ = ["LISTING", "Stamp", "VllmSource", "listing", "parse_scope", "resolve_relative", "stamp", "unwrap_annotation"]
 
 Stamp = tuple  # ("f", size, mtime_ns) | ("d", 0, 0) | ("l", 0, mtime_ns)
 # A key ending so in a record of paths read stands for a directory's list of entries.
@@ -92,16 +93,20 @@ class VllmSource:
         """Every file of a wheel, in the zip's order (a folder: [], use `walk`)."""
         return list(self._names)
 
-    def sources(self, package: str = "vllm") -> Iterator[tuple[str, bytes]]:
-        """(path, bytes) of every `.py` file under `package/`: a wheel's in the zip's order, a
-        folder's sorted by path (as `rglob` finds them: symlinked folders not entered)."""
+    def sources(self, package: str = "vllm", where: Callable[[str], bool] | None = None
+                ) -> Iterator[tuple[str, bytes]]:
+        """(path, bytes) of every `.py` file under `package/` whose path `where` accepts (all
+        without it; only those are read): a wheel's in the zip's order, a folder's sorted by path
+        (as `rglob` finds them: symlinked folders not entered)."""
         if self._zip is not None:
             for name in self._names:
-                if name.startswith(f"{package}/") and name.endswith(".py"):
+                if name.startswith(f"{package}/") and name.endswith(".py") and (where is None or where(name)):
                     yield name, self._zip.read(name)
             return
         for path in sorted((self.root / package).rglob("*.py")):
-            yield path.relative_to(self.root).as_posix(), path.read_bytes()
+            rel = path.relative_to(self.root).as_posix()
+            if where is None or where(rel):
+                yield rel, path.read_bytes()
 
     def walk(self, package: str = "vllm") -> Iterator[tuple[str, list[str], list[str]]]:
         """A folder's `os.walk` under `package/` as (relative dir, subdirs, files), `__pycache__`
@@ -160,3 +165,24 @@ def parse_scope(text: str) -> tuple[str, tuple[str, ...]]:
     """`module:Class.method` -> ("module", ("Class", "method")); `module` -> ("module", ())."""
     module, _, inner = text.partition(":")
     return module, tuple(inner.split(".")) if inner else ()
+
+
+def unwrap_annotation(node: ast.expr | None) -> ast.expr | None:
+    """`X`, `"X"`, `Optional[X]`, `X | None` -> X; anything else -> None."""
+    if node is None:
+        return None
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        sides = [s for s in (node.left, node.right) if not (isinstance(s, ast.Constant) and s.value is None)]
+        return unwrap_annotation(sides[0]) if len(sides) == 1 else None
+    if isinstance(node, ast.Subscript):
+        head = node.value
+        name = head.attr if isinstance(head, ast.Attribute) else head.id if isinstance(head, ast.Name) else ""
+        if name == "Optional":
+            return unwrap_annotation(node.slice)
+        return None
+    return node if isinstance(node, (ast.Name, ast.Attribute)) else None

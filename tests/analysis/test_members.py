@@ -9,7 +9,7 @@ from conftest import write_tree
 
 from vllm_shim_patch.analysis.audit import Checker
 from vllm_shim_patch.analysis.calls import scan_uses
-from vllm_shim_patch.analysis.members import Members, relocated
+from vllm_shim_patch.signatures.static.members import Members
 from vllm_shim_patch.signatures.static import StaticSignatures
 
 TREE = {
@@ -115,13 +115,14 @@ def source(tmp_path: Path) -> StaticSignatures:
                                        "AttributeError, line 2)")),
 ])
 def test_exists(source: StaticSignatures, qualname: str, on_instance: bool, answer: tuple[object, str]) -> None:
-    assert Members(source.names).exists(qualname, on_instance) == answer
+    assert Members(source.names).exists(qualname, on_instance).answer == answer
 
 
 def test_a_moved_name_is_found_in_public_modules_only(tmp_path: Path) -> None:
     root = write_tree(tmp_path, TREE)
-    assert relocated(root, "get_hash_fn_by_name") == ["vllm.utils"]
-    assert relocated(root, "nowhere") == []
+    members = StaticSignatures(root).members
+    assert members.relocations("get_hash_fn_by_name") == ["vllm.utils"]
+    assert members.relocations("nowhere") == []
 
 
 PACKAGE = b"""\

@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ..vllm_source import resolve_relative
+from ..vllm_source import resolve_relative, unwrap_annotation
 
 CALL, METHOD, IMPORT, ATTRIBUTE = "call", "method", "import", "attribute"
 _INSTANCE = ("inst", "decl")
@@ -70,27 +70,6 @@ class CallRecord:
 # made (an instance of exactly that class, or what that function returns); ("decl", qualname) for
 # an object only annotated as that class (at run time it may be a subclass).
 Val = tuple[str, str]
-
-
-def unwrap_annotation(node: ast.expr | None) -> ast.expr | None:
-    """`X`, `"X"`, `Optional[X]`, `X | None` -> X; anything else -> None."""
-    if node is None:
-        return None
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        try:
-            node = ast.parse(node.value, mode="eval").body
-        except SyntaxError:
-            return None
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-        sides = [s for s in (node.left, node.right) if not (isinstance(s, ast.Constant) and s.value is None)]
-        return unwrap_annotation(sides[0]) if len(sides) == 1 else None
-    if isinstance(node, ast.Subscript):
-        head = node.value
-        name = head.attr if isinstance(head, ast.Attribute) else head.id if isinstance(head, ast.Name) else ""
-        if name == "Optional":
-            return unwrap_annotation(node.slice)
-        return None
-    return node if isinstance(node, (ast.Name, ast.Attribute)) else None
 
 
 def _import_names(stmts: Iterable[ast.stmt], module: str, prefixes: tuple[str, ...]) -> dict[str, str]:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..report.binding import bind_reason
 from ..report.text import agree, plural
 from ..settings import Action, BindStatus
 from .session import run_session
@@ -46,6 +47,7 @@ class Binding:
     status: BindStatus
     reason: str
     site: str = ""  # the rule that matched this call and left it as it was, and why
+    bound: Any = None  # the signatures.model.BindResult behind status and reason, when bound
 
     def line(self) -> str:
         why = f" ({self.reason})" if self.reason else ""
@@ -77,7 +79,7 @@ def bind_all(calls: Iterable[CallRecord], signatures: dict[str, Any], why_unknow
             out.append(Binding(call, BindStatus.UNKNOWN, why_unknown or "signature unknown", site))
             continue
         result = call.bind(sig)
-        out.append(Binding(call, BindStatus(result.status), result.reason, site))  # type: ignore[attr-defined]
+        out.append(Binding(call, BindStatus(result.status), bind_reason(result), site, result))  # type: ignore[attr-defined]
     return out
 
 

@@ -15,6 +15,7 @@ from vllm_shim_patch.vllm_source import LISTING, Stamp, VllmSource, listing, res
 
 from vllm_shim_patch.signatures.static.lazy import lazy_export
 from vllm_shim_patch.signatures.static.scope import (
+    AttrMro,
     Binding,
     Class,
     Ext,
@@ -26,6 +27,7 @@ from vllm_shim_patch.signatures.static.scope import (
     Obj,
     Scope,
     Unknown,
+    Unresolved,
     literal,
 )
 
@@ -74,6 +76,9 @@ class Names:
         self.memo: Any = None
         self._classes: dict[int, Class] = {}
         self._mros: dict[int, Mro] = {}
+        self._attr_mros: dict[int, AttrMro] = {}
+        self._bases: dict[int, list[Class | str | Unresolved]] = {}
+        self._active_attr_mro: set[int] = set()
         self._active: set[tuple[int, str]] = set()
         self._active_mro: set[int] = set()
 
@@ -369,7 +374,48 @@ class Names:
         self._mros[key] = result
         return result
 
+    def bases(self, cls: Class) -> list[Class | str | Unresolved]:
+        """The bases of `cls` as attribute lookup sees them: a class of the source, an external
+        base's qualname, or why a base is not known."""
+        key = id(cls.node)
+        if key not in self._bases:
+            out: list[Class | str | Unresolved] = []
+            for base in cls.node.bases:
+                target = base.value if isinstance(base, ast.Subscript) else base
+                try:
+                    obj = self.expr(cls.module, target)
+                except Unknown as exc:
+                    out.append(Unresolved(f"base {ast.unparse(base)} of {cls.label}: {exc}"))
+                    continue
+                if isinstance(obj, Class):
+                    out.append(obj)
+                elif isinstance(obj, Ext):
+                    out.append(obj.qualname)
+                else:
+                    out.append(Unresolved(f"base {ast.unparse(base)} of {cls.label} is not a class"))
+            self._bases[key] = out
+        return self._bases[key]
 
+    def attribute_mro(self, cls: Class) -> AttrMro:
+        """The C3 linearization attribute lookup walks: `mro`'s, but keeping every base (`mro`
+        is the constructor's and refuses a base whose constructor it does not know); a base the
+        source does not resolve stands in it as `Unresolved`. Unknown only for a class that
+        inherits from itself or has no consistent order."""
+        key = id(cls.node)
+        if key in self._attr_mros:
+            return self._attr_mros[key]
+        if key in self._active_attr_mro:
+            raise Unknown(f"{cls.label} inherits from itself")
+        self._active_attr_mro.add(key)
+        try:
+            bases = self.bases(cls) or ["builtins.object"]
+            seqs = [self.attribute_mro(b) if isinstance(b, Class) else _external_mro(b) if isinstance(b, str)
+                    else [b] for b in bases]
+            result: AttrMro = _c3([cls], seqs + [list(bases)], cls.label)  # type: ignore[arg-type]
+        finally:
+            self._active_attr_mro.discard(key)
+        self._attr_mros[key] = result
+        return result
 
 
 def _read_module(name: str, path: str, is_package: bool, source: bytes) -> Module:
