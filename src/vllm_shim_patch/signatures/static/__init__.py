@@ -6,9 +6,11 @@ first point where the runtime could differ from what the source says. `StaticSig
 `Unknown` into "no signature": a wrong guess here would make a guard drop an argument vLLM still
 needs.
 
-The layers, bottom up: `scope` (what a body binds), `names` (imports, re-exports, attributes, the
-MRO), `ctors` (generated constructors) and `resolver` (functions, and which constructor a class
-really has).
+The layers, bottom up: the source itself (`vllm_source.VllmSource`: a folder or a wheel, opened
+once), `scope` (what a body binds), `names` (imports, re-exports, attributes, the MRO), `ctors`
+(generated constructors) and `resolver` (functions, and which constructor a class really has);
+beside them `members` (whether a name exists and where a missing one went: typed `Existence`
+answers for the audit and the guards) and `cache` (answers kept on disk).
 """
 
 from __future__ import annotations

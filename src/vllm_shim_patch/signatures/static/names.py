@@ -71,7 +71,7 @@ class Names:
         # is valid while each still stats the same (absent paths included: a new file can shadow).
         self.accessed: dict[str, Stamp | None] = {}
         # A weak reference to the reader that owns these modules (static/__init__.py), when it
-        # keeps answers on disk: checks built on these modules (analysis/members.py) keep theirs
+        # keeps answers on disk: checks built on these modules (static/members.py) keep theirs
         # beside its own.
         self.memo: Any = None
         self._classes: dict[int, Class] = {}
