@@ -188,7 +188,7 @@ class Members:
             return self._subclass_may_define(self._class_attr(cls, attr, True), cls, attr)
         return None, f"{owner} resolves to {obj.qualname}, outside vLLM's source"
 
-    def instance_class(self, path: str) -> tuple[Any, str]:
+    def instance_class(self, path: str) -> tuple[Class | None, str]:
         """The class of the object `path` names: `a.b.C.f.g` is what field `g` of what field `f`
         of a `C` is annotated as; `a.b.func.f` starts from `func`'s return annotation. (None, why)
         when an annotation is missing or names no class of vLLM's source; (None, "") when `path`
@@ -221,7 +221,7 @@ class Members:
                 return None, f"the type of {owner.label}.{field} is not annotated as one vLLM class"
         return obj, ""
 
-    def _annotated_class(self, module: Any, ann: ast.expr | None) -> Any:
+    def _annotated_class(self, module: Module, ann: ast.expr | None) -> Class | None:
         target = unwrap_annotation(ann)
         if target is None:
             return None
@@ -256,7 +256,7 @@ class Members:
             return None, f"no source for module {name}, and this vLLM source holds no compiled modules to look in"
         return (True, "") if found else (False, f"no module {name}")
 
-    def _subclass_may_define(self, found: Answer, cls: Any, attr: str) -> Answer:
+    def _subclass_may_define(self, found: Answer, cls: Class, attr: str) -> Answer:
         if found[0] is not False:
             return found
         abstract = self._abstract(cls)
@@ -287,7 +287,7 @@ class Members:
                 return "a Protocol" if entry.endswith("Protocol") else "an abstract class"
         return ""
 
-    def _module_attr(self, mod: Any, attr: str) -> Answer:
+    def _module_attr(self, mod: Module, attr: str) -> Answer:
         scope = mod.scope
         if attr in scope.bindings or attr in scope.overloads or attr in _MODULE_DUNDERS:
             return True, ""
@@ -389,7 +389,7 @@ def _plain_annotation(node: ast.expr | None) -> ast.expr | None:
     return node if isinstance(node, (ast.Name, ast.Attribute)) else None
 
 
-def _defines(entry: Any, attr: str, on_instance: bool) -> bool:
+def _defines(entry: Class, attr: str, on_instance: bool) -> bool:
     scope = entry.scope
     if attr in scope.bindings or attr in scope.overloads:
         return True
@@ -418,7 +418,7 @@ def _defines(entry: Any, attr: str, on_instance: bool) -> bool:
     return False
 
 
-def _dynamic(entry: Any, on_instance: bool) -> str:
+def _dynamic(entry: Class, on_instance: bool) -> str:
     """Why attributes of this class may come from code the reader does not follow ("" if none)."""
     scope = entry.scope
     if on_instance and ("__getattr__" in scope.bindings or "__getattribute__" in scope.bindings):
