@@ -66,17 +66,20 @@ class Members:
         # This run's answers, each with whether it rests on a whole-tree search (never stored).
         self._memo: dict[str, tuple[Answer, bool]] = {}
         self._untracked = False
-        ref = getattr(names, "memo", None)
-        memo = ref() if ref is not None else None
-        self._store = memo
+        # The reader that keeps answers on disk, held weakly like `names.memo`: it holds this
+        # object (`StaticSignatures.members`), and a cycle would keep every parsed module alive
+        # until the collector runs at exit.
+        self._store = getattr(names, "memo", None)
+        memo = self._store() if self._store is not None else None
         self._table = memo.answers("members", _version()) if memo is not None else None
         self._dirty = False
         self._moved: dict[str, list[str]] = {}
 
     def save(self) -> None:
         """Keep this run's new answers on disk (once, after the checks)."""
-        if self._dirty and self._store is not None:
-            self._store.save_answers()
+        memo = self._store() if self._store is not None else None
+        if self._dirty and memo is not None:
+            memo.save_answers()
             self._dirty = False
 
     def _cached(self, key: str, compute: Any) -> Answer:
