@@ -18,6 +18,7 @@ from .session import run_session
 
 if TYPE_CHECKING:
     from ..rewrite.plan import Plan
+    from ..signatures.model import BindResult
     from ..target import Target
     from .calls import CallRecord
 
@@ -47,7 +48,7 @@ class Binding:
     status: BindStatus
     reason: str
     site: str = ""  # the rule that matched this call and left it as it was, and why
-    bound: Any = None  # the signatures.model.BindResult behind status and reason, when bound
+    bound: BindResult | None = None  # how it bound, as data (status and reason come from it)
 
     def line(self) -> str:
         why = f" ({self.reason})" if self.reason else ""
