@@ -216,6 +216,14 @@ def test_the_import_check_answers_with_a_type(source: StaticSignatures, qualname
     assert found.module == qualname.rpartition(".")[0]
 
 
+def test_an_import_from_a_module_that_may_be_compiled_is_unknown(tmp_path: Path) -> None:
+    # No compiled file and no RECORD to list one (a git checkout): vllm._E may be an extension.
+    members = StaticSignatures(write_tree(tmp_path, {"vllm/__init__.py": b""})).members
+    assert members.imported("vllm._E.thing") == Existence(
+        Presence.UNKNOWN, "vllm._E.thing",
+        "no source for module vllm._E, and this vLLM source holds no compiled modules to look in")
+
+
 def test_what_the_audit_says_of_an_existence_is_rendered_in_report() -> None:
     moved = Existence(Presence.MOVED, "vllm.a.f", "vllm.a has no name 'f'", ("vllm.b", "vllm.c"))
     assert existence_reason(moved, imported=True) == "vllm.a has no name 'f'; f is in vllm.b, vllm.c now"

@@ -26,6 +26,7 @@ import importlib
 import re
 import sys
 import typing
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +143,7 @@ class Members:
         if found.kind is Presence.PRESENT and not whole_module:
             found = self.exists(qualname)
         if found.kind is not Presence.MISSING:
-            return found
+            return replace(found, name=qualname)  # an unknown module stands for the name asked
         moved = tuple(m for m in self.relocations(name, limit=4) if f"{m}.{name}" != qualname)[:3]
         return Existence(Presence.MOVED if moved else Presence.MISSING, qualname, found.reason, moved)
 
