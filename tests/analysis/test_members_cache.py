@@ -13,6 +13,7 @@ from conftest import write_tree
 from test_members import TREE
 
 from vllm_shim_patch.signatures.static import members as members_mod
+from vllm_shim_patch.signatures.static import search as search_mod
 from vllm_shim_patch.analysis.audit import Checker, _check_file
 from vllm_shim_patch.analysis.calls import scan_uses
 from vllm_shim_patch.signatures.static.members import Members
@@ -36,8 +37,8 @@ TREE_WIDE = [("vllm.request.make.nothing", True, False), ("vllm.request.make.WAI
 
 def _new_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """What a new process starts from: no answers of an earlier run in memory."""
-    monkeypatch.setattr(members_mod, "_COMPILED", {})
-    monkeypatch.setattr(members_mod, "_DEFINED", {})
+    monkeypatch.setattr(search_mod, "_COMPILED", {})
+    monkeypatch.setattr(search_mod, "_DEFINED", {})
 
 
 def _ask(root: Path, cache: Path, questions: list[tuple[str, bool, bool]]) -> tuple[list[object], list[str]]:
@@ -129,7 +130,7 @@ def test_answers_kept_by_another_version_of_the_checks_are_dropped(tmp_path: Pat
     assert Members(source.names).answer("vllm.request.missing") == (True, "")  # the table is trusted...
     assert source.answers("members", "another") == {"": "another"}  # ...only under its own version
     monkeypatch.setattr(members_mod, "_VERSION", ["another-cpython0.0.0"])
-    monkeypatch.setattr(members_mod, "_COMPILED", {})
+    monkeypatch.setattr(search_mod, "_COMPILED", {})
     assert _ask(root, cache, question)[0][0] == (False, "vllm.request has no name 'missing'")
 
 

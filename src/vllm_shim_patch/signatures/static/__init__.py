@@ -10,7 +10,8 @@ The layers, bottom up: the source itself (`vllm_source.VllmSource`: a folder or 
 once), `scope` (what a body binds), `names` (imports, re-exports, attributes, the MRO), `ctors`
 (generated constructors) and `resolver` (functions, and which constructor a class really has);
 beside them `members` (whether a name exists and where a missing one went: typed `Existence`
-answers for the audit and the guards) and `cache` (answers kept on disk).
+answers for the audit and the guards, with `search`: byte searches of the whole tree) and
+`cache` (answers kept on disk).
 """
 
 from __future__ import annotations

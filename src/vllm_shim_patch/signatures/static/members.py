@@ -13,7 +13,7 @@ which greps the source only when something is missing.
 Answers are kept in the reader's on-disk cache (`StaticSignatures.answers`) beside its
 signatures, valid while every path read for them is unchanged: reads go through `Names` (which
 records them) or the walk for compiled modules (which records each directory's listing). An
-answer that needed a byte search of the whole tree (`_defined_somewhere`) is not kept, nor is one
+answer that needed a byte search of the whole tree (`search.defined_somewhere`) is not kept, nor is one
 built on it: the tree's files are not recorded. The key holds the Python the tool runs on, which
 answers for standard-library bases.
 """
@@ -23,7 +23,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib
-import re
 import sys
 import typing
 from dataclasses import replace
@@ -33,7 +32,8 @@ from typing import Any
 from vllm_shim_patch.signatures.model import Existence, Presence
 from vllm_shim_patch.signatures.static.names import NAMEDTUPLES, Names
 from vllm_shim_patch.signatures.static.scope import Class, Func, Missing, Module, Unknown, Unresolved
-from vllm_shim_patch.vllm_source import LISTING, VllmSource, listing, unwrap_annotation
+from vllm_shim_patch.signatures.static.search import compiled, defined_somewhere, dynamic_module, relocated
+from vllm_shim_patch.vllm_source import unwrap_annotation
 
 __all__ = ["Members"]
 
@@ -117,9 +117,9 @@ class Members:
                 return True
         except Unknown:
             return True  # present but unparsable: not our finding
-        compiled, walked = _compiled(self.names.source, name)
+        found, walked = compiled(self.names.source, name)
         self.names.accessed.update(walked)
-        return None if compiled is None else compiled
+        return found
 
     def exists(self, qualname: str, on_instance: bool = False, declared: bool = False) -> Existence:
         """Whether `a.b.C.attr` (an attribute of module/class `a.b.C`) exists; `on_instance`: read
@@ -267,7 +267,7 @@ class Members:
         if abstract:
             return None, (f"{cls.label} has no attribute {attr!r}, but it is {abstract}: the object is "
                           f"an instance of some subclass, which may have it")
-        where = _defined_somewhere(self.names.source, attr)
+        where = defined_somewhere(self.names.source, attr)
         self._untracked = True  # read every file of the tree, which the cache does not record
         if where:
             return None, (f"{cls.label} has no attribute {attr!r}, but the object is only annotated as "
@@ -301,7 +301,7 @@ class Members:
         if sub is None:
             return None, (f"{mod.name} has no name {attr!r} in its source, and this vLLM source holds no "
                           f"compiled modules to look in")
-        dynamic = _dynamic_module(self.names.source, mod.path)
+        dynamic = dynamic_module(self.names.source, mod.path)
         if dynamic:
             return None, f"{mod.path} {dynamic}: its names are made at run time"
         if scope.star_imports or "__getattr__" in scope.bindings:
@@ -374,7 +374,7 @@ class Members:
         """Public modules of vLLM (no `_` component) that define `name` at top level, shortest
         first. Reads the whole tree (once per name and run); not kept on disk."""
         if name not in self._moved:
-            self._moved[name] = _relocated(self.names.source, name)
+            self._moved[name] = relocated(self.names.source, name)
         return self._moved[name][:limit]
 
 def _existence(name: str, answer: Answer) -> Existence:
@@ -465,104 +465,17 @@ def _stdlib_has(qualname: str, attr: str) -> bool | None:
     return any(attr in vars(k) for k in getattr(obj, "__mro__", (type(obj),))) or hasattr(obj, attr)
 
 
-# ---------------------------------------------------------------------------- where it moved
-
-def _relocated(source: VllmSource, name: str) -> list[str]:
-    """Public modules of vLLM (no `_` component) that define `name` at top level, shortest first."""
-    pattern = re.compile(
-        rb"^(?:(?:async\s+)?def|class)\s+" + re.escape(name.encode()) + rb"\b|^" + re.escape(name.encode())
-        + rb"\s*(?::|=(?!=))", re.MULTILINE)
-    found = []
-    for rel, data in source.sources(where=lambda rel: not any(p.startswith("_") for p in _module_parts(rel))):
-        if name.encode() in data and pattern.search(data):
-            found.append(".".join(_module_parts(rel)))
-    found.sort(key=lambda m: (m.count("."), m))
-    return found
-
-
-def _module_parts(rel: str) -> list[str]:
-    parts = rel[: -len(".py")].split("/")
-    if parts[-1] == "__init__":
-        parts.pop()
-    return parts
-
-
-_DYNAMIC_MARKS = ((b"globals()", "passes or writes globals()"), (b"sys.modules[__name__]", "writes itself"),
-                  (b"vars()", "writes vars()"))
-
-
-def _dynamic_module(source: VllmSource, path: str) -> str:
-    """Why a module's names may be made at run time (generated protobuf code fills globals())."""
-    try:
-        data = source.read(path)
-    except OSError:
-        return ""
-    return next((why for mark, why in _DYNAMIC_MARKS if mark in data), "") if data is not None else ""
-
-
-_EXTENSIONS = (".so", ".pyd")
-_COMPILED: dict[str, tuple[list[str] | None, dict[str, Any]]] = {}
-
-
-def _compiled(source: VllmSource, name: str) -> tuple[bool | None, dict[str, Any]]:
-    """Whether a compiled module `name` is in the source, or listed in its dist-info RECORD (None:
-    neither holds a compiled file, e.g. a git checkout); and the listing stamp of every directory
-    walked to tell (the RECORD and a wheel are the signature cache's own deps)."""
-    key = str(source.root)
-    if key not in _COMPILED:
-        walked: dict[str, Any] = {}
-        if source.is_wheel:
-            files = [n for n in source.names() if n.startswith("vllm/") and n.endswith(_EXTENSIONS)]
-        else:
-            files = []
-            # `__pycache__` is not walked: nothing in it is importable as a module, and its
-            # listing changes whenever an import writes bytecode.
-            for rel, dirnames, filenames in source.walk():
-                walked[rel + LISTING] = listing(source.root / rel)
-                files += [f"{rel}/{n}" for n in (*dirnames, *filenames) if n.endswith(_EXTENSIONS)]
-            if not files:  # the `.py` files of a wheel: its RECORD still lists the compiled ones
-                for record in source.dist_info("RECORD"):
-                    data = source.read(record)
-                    rows = data.decode("utf-8", "replace").splitlines() if data is not None else []
-                    files += [r.split(",", 1)[0] for r in rows if r.split(",", 1)[0].endswith(_EXTENSIONS)]
-        _COMPILED[key] = (files or None, walked)
-    files, walked = _COMPILED[key]
-    if files is None:
-        return None, walked
-    rel = name.replace(".", "/")
-    return any(f.startswith(rel + ".") and f.count("/") == rel.count("/") for f in files), walked
-
-
 _VERSION: list[str] = []
 
 
 def _version() -> str:
-    """What the stored answers depend on besides vLLM's source: this module, the reader of the
-    source (`vllm_source.py`: its annotation reading too), and the Python that answers for
-    standard-library bases."""
+    """What the stored answers depend on besides vLLM's source: this module and its searches, the
+    reader of the source (`vllm_source.py`: its annotation reading too), and the Python that
+    answers for standard-library bases."""
     if not _VERSION:
         h = hashlib.sha256()
-        for path in (Path(__file__), Path(__file__).parents[2] / "vllm_source.py"):
+        for path in (Path(__file__), Path(__file__).with_name("search.py"), Path(__file__).parents[2] / "vllm_source.py"):
             h.update(path.read_bytes())
         python = ".".join(map(str, sys.version_info[:3]))
         _VERSION.append(f"{h.hexdigest()[:24]}-{sys.implementation.name}{python}")
     return _VERSION[0]
-
-
-_DEFINED: dict[tuple[str, str], str] = {}
-
-
-def _defined_somewhere(source: VllmSource, attr: str) -> str:
-    """The first vLLM module that defines, assigns or `setattr`s `attr` in any spelling ("" if none)."""
-    key = (str(source.root), attr)
-    if key not in _DEFINED:
-        name = re.escape(attr.encode())
-        # A def, an assignment, `obj.attr = ...`, or `setattr(obj, "attr", ...)`.
-        pattern = re.compile(rb"def\s+" + name + rb"\b|\b" + name + rb"\s*(?::|=(?!=))|\." + name + rb"\s*=(?!=)"
-                             rb"|setattr\([^,\n]*,\s*[\"']" + name + rb"[\"']")
-        _DEFINED[key] = ""
-        for rel, data in source.sources():
-            if attr.encode() in data and pattern.search(data):
-                _DEFINED[key] = rel[: -len(".py")].replace("/", ".")
-                break
-    return _DEFINED[key]
