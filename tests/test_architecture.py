@@ -124,7 +124,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("rules.model", "rules"),  # the frozen Rule the engine compiles; rules/__init__ re-exports it
     ("signatures",),
     ("target",),
-    ("settings", "errors", "fsutil", "faults", "versions", "words", ""),
+    ("settings", "errors", "fsutil", "faults", "versions", "words", "vllm_source", ""),
 ]
 
 
@@ -220,3 +220,4 @@ def test_the_bottom_imports_nothing_of_ours() -> None:
     assert graph[f"{NAME}.settings"] == set()
     assert graph[f"{NAME}.errors"] == set()
     assert graph[f"{NAME}.words"] == set()
+    assert graph[f"{NAME}.vllm_source"] == set()

@@ -11,6 +11,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from .errors import TargetError, UsageError
+from .vllm_source import VllmSource
 
 
 def parse_version(text: str, what: str) -> Version:
@@ -86,27 +87,23 @@ def source_version(root: Path) -> str | None:
         return found[0] if found and names and names[0].lower() == "vllm" else None
 
     try:
-        if root.is_file():
-            with zipfile.ZipFile(root) as zf:
-                names = zf.namelist()
-                for name in names:
-                    if re.fullmatch(r"vllm-[^/]+\.dist-info/METADATA", name):
-                        found = metadata(zf.read(name).decode("utf-8", "replace"))
-                        if found:
-                            return found
-                texts = [zf.read(n).decode("utf-8", "replace") for n in ("vllm/_version.py", "vllm/version.py")
-                         if n in names]
-        else:
-            versions = {v for meta in sorted(root.glob("vllm-*.dist-info/METADATA"))
-                        if (v := metadata(meta.read_text("utf-8", "replace")))}
-            if len(versions) == 1:
-                return versions.pop()
-            texts = [p.read_text("utf-8", "replace") for p in (root / "vllm" / "_version.py", root / "vllm" / "version.py")
-                     if p.is_file()]
+        with VllmSource(root) as source:
+            def text(data: bytes) -> str:  # a folder's files as read_text reads them (newlines translated)
+                out = data.decode("utf-8", "replace")
+                return out if source.is_wheel else out.replace("\r\n", "\n").replace("\r", "\n")
+
+            found = [v for rel in source.dist_info("METADATA")
+                     if (data := source.read(rel)) is not None and (v := metadata(text(data)))]
+            if source.is_wheel and found:
+                return found[0]
+            if not source.is_wheel and len(set(found)) == 1:
+                return found[0]
+            texts = [text(data) for rel in ("vllm/_version.py", "vllm/version.py")
+                     if (data := source.read(rel)) is not None]
     except (OSError, zipfile.BadZipFile):
         return None
-    for text in texts:
-        match = _VERSION_ASSIGN.search(text)
+    for content in texts:
+        match = _VERSION_ASSIGN.search(content)
         if match:
             return match.group(1)
     return None

@@ -8,7 +8,7 @@ import realdata
 
 from vllm_shim_patch.analysis.audit import Checker, _check_file
 from vllm_shim_patch.analysis.calls import scan_uses
-from vllm_shim_patch.analysis.members import Members
+from vllm_shim_patch.signatures.static.members import Members
 from vllm_shim_patch.signatures.static import StaticSignatures
 
 pytestmark = pytest.mark.slow

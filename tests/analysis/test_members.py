@@ -9,7 +9,9 @@ from conftest import write_tree
 
 from vllm_shim_patch.analysis.audit import Checker
 from vllm_shim_patch.analysis.calls import scan_uses
-from vllm_shim_patch.analysis.members import Members, relocated
+from vllm_shim_patch.signatures.static.members import Members
+from vllm_shim_patch.report.binding import existence_reason
+from vllm_shim_patch.signatures.model import Existence, Presence
 from vllm_shim_patch.signatures.static import StaticSignatures
 
 TREE = {
@@ -115,13 +117,14 @@ def source(tmp_path: Path) -> StaticSignatures:
                                        "AttributeError, line 2)")),
 ])
 def test_exists(source: StaticSignatures, qualname: str, on_instance: bool, answer: tuple[object, str]) -> None:
-    assert Members(source.names).exists(qualname, on_instance) == answer
+    assert Members(source.names).exists(qualname, on_instance).answer == answer
 
 
 def test_a_moved_name_is_found_in_public_modules_only(tmp_path: Path) -> None:
     root = write_tree(tmp_path, TREE)
-    assert relocated(root, "get_hash_fn_by_name") == ["vllm.utils"]
-    assert relocated(root, "nowhere") == []
+    members = StaticSignatures(root).members
+    assert members.relocations("get_hash_fn_by_name") == ["vllm.utils"]
+    assert members.relocations("nowhere") == []
 
 
 PACKAGE = b"""\
@@ -189,3 +192,115 @@ def test_the_checker_binds_methods_without_self_and_says_where_a_name_went(sourc
          "instance of vllm.request.Executor has no attribute 'sample_tokens'; "
          "under `if hasattr(ex, 'sample_tokens')` at line 24"),
     ]
+
+
+@pytest.mark.parametrize(("qualname", "whole", "kind", "reason", "moved_to"), [
+    pytest.param("vllm.request.Executor", False, Presence.PRESENT, "", (), id="present"),
+    pytest.param("vllm.request.Gone", False, Presence.MISSING, "vllm.request has no name 'Gone'", (),
+                 id="missing"),
+    pytest.param("vllm.utils.hashing.get_hash_fn_by_name", False, Presence.MOVED, "no module vllm.utils.hashing",
+                 ("vllm.utils",), id="moved"),
+    # Where it is asked for is not where it went: vllm.utils itself defines it.
+    pytest.param("vllm.utils.get_hash_fn_by_name", False, Presence.PRESENT, "", (), id="present-where-asked"),
+    pytest.param("vllm.pb.Request", False, Presence.UNKNOWN,
+                 "vllm/pb.py passes or writes globals(): its names are made at run time", (), id="unknown"),
+    pytest.param("vllm.request", True, Presence.PRESENT, "", (), id="module"),
+    pytest.param("vllm.nomodule", True, Presence.MISSING, "no module vllm.nomodule", (), id="no-module"),
+])
+def test_the_import_check_answers_with_a_type(source: StaticSignatures, qualname: str, whole: bool,
+                                             kind: Presence, reason: str, moved_to: tuple[str, ...]) -> None:
+    found = source.members.imported(qualname, whole_module=whole)
+    assert found == Existence(kind, qualname, reason, moved_to)
+    assert found.found is {Presence.PRESENT: True, Presence.UNKNOWN: None}.get(kind, False)
+    assert found.answer == (found.found, reason)
+    assert found.module == qualname.rpartition(".")[0]
+
+
+def test_an_import_from_a_module_that_may_be_compiled_is_unknown(tmp_path: Path) -> None:
+    # No compiled file and no RECORD to list one (a git checkout): vllm._E may be an extension.
+    members = StaticSignatures(write_tree(tmp_path, {"vllm/__init__.py": b""})).members
+    assert members.imported("vllm._E.thing") == Existence(
+        Presence.UNKNOWN, "vllm._E.thing",
+        "no source for module vllm._E, and this vLLM source holds no compiled modules to look in")
+
+
+def test_what_the_audit_says_of_an_existence_is_rendered_in_report() -> None:
+    moved = Existence(Presence.MOVED, "vllm.a.f", "vllm.a has no name 'f'", ("vllm.b", "vllm.c"))
+    assert existence_reason(moved, imported=True) == "vllm.a has no name 'f'; f is in vllm.b, vllm.c now"
+    assert existence_reason(moved) == "vllm.a has no name 'f'"  # not an import: where is not asked
+    gone = Existence(Presence.MISSING, "vllm.a.f", "vllm.a has no name 'f'")
+    assert existence_reason(gone, imported=True) == "vllm.a has no name 'f'; no public module of this vLLM defines f"
+    unknown = Existence(Presence.UNKNOWN, "vllm.a.f", "cannot tell")
+    assert existence_reason(unknown, imported=True) == "cannot tell"
+
+
+MRO_TREE = {
+    "vllm/__init__.py": b"",
+    "vllm/m.py": b"""\
+import torch
+
+
+class Near:
+    pass
+
+
+class Far:
+    pass
+
+
+class A:
+    cfg: Far
+
+
+class X(A):
+    cfg: Near
+
+
+class B(A):
+    pass
+
+
+class C(X):
+    pass
+
+
+class D(B, C):
+    def run(self):
+        pass
+
+
+class Layer(torch.nn.Module):
+    def forward(self, x):
+        pass
+
+
+class Odd(Unknown):
+    pass
+""",
+}
+
+
+def test_the_mro_is_c3(tmp_path: Path) -> None:
+    # D(B, C), B(A), C(X), X(A): C3 reads X before A, so D's `cfg` is X's Near (a walk of the
+    # bases breadth first would reach A's Far first).
+    members = StaticSignatures(write_tree(tmp_path, MRO_TREE)).members
+    d = members.names.lookup("vllm.m.D")
+    assert [e.label if not isinstance(e, str) else e for e in members.names.attribute_mro(d)] == [
+        "vllm.m.D", "vllm.m.B", "vllm.m.C", "vllm.m.X", "vllm.m.A", "builtins.object"]
+    cls, why = members.instance_class("vllm.m.D.cfg")
+    assert (cls.label, why) == ("vllm.m.Near", "")
+
+
+@pytest.mark.parametrize(("qualname", "expected"), [
+    ("vllm.m.D.run", True),
+    ("vllm.m.D.cfg", False),  # a field is no method a guard asks about
+    ("vllm.m.D.gone", False),
+    ("vllm.m.Layer.forward", True),
+    ("vllm.m.Layer.sample_tokens", False),  # torch's Module defines none of vLLM's names
+    ("vllm.m.Odd.anything", None),  # a base the source does not resolve
+    ("vllm.m.nothing.x", None),
+])
+def test_the_guards_ask_the_same_engine(tmp_path: Path, qualname: str, expected: bool | None) -> None:
+    source = StaticSignatures(write_tree(tmp_path, MRO_TREE))
+    assert source.members.defines(qualname) is expected
+    assert source.defines(qualname) is expected

@@ -12,10 +12,11 @@ import realdata
 from conftest import write_tree
 from test_members import TREE
 
-from vllm_shim_patch.analysis import members as members_mod
+from vllm_shim_patch.signatures.static import members as members_mod
+from vllm_shim_patch.signatures.static import search as search_mod
 from vllm_shim_patch.analysis.audit import Checker, _check_file
 from vllm_shim_patch.analysis.calls import scan_uses
-from vllm_shim_patch.analysis.members import Members
+from vllm_shim_patch.signatures.static.members import Members
 from vllm_shim_patch.signatures.static import StaticSignatures
 
 QUESTIONS = [
@@ -36,14 +37,14 @@ TREE_WIDE = [("vllm.request.make.nothing", True, False), ("vllm.request.make.WAI
 
 def _new_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """What a new process starts from: no answers of an earlier run in memory."""
-    monkeypatch.setattr(members_mod, "_COMPILED", {})
-    monkeypatch.setattr(members_mod, "_DEFINED", {})
+    monkeypatch.setattr(search_mod, "_COMPILED", {})
+    monkeypatch.setattr(search_mod, "_DEFINED", {})
 
 
 def _ask(root: Path, cache: Path, questions: list[tuple[str, bool, bool]]) -> tuple[list[object], list[str]]:
     source = StaticSignatures(root, cache_dir=cache)
     members = Members(source.names)
-    answers = [members.exists(*q) for q in questions] + [members.module_answer(m) for m in ("vllm._C", "vllm._E")]
+    answers = [members.answer(*q) for q in questions] + [members.module_answer(m) for m in ("vllm._C", "vllm._E")]
     members.save()
     return answers, source.parsed_modules
 
@@ -51,7 +52,7 @@ def _ask(root: Path, cache: Path, questions: list[tuple[str, bool, bool]]) -> tu
 def test_a_second_run_answers_the_same_reading_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = write_tree(tmp_path / "src", TREE)
     cache = tmp_path / "cache"
-    fresh = [Members(StaticSignatures(root).names).exists(*q) for q in QUESTIONS]
+    fresh = [Members(StaticSignatures(root).names).answer(*q) for q in QUESTIONS]
     _new_run(monkeypatch)
     first, parsed = _ask(root, cache, QUESTIONS)
     assert parsed and first[: len(QUESTIONS)] == fresh
@@ -126,17 +127,17 @@ def test_answers_kept_by_another_version_of_the_checks_are_dropped(tmp_path: Pat
     root, cache, question, source, table = _kept(tmp_path)
     assert table["exists:00:vllm.request.missing"] == [False, "vllm.request has no name 'missing'"]
     table["exists:00:vllm.request.missing"] = [True, ""]  # what another checker might have said
-    assert Members(source.names).exists("vllm.request.missing") == (True, "")  # the table is trusted...
+    assert Members(source.names).answer("vllm.request.missing") == (True, "")  # the table is trusted...
     assert source.answers("members", "another") == {"": "another"}  # ...only under its own version
     monkeypatch.setattr(members_mod, "_VERSION", ["another-cpython0.0.0"])
-    monkeypatch.setattr(members_mod, "_COMPILED", {})
+    monkeypatch.setattr(search_mod, "_COMPILED", {})
     assert _ask(root, cache, question)[0][0] == (False, "vllm.request has no name 'missing'")
 
 
 def test_a_damaged_entry_is_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, _, _, source, table = _kept(tmp_path)
     table["exists:00:vllm.request.missing"] = ["no", 3]
-    assert Members(source.names).exists("vllm.request.missing") == (False, "vllm.request has no name 'missing'")
+    assert Members(source.names).answer("vllm.request.missing") == (False, "vllm.request has no name 'missing'")
 
 
 @pytest.mark.slow
@@ -169,7 +170,8 @@ def test_real_speculators_uses_answer_the_same_from_the_cache(tmp_path: Path, mo
     assert parsed and reparsed == []
 
 
-def test_the_reader_and_its_modules_are_freed_without_the_cycle_collector(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["own", "the-readers"])  # the audit asks the reader's own (`source.members`)
+def test_the_reader_and_its_modules_are_freed_without_the_cycle_collector(tmp_path: Path, how: str) -> None:
     import gc
     import weakref
 
@@ -178,8 +180,8 @@ def test_the_reader_and_its_modules_are_freed_without_the_cycle_collector(tmp_pa
     gc.disable()
     try:
         source = StaticSignatures(root, cache_dir=tmp_path / "cache")
-        members = Members(source.names)
-        assert members.exists("vllm.request.missing") == (False, "vllm.request has no name 'missing'")
+        members = Members(source.names) if how == "own" else source.members
+        assert members.answer("vllm.request.missing") == (False, "vllm.request has no name 'missing'")
         members.save()
         refs = [weakref.ref(source), weakref.ref(source.names)]
         del source, members

@@ -10,6 +10,8 @@ import pytest
 import realdata
 from conftest import GENERATOR, Sandbox
 
+from vllm_shim_patch.signatures.model import BindResult
+
 
 @pytest.fixture(scope="session")
 def vllm017() -> Path:
@@ -140,23 +142,23 @@ def test_audit_names_the_fixing_rules(sandbox: Sandbox, reference_vllm_source: P
 
 
 @pytest.mark.parametrize(
-    ("reason", "lines"),
+    ("bound", "lines"),
     [
-        pytest.param("missing required argument 'is_encoder_decoder'", [
+        pytest.param(BindResult("mismatch", missing=("is_encoder_decoder",)), [
             "- id: schedulerconfig-add-is-encoder-decoder",
             "  call: vllm.config.SchedulerConfig",
             '  since: "0.16"',
             '  add: {is_encoder_decoder: "TODO: an expression"}',
             "  why: \"vLLM 0.16: missing required argument 'is_encoder_decoder'\"",
         ], id="add"),
-        pytest.param("unexpected keyword argument 'kv_cache_specs'", [
+        pytest.param(BindResult("mismatch", unexpected=("kv_cache_specs",)), [
             "- id: schedulerconfig-drop-kv-cache-specs",
             "  call: vllm.config.SchedulerConfig",
             '  since: "0.16"',
             "  drop: [kv_cache_specs]",
             "  why: \"vLLM 0.16: unexpected keyword argument 'kv_cache_specs'\"",
         ], id="drop"),
-        pytest.param("too many positional arguments (7 given, 6 accepted)", [
+        pytest.param(BindResult("mismatch", too_many=(7, 6)), [
             "- id: schedulerconfig-notice",
             "  call: vllm.config.SchedulerConfig",
             '  since: "0.16"',
@@ -165,12 +167,13 @@ def test_audit_names_the_fixing_rules(sandbox: Sandbox, reference_vllm_source: P
         ], id="notice"),
     ],
 )
-def test_audit_suggests_a_rule_for_a_mismatch_no_rule_fixes(reason: str, lines: list[str]) -> None:
+def test_audit_suggests_a_rule_for_a_mismatch_no_rule_fixes(bound: BindResult, lines: list[str]) -> None:
     from vllm_shim_patch.analysis.audit import suggest
     from vllm_shim_patch.analysis.calls import CallRecord
+    from vllm_shim_patch.report.binding import bind_reason
 
     call = CallRecord(GENERATOR, 194, "vllm.config.SchedulerConfig", 0, (), False, False, "SchedulerConfig()")
-    assert suggest(call, reason, "0.16").splitlines() == lines
+    assert suggest(call, bind_reason(bound), "0.16", bound=bound).splitlines() == lines
 
 
 @pytest.mark.slow

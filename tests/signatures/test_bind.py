@@ -15,6 +15,8 @@ from vllm_shim_patch.signatures import (
     SignatureSource,
     StaticSignatures,
 )
+from vllm_shim_patch.report.binding import bind_reason
+from vllm_shim_patch.signatures.model import MULTIPLE, POSITIONAL_AS_KEYWORD
 
 REQUEST_017 = Signature(
     "vllm.v1.request.Request",
@@ -93,7 +95,28 @@ BIND = [
     ids=[row[0] for row in BIND],
 )
 def test_bind(sig: Signature, arguments: str, status: str, reason: str) -> None:
-    assert bind_call(sig, arguments) == BindResult(status, reason)
+    result = bind_call(sig, arguments)
+    assert (result.status, bind_reason(result)) == (status, reason)
+
+
+@pytest.mark.parametrize(("sig", "arguments", "expected"), [
+    pytest.param(REQUEST_017, REQ4, BindResult("ok"), id="ok"),
+    pytest.param(REQUEST_017, "request_id=r, prompt_token_ids=p, block_hasher=h, eos_token_id=e",
+                 BindResult("mismatch", unexpected=("block_hasher", "eos_token_id"),
+                            missing=("sampling_params", "pooling_params")), id="unexpected-and-missing"),
+    pytest.param(POSONLY, "1, x=2, zz=3", BindResult(
+        "mismatch", unexpected=("zz",), missing=("z",), keyword_problems=((POSITIONAL_AS_KEYWORD, "x"),)),
+        id="posonly"),
+    pytest.param(REQUEST_017, "r, p, s, None, request_id=r", BindResult(
+        "mismatch", keyword_problems=((MULTIPLE, "request_id"),)), id="multiple"),
+    pytest.param(REQUEST_017, "1, 2, 3, 4, 5, 6, 7", BindResult("mismatch", too_many=(7, 6)), id="too-many"),
+    pytest.param(KWARGS, "1, **kw", BindResult("unknown", splat=True), id="splat"),
+])
+def test_bind_problems_are_data(sig: Signature, arguments: str, expected: BindResult) -> None:
+    result = bind_call(sig, arguments)
+    assert result == expected
+    assert result.multiple == tuple(n for w, n in expected.keyword_problems if w == MULTIPLE)
+    assert result.positional_only == tuple(n for w, n in expected.keyword_problems if w == POSITIONAL_AS_KEYWORD)
 
 
 def test_accepts_and_requires() -> None:

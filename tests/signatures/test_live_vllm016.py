@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import realdata
 from sigcases import render
-from test_release_matrix import FULL, RELEASES, REQUIRED
+from test_release_matrix import FULL, RELEASES, REQUIRED, _is_method
 
 from vllm_shim_patch.signatures import LiveSignatures, StaticSignatures
 
@@ -47,7 +47,7 @@ def test_static_equals_live_on_the_real_install(vllm_python: str) -> None:
         s, lv = static.get(name), live[name]
         if lv is None:
             # Only a name 0.16.0 lacks may be unknown, and then it is unknown to both.
-            assert s is None and static.exists(name) is False, name
+            assert s is None and static.members.exists(name, on_instance=_is_method(name)).found is False, name
             continue
         assert s is not None, (name, static.unknown_reason(name))
         assert [(p.name, p.kind, p.required) for p in s.params] == [
@@ -128,7 +128,7 @@ def test_static_equals_live_on_every_release(vllm_python: str, release_source: t
         s, lv = static.get(name), live[name]
         if lv is None:
             # Live cannot import or find it: only a name this release lacks.
-            got[name], want[name] = static.exists(name), False
+            got[name], want[name] = static.members.exists(name, on_instance=_is_method(name)).found, False
             continue
         got[name] = [(p.name, p.kind, p.required) for p in s.params] if s else static.unknown_reason(name)
         want[name] = [(p.name, p.kind, p.required) for p in lv.params]

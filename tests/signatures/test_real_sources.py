@@ -9,6 +9,7 @@ import pytest
 import realdata
 from sigcases import bind_call, render
 
+from vllm_shim_patch.report.binding import bind_reason
 from vllm_shim_patch.signatures import Param, Signature, StaticSignatures
 
 pytestmark = pytest.mark.slow
@@ -186,6 +187,6 @@ SPECULATORS_CALLS = [
 
 def test_real_speculators_calls_bind(real: tuple[str, StaticSignatures]) -> None:
     version, src = real
-    got = {q: bind_call(src.get(q), arguments).reason for q, arguments, _, _ in SPECULATORS_CALLS}
+    got = {q: bind_reason(bind_call(src.get(q), arguments)) for q, arguments, _, _ in SPECULATORS_CALLS}
     column = 2 if version == realdata.REFERENCE_VLLM else 3
     assert got == {row[0]: row[column] for row in SPECULATORS_CALLS}

@@ -1,6 +1,7 @@
-"""StaticSignatures on every vLLM release on the package index from 0.10.0 to 0.33.0 (the newest
-when this was written), over every vLLM callable and method the real speculators 0.3.0 and 0.4.0
-wheels use.
+"""StaticSignatures and its existence checks (`members`: what the audit, the guards and
+verification ask) on every vLLM release on the package index from 0.10.0 to 0.33.0 (the newest
+when this was written), over every vLLM name, callable and method the real speculators 0.3.0 and
+0.4.0 wheels use.
 
 The expectations are facts about vLLM's source, each checked by reading that release's code
 (`grep -n "def get_kv_cache_config_from_groups" -A6 ...`): a signature, "missing" where the name
@@ -18,7 +19,11 @@ import realdata
 import specuse
 from sigcases import render
 
+from vllm_shim_patch.analysis.audit import Checker
+from vllm_shim_patch.analysis.calls import CALL, METHOD, CallRecord
+from vllm_shim_patch.report.binding import bind_reason, existence_reason
 from vllm_shim_patch.signatures import Signature, StaticSignatures
+from vllm_shim_patch.signatures.model import Presence
 
 pytestmark = pytest.mark.slow
 
@@ -287,20 +292,97 @@ def test_speculators_calls_bind(release: tuple[str, StaticSignatures],
             sig, why = _get(src, site.callee)
             if sig is None:
                 got[key] = "unknown"
-                assert src.exists(site.callee) is False, (key, why)  # only ever a missing name
+                # Only ever a missing name, as the audit asks it (a method on an instance).
+                found = src.members.exists(site.callee, on_instance=_is_method(site.callee))
+                assert found.kind is Presence.MISSING, (key, why, found)
             else:
                 result = sig.bind(site.n_positional, site.keywords, site.star_args, site.star_kwargs)
-                got[key] = result.status + (f": {result.reason}" if result.reason else "")
+                reason = bind_reason(result)
+                got[key] = result.status + (f": {reason}" if reason else "")
             rows = [(v, r) for s, c, v, r in BINDS if s == spec_version and c == site.callee]
             want[key] = _at(rows, version) if rows and _v(rows[0][0]) <= _v(version) else "ok"
     assert got == want
 
 
+def test_the_audit_checks_speculators_calls_so(release: tuple[str, StaticSignatures],
+                                               sites: dict[str, list[specuse.Site]]) -> None:
+    # The same sites through the audit's own checker (existence, then the signature, a method
+    # bound without self): what the BINDS rows say, and for a callee this release lacks, the
+    # mismatch the audit reports with the existence engine's reason.
+    version, src = release
+    records = []
+    for spec_version, version_sites in sites.items():
+        for site in version_sites:
+            method = _is_method(site.callee)
+            records.append((spec_version, site, CallRecord(
+                site.path, site.line, site.callee, site.n_positional, site.keywords, site.star_args,
+                site.star_kwargs, "", kind=METHOD if method else CALL, on_instance=method)))
+    checker = Checker(src.get_many({r.callee for _, _, r in records}), "", src.members, src)
+    got, want = {}, {}
+    for spec_version, site, record in records:
+        key = (spec_version, site.callee, f"{site.path}:{site.line}")
+        found = checker.check(record)
+        got[key] = f"{found.status}: {found.reason}" if found.reason else str(found.status)
+        rows = [(v, r) for s, c, v, r in BINDS if s == spec_version and c == site.callee]
+        expected = _at(rows, version) if rows and _v(rows[0][0]) <= _v(version) else "ok"
+        if expected == "unknown":  # missing from this release: the audit says so, and why
+            expected = f"mismatch: {src.members.exists(site.callee, on_instance=record.on_instance).reason}"
+        want[key] = expected
+    assert got == want
+
+
 def test_request_status_member(release: tuple[str, StaticSignatures]) -> None:
     _, src = release
-    assert src.exists("vllm.v1.request.RequestStatus.FINISHED_ABORTED") is True
-    assert src.exists("vllm.v1.request.RequestStatus.NO_SUCH_STATUS") is False
-    assert src.exists("vllm.v1.request.RequestStatus.value") is True  # from enum.IntEnum
+    # As the audit reads `RequestStatus.FINISHED_ABORTED` (an attribute of the class) and
+    # `status.value` (of an instance).
+    assert src.members.exists("vllm.v1.request.RequestStatus.FINISHED_ABORTED").kind is Presence.PRESENT
+    missing = src.members.exists("vllm.v1.request.RequestStatus.NO_SUCH_STATUS")
+    assert missing.answer == (False, "vllm.v1.request.RequestStatus has no attribute 'NO_SUCH_STATUS'")
+    assert src.members.exists("vllm.v1.request.RequestStatus.value", on_instance=True).found is True  # IntEnum's
+
+
+# Where the audit's import check finds a name speculators imports: present, unless a row here says
+# it is missing from a release on (until the next row): (name, release, kind, moved_to).
+IMPORTS: dict[str, list[tuple[str, Presence, tuple[str, ...]]]] = {
+    f"{KCU}.get_kv_cache_config_from_groups": [
+        ("0.10.0", Presence.MISSING, ()), ("0.11.0", Presence.PRESENT, ()),
+        ("0.33.0", Presence.MOVED, ("vllm.v1.core.kv_cache_planning",)),
+    ],
+    f"{KCU}._get_kv_cache_groups_uniform_spec": [
+        ("0.10.0", Presence.MISSING, ()), ("0.11.0", Presence.PRESENT, ()),
+        ("0.33.0", Presence.MOVED, ("vllm.v1.core.kv_cache_planning",)),
+    ],
+    f"{KCU}.unify_hybrid_kv_cache_specs": [
+        ("0.10.0", Presence.PRESENT, ()), ("0.33.0", Presence.MOVED, ("vllm.v1.core.kv_cache_planning",)),
+    ],
+    f"{KCU}.get_request_block_hasher": [("0.10.0", Presence.MISSING, ()), ("0.10.1", Presence.PRESENT, ())],
+    # Before vllm.utils.hashing existed, the function was in vllm.utils itself (from 0.10.1).
+    "vllm.utils.hashing.get_hash_fn_by_name": [
+        ("0.10.0", Presence.MISSING, ()), ("0.10.1", Presence.MOVED, ("vllm.utils",)),
+        ("0.11.1", Presence.PRESENT, ()),
+    ],
+    "vllm.model_executor.models.interfaces.supports_eagle3": [
+        ("0.10.0", Presence.MISSING, ()), ("0.10.1", Presence.PRESENT, ()),
+    ],
+}  # fmt: skip
+
+
+def test_speculators_imports_as_the_audit_checks_them(release: tuple[str, StaticSignatures]) -> None:
+    version, src = release
+    imported = set()
+    for spec_version in ("0.3.0", "0.4.0"):
+        imported |= set(specuse.imported_names(realdata.speculators_wheel(spec_version)).values())
+    got, want = {}, {}
+    for name in sorted(imported):
+        found = src.members.imported(name)
+        got[name] = (found.kind, found.moved_to)
+        rows = [(v, (k, m)) for v, k, m in IMPORTS.get(name, [])]
+        want[name] = _at(rows, version) if rows else (Presence.PRESENT, ())
+        if found.kind is Presence.MOVED:  # what the audit says of it
+            short = name.rpartition(".")[2]
+            assert existence_reason(found, imported=True).endswith(
+                f"; {short} is in {', '.join(found.moved_to)} now"), found
+    assert got == want
 
 
 def test_moved_names_are_located() -> None:
@@ -308,10 +390,10 @@ def test_moved_names_are_located() -> None:
     src = StaticSignatures(realdata.vllm_source("0.33.0"))
     names = ["get_kv_cache_config_from_groups", "_get_kv_cache_groups_uniform_spec",
              "unify_hybrid_kv_cache_specs"]
-    assert src.locate_many(names) == {n: [f"vllm.v1.core.kv_cache_planning.{n}"] for n in names}
+    assert {n: src.members.relocations(n) for n in names} == {n: ["vllm.v1.core.kv_cache_planning"] for n in names}
     old = StaticSignatures(realdata.vllm_source("0.10.0"))
-    assert old.locate("get_kv_cache_config_from_groups") == []  # not yet written in 0.10.0
-    assert old.locate("get_kv_cache_config") == ["vllm.v1.core.kv_cache_utils.get_kv_cache_config"]
+    assert old.members.relocations("get_kv_cache_config_from_groups") == []  # not yet written in 0.10.0
+    assert old.members.relocations("get_kv_cache_config") == ["vllm.v1.core.kv_cache_utils"]
 
 
 # Keywords speculators passes that bind only to be dropped (pydantic's extra="ignore"): the call

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from sigcases import BOUND, BOUND_UNKNOWN, EXISTS, RESOLVED, TREE, UNKNOWN, rend
 
 from vllm_shim_patch.errors import SignatureError
 from vllm_shim_patch.signatures import Param, Signature, StaticSignatures
+from vllm_shim_patch.signatures.model import Presence
 
 
 @pytest.fixture(scope="module")
@@ -46,13 +48,28 @@ def test_static_bound_unknown(qualname: str, reason: str) -> None:
     assert fresh.unknown_reason(qualname) is None  # the two kinds of answer are kept apart
 
 
-@pytest.mark.parametrize(("qualname", "expected", "reason"), EXISTS, ids=[q for q, _, _ in EXISTS])
-def test_static_exists(static: StaticSignatures, qualname: str, expected: bool | None, reason: str) -> None:
-    assert static.exists(qualname) is expected, static.exists_reason(qualname)
+@pytest.fixture(scope="module")
+def decided(tmp_path_factory: pytest.TempPathFactory) -> StaticSignatures:
+    """TREE with a dist-info RECORD that lists compiled modules: what a wheel's files carry."""
+    root = tmp_path_factory.mktemp("decided") / "tree"
+    shutil.copytree(TREE, root)
+    (root / "vllm-0.0.0.dist-info").mkdir()
+    (root / "vllm-0.0.0.dist-info" / "RECORD").write_text("vllm/_C.abi3.so,,\n")
+    return StaticSignatures(root)
+
+
+@pytest.mark.parametrize(("qualname", "on_instance", "declared", "expected", "reason"), EXISTS,
+                         ids=[f"{q}-{int(i)}{int(d)}" for q, i, d, _, _ in EXISTS])
+def test_static_exists(decided: StaticSignatures, qualname: str, on_instance: bool, declared: bool,
+                       expected: bool | None, reason: str) -> None:
+    found = decided.members.exists(qualname, on_instance, declared)
+    assert found.found is expected, found
+    assert found.kind is {True: Presence.PRESENT, False: Presence.MISSING, None: Presence.UNKNOWN}[expected]
+    assert found.name == qualname
     if expected:
-        assert static.exists_reason(qualname) is None
+        assert found.reason == ""
     else:
-        assert reason in (static.exists_reason(qualname) or ""), static.exists_reason(qualname)
+        assert reason in found.reason, found.reason
 
 
 def test_static_params_and_origin(static: StaticSignatures) -> None:
@@ -113,22 +130,28 @@ def test_static_errors(tmp_path: Path) -> None:
         StaticSignatures(bad)
 
 
-def test_static_locate(static: StaticSignatures, tmp_path: Path) -> None:
-    assert static.locate("Thing") == ["vllm.reexport.impl.Thing"]  # where it is defined, not re-exported
-    assert static.locate("plain") == ["vllm.funcs.plain"]
-    assert static.locate("Base") == ["vllm.classes.Base"]
-    assert static.locate("no_such_name") == [] and static.locate("not a name") == []
+def test_static_relocations(static: StaticSignatures, tmp_path: Path) -> None:
+    # Where a missing import's name lives now (the audit's `moved_to`): the public modules that
+    # define it at top level, not those that re-export it.
+    members = static.members
+    assert members.relocations("Thing") == ["vllm.reexport.impl"]
+    assert members.relocations("plain") == ["vllm.funcs"]
+    assert members.relocations("Base") == ["vllm.classes"]
+    assert members.relocations("no_such_name") == [] and members.relocations("not a name") == []
     # Nested definitions are not importable names.
-    assert static.locate("Inner") == []
+    assert members.relocations("Inner") == []
     wheel = tmp_path / "vllm-1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr("vllm/__init__.py", "")
         zf.writestr("vllm/_private/mod.py", "def moved(x):\n    pass\n")
         zf.writestr("vllm/public/mod.py", "async def moved(x):\n    pass\n")
-        zf.writestr("vllm/public/other.py", "moved = 1  # def moved in a comment does not count\n")
-    assert StaticSignatures(wheel).locate("moved") == ["vllm.public.mod.moved", "vllm._private.mod.moved"]
-    assert static.locate_many(["plain", "Base", "nothing", "1x"]) == {
-        "plain": ["vllm.funcs.plain"], "Base": ["vllm.classes.Base"], "nothing": [], "1x": []}
+        zf.writestr("vllm/public/other.py", "moved = 1  # a top-level assignment defines it too\n")
+        zf.writestr("vllm/public/nested.py", "class A:\n    def moved(self):\n        pass\n")
+    with StaticSignatures(wheel) as from_wheel:
+        # A private module is no place to import from; shortest first.
+        assert from_wheel.members.relocations("moved") == ["vllm.public.mod", "vllm.public.other"]
+        assert from_wheel.members.relocations("moved", limit=1) == ["vllm.public.mod"]
+    assert from_wheel.names.source.closed
 
 
 @pytest.mark.parametrize(

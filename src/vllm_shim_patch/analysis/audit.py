@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any
 
-from ..rewrite.results import MOVE_EDIT
+from ..signatures.words import bind_reason, existence_reason
 from ..settings import Action, BindStatus
 from .calls import ATTRIBUTE, CALL, IMPORT, METHOD, CallRecord
 from .verify import Binding
@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ..rewrite.results import FileResult
-    from .members import Members
+    from ..signatures.model import BindResult, Existence
+    from ..signatures.static.members import Members
 
 
 @dataclass(frozen=True)
@@ -50,13 +51,13 @@ class AuditRow:
         return not self.removed and final.status is BindStatus.UNKNOWN
 
 
-def suggest(call: CallRecord, reason: str, version: str, sig: Any = None) -> str:
-    """A rule skeleton for one mismatch, in the bundled pack's own format (what `--emit-rules`
-    drafts for it)."""
+def suggest(call: CallRecord, reason: str, version: str, sig: Any = None, bound: BindResult | None = None) -> str:
+    """A rule skeleton for one mismatch (`reason`; `bound`: how the call binds, when it was
+    bound), in the bundled pack's own format (what `--emit-rules` drafts for it)."""
     from .draft import operation, renames, rule_id
 
     short = call.callee.rsplit(".", 1)[1]
-    suffix, op_line = operation(reason, renames(reason, sig, call.keywords)) or ("notice", f'notice: "{reason}"')
+    suffix, op_line = operation(bound, renames(bound, sig, call.keywords)) or ("notice", f'notice: "{reason}"')
     rid = rule_id(short, suffix)
     return "\n".join([
         f"- id: {rid}",
@@ -76,25 +77,18 @@ class Checker:
         self.note = note
         self.members = members
         self.source = source  # the static reader, for why a signature is unknown
-        self._moved: dict[str, tuple[str, ...]] = {}
+        self._imports: dict[CallRecord, Existence] = {}
 
     def moved(self, use: CallRecord) -> tuple[str, ...]:
         """Where a public name of that name lives in this vLLM (for a missing import)."""
-        from .members import relocated
-
-        if self.members is None:
-            return ()
-        name = use.callee.rpartition(".")[2]
-        if name not in self._moved:
-            found = relocated(self.members.names.root, name, limit=4)
-            self._moved[name] = tuple(m for m in found if f"{m}.{name}" != use.callee)[:3]
-        return self._moved[name]
+        found = self._imports.get(use)
+        return found.moved_to if found is not None else ()
 
     def check(self, use: CallRecord, missing_imports: frozenset[str] = frozenset()) -> Binding:
         found = self._check(use, missing_imports)
         if found.status is BindStatus.MISMATCH and use.conditional:
             # Compatibility code: the other branch is what runs on this vLLM.
-            return Binding(use, BindStatus.UNKNOWN, f"{found.reason}; {use.conditional}")
+            return Binding(use, BindStatus.UNKNOWN, f"{found.reason}; {use.conditional}", bound=found.bound)
         return found
 
     def _check(self, use: CallRecord, missing_imports: frozenset[str] = frozenset()) -> Binding:
@@ -104,7 +98,7 @@ class Checker:
             found: bool | None = None
             why = "no vLLM source to read"
         else:
-            found, why = self.members.exists(use.callee, use.on_instance, use.declared)
+            found, why = self.members.exists(use.callee, use.on_instance, use.declared).answer
         if found is False:
             if any(use.callee == m or use.callee.startswith(m + ".") for m in missing_imports):
                 return Binding(use, BindStatus.UNKNOWN, f"not bound: {why} (see the import)")
@@ -121,28 +115,16 @@ class Checker:
             if sig is None:
                 return Binding(use, BindStatus.UNKNOWN, problem)
         result = use.bind(sig)
-        return Binding(use, BindStatus(result.status), result.reason)  # type: ignore[attr-defined]
+        return Binding(use, BindStatus(result.status), bind_reason(result), bound=result)
 
     def _import(self, use: CallRecord) -> Binding:
         if self.members is None:
             return Binding(use, BindStatus.UNKNOWN, "no vLLM source to check imports against")
-        if use.code.lstrip().startswith("import ") or use.code.rstrip().endswith("import *"):
-            found, why = self.members.module_answer(use.callee)
-            status = BindStatus.OK if found else BindStatus.MISMATCH if found is False else BindStatus.UNKNOWN
-            return Binding(use, status, why)
-        module = use.callee.rpartition(".")[0]
-        found, why = self.members.module_answer(module)
-        if found:
-            found, why = self.members.exists(use.callee)
-        if found is None:
-            return Binding(use, BindStatus.UNKNOWN, why)
-        if found:
-            return Binding(use, BindStatus.OK, "")
-        moved = self.moved(use)
-        name = use.callee.rpartition(".")[2]
-        where = (f"; {name} is in {', '.join(moved)} now" if moved
-                 else f"; no public module of this vLLM defines {name}")
-        return Binding(use, BindStatus.MISMATCH, why + where)
+        whole = use.code.lstrip().startswith("import ") or use.code.rstrip().endswith("import *")
+        found = self.members.imported(use.callee, whole_module=whole)
+        self._imports[use] = found
+        status = {True: BindStatus.OK, False: BindStatus.MISMATCH, None: BindStatus.UNKNOWN}[found.found]
+        return Binding(use, status, existence_reason(found, imported=not whole))
 
 
 def _bound(sig: Any) -> tuple[Any, str]:
@@ -173,7 +155,7 @@ def audit_plan(pending: Sequence[FileResult], uses: dict[str, list[CallRecord]],
         for site in (result.sites if result else ()):
             if site.action is Action.EDITED:
                 edited.setdefault(site.line, []).append(site.rule_id)
-                if any(e.startswith(MOVE_EDIT) for e in site.message.split("; ")):  # edits an import
+                if site.moves:  # a move edits the import too
                     by_callee.setdefault(site.callee, []).append(site.rule_id)
         before = _check_file(before_uses, checker)
         after: list[Binding | None] = [None] * len(before)
@@ -192,7 +174,7 @@ def audit_plan(pending: Sequence[FileResult], uses: dict[str, list[CallRecord]],
             final = a if a is not None else b
             text = ""
             if final.status is BindStatus.MISMATCH and b.call.kind == CALL:  # a rule's call: an imported name
-                text = suggest(final.call, final.reason, version, checker.signatures.get(b.call.callee))
+                text = suggest(final.call, final.reason, version, checker.signatures.get(b.call.callee), final.bound)
             moved = checker.moved(b.call) if b.call.kind == IMPORT and b.status is BindStatus.MISMATCH else ()
             if b.call.kind == IMPORT and (i in removed or (a is not None and a.call.callee != b.call.callee)):
                 # An import a move pointed elsewhere or took out: the rule that moved calls of that name.

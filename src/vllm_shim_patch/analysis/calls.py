@@ -22,6 +22,12 @@ import ast
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..vllm_source import resolve_relative, unwrap_annotation
+
+if TYPE_CHECKING:
+    from ..signatures.model import BindResult, Signature
 
 CALL, METHOD, IMPORT, ATTRIBUTE = "call", "method", "import", "attribute"
 _INSTANCE = ("inst", "decl")
@@ -55,8 +61,8 @@ class CallRecord:
     def owner(self) -> str:
         return self.callee.rpartition(".")[0]
 
-    def bind(self, signature: object) -> object:
-        return signature.bind(  # type: ignore[attr-defined]
+    def bind(self, signature: Signature) -> BindResult:
+        return signature.bind(
             self.n_positional, self.keywords, star_args=self.star_args, star_kwargs=self.star_kwargs
         )
 
@@ -68,27 +74,6 @@ class CallRecord:
 # made (an instance of exactly that class, or what that function returns); ("decl", qualname) for
 # an object only annotated as that class (at run time it may be a subclass).
 Val = tuple[str, str]
-
-
-def unwrap_annotation(node: ast.expr | None) -> ast.expr | None:
-    """`X`, `"X"`, `Optional[X]`, `X | None` -> X; anything else -> None."""
-    if node is None:
-        return None
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        try:
-            node = ast.parse(node.value, mode="eval").body
-        except SyntaxError:
-            return None
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-        sides = [s for s in (node.left, node.right) if not (isinstance(s, ast.Constant) and s.value is None)]
-        return unwrap_annotation(sides[0]) if len(sides) == 1 else None
-    if isinstance(node, ast.Subscript):
-        head = node.value
-        name = head.attr if isinstance(head, ast.Attribute) else head.id if isinstance(head, ast.Name) else ""
-        if name == "Optional":
-            return unwrap_annotation(node.slice)
-        return None
-    return node if isinstance(node, (ast.Name, ast.Attribute)) else None
 
 
 def _import_names(stmts: Iterable[ast.stmt], module: str, prefixes: tuple[str, ...]) -> dict[str, str]:
@@ -127,11 +112,9 @@ class _Bindings(dict):  # type: ignore[type-arg]
 
 
 def _absolute(stmt: ast.ImportFrom, module: str) -> str:
-    if not stmt.level:
-        return stmt.module or ""
-    parts = module.split(".")
-    base = ".".join(parts[: max(len(parts) - stmt.level, 0)])
-    return f"{base}.{stmt.module}" if stmt.module else base
+    # `module` of `pkg/__init__.py` is `pkg.__init__`: its package is what precedes the last dot.
+    found = resolve_relative(module.rpartition(".")[0], stmt.level, stmt.module)
+    return "" if found is None else found  # above the top package: nothing of vLLM's
 
 
 class _Scanner:

@@ -18,19 +18,18 @@ import difflib
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..settings import BindStatus
 from .calls import CALL, IMPORT
+
+if TYPE_CHECKING:
+    from ..signatures.model import BindResult
 
 # Rows are analysis.audit's AuditRow (not imported: audit imports this module for suggestions).
 AuditRow = Any
 PLACEHOLDER = "TODO: an expression"
 _SENTINEL = "__vsp_todo__"  # stands for the placeholder while the engine computes `after`
-_UNEXPECTED = re.compile(r"unexpected keyword arguments? ((?:'\w+'(?:, )?)+)")
-# Binding problems no rename, drop or add can fix (a positional argument to move to a keyword).
-_NOT_EXPRESSIBLE = ("multiple values for argument", "positional-only argument", "too many positional")
-_MISSING = re.compile(r"missing required arguments? ((?:'\w+'(?:, )?)+)")
 
 
 @dataclass
@@ -39,6 +38,7 @@ class Draft:
     call: str
     op: str  # the YAML operation lines, e.g. "drop: [block_size]" (one per line)
     why: str
+    placeholders: int = 0  # the values a human must fill in (`add`'s PLACEHOLDER)
     sites: list[tuple[str, int, str]] = field(default_factory=list)  # path, line, code
     examples: list[tuple[str, str]] = field(default_factory=list)
 
@@ -59,15 +59,15 @@ def drafts(rows: list[AuditRow], signatures: dict[str, Any], version: str,
         final = row.after or row.before
         use = row.before.call
         where = f"{use.path}:{use.line}"
-        made = _rule(use, final.reason, signatures.get(use.callee), row, called)
+        made = _rule(use, final.bound, signatures.get(use.callee), row, called)
         if made is None:
             left.append(f"{where}: {use.kind} {use.callee}: {final.reason}")
             continue
-        short, suffix, op = made
+        short, suffix, op, todo = made
         key = (use.callee, op)
         if key not in out:
             rid = _unique(rule_id(short, suffix), taken)
-            out[key] = Draft(rid, use.callee, op, f"vLLM {version}: {final.reason}")
+            out[key] = Draft(rid, use.callee, op, f"vLLM {version}: {final.reason}", todo)
         # A moved name's example is its call (the import follows the call).
         codes = calls.get((use.path, use.callee), []) if use.kind == IMPORT else [use.code]
         out[key].sites += [(use.path, use.line, code) for code in codes]
@@ -76,29 +76,30 @@ def drafts(rows: list[AuditRow], signatures: dict[str, Any], version: str,
     return list(out.values()), left
 
 
-def _rule(use: Any, reason: str, sig: Any, row: AuditRow, called: set[tuple[str, str]]
-          ) -> tuple[str, str, str] | None:
+def _rule(use: Any, bound: BindResult | None, sig: Any, row: AuditRow, called: set[tuple[str, str]]
+          ) -> tuple[str, str, str, int] | None:
     short = use.callee.rpartition(".")[2]
     if use.kind == IMPORT:
         moved = row.moved_to
         if len(moved) == 1 and (use.path, use.callee) in called and row.before.status is BindStatus.MISMATCH:
-            return short, "move", f"move: {moved[0]}.{short}"
+            return short, "move", f"move: {moved[0]}.{short}", 0
         return None
     if use.kind != CALL:
         return None  # a method call or attribute: a rule's `call` names an imported callable
-    # The keywords of the call as the rules leave it: the reason is about that call.
-    found = operation(reason, renames(reason, sig, (row.after or row.before).call.keywords))
-    return (short, *found) if found else None
+    # The keywords of the call as the rules leave it: the binding is about that call.
+    renamed = renames(bound, sig, (row.after or row.before).call.keywords)
+    found = operation(bound, renamed)
+    return (short, *found, len(_added(bound, renamed))) if found and bound is not None else None
 
 
-def renames(reason: str, sig: Any, passed: tuple[str, ...]) -> dict[str, str]:
+def renames(bound: BindResult | None, sig: Any, passed: tuple[str, ...]) -> dict[str, str]:
     """The obvious renames: each unexpected keyword with one unpassed parameter of a close name."""
     renamed: dict[str, str] = {}
-    if sig is None:
+    if sig is None or bound is None:
         return renamed
     free = [p.name for p in sig.params if p.kind in ("positional_or_keyword", "keyword_only")
             and p.name not in passed]
-    for old in _names(_UNEXPECTED, reason):
+    for old in bound.unexpected:
         close = difflib.get_close_matches(old, free, n=2, cutoff=0.75)
         if len(close) == 1 and close[0] not in renamed.values():
             renamed[old] = close[0]
@@ -110,20 +111,20 @@ def rule_id(short: str, suffix: str) -> str:
     return re.sub(r"-+", "-", f"{short}-{suffix}".replace("_", "-").lower()).strip("-")
 
 
-def _names(pattern: re.Pattern[str], reason: str) -> list[str]:
-    m = pattern.search(reason)
-    return re.findall(r"'(\w+)'", m.group(1)) if m else []
+def _added(bound: BindResult | None, renamed: dict[str, str]) -> list[str]:
+    return [n for n in (bound.missing if bound is not None else ()) if n not in renamed.values()]
 
 
-def operation(reason: str, renamed: dict[str, str] | None = None) -> tuple[str, str] | None:
+def operation(bound: BindResult | None, renamed: dict[str, str] | None = None) -> tuple[str, str] | None:
     """(id suffix, YAML operation lines) for a binding mismatch `rename`, `drop` and `add` can fix
     (`renamed`: unexpected keywords to rename, each to an unpassed parameter), else None."""
     renamed = renamed or {}
-    unexpected, missing = _names(_UNEXPECTED, reason), _names(_MISSING, reason)
-    if not unexpected and not missing or any(p in reason for p in _NOT_EXPRESSIBLE):
-        return None  # a rule doing part of it would leave the call failing
-    dropped = [n for n in unexpected if n not in renamed]
-    added = [n for n in missing if n not in renamed.values()]
+    if bound is None or not bound.unexpected and not bound.missing:
+        return None
+    if bound.keyword_problems or bound.too_many is not None:
+        return None  # a rule doing part of it would leave the call failing (a positional to move)
+    dropped = [n for n in bound.unexpected if n not in renamed]
+    added = _added(bound, renamed)
     suffix, ops = [], []
     if renamed:
         suffix.append("rename-" + "-".join(renamed))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import TargetError
 from ..settings import Action
+from ..vllm_source import parse_scope
 
 if TYPE_CHECKING:
     from ..rewrite.results import Site
@@ -147,7 +148,7 @@ def interpret(answer: dict[str, Any], plan: Plan | None, declined: frozenset[str
         # A scoped edit just above the failing line (its result used there, e.g. the reply of
         # collective_rpc tested a few lines later); farther away it is a guess, so none is named.
         near = [s for s in here if ":" in s.callee and s.end_line <= line <= s.end_line + NEAR_LINES
-                and s.callee.split(":", 1)[1].rsplit(".", 1)[-1] == frame["function"]]
+                and parse_scope(s.callee)[1][-1:] == (frame["function"],)]
         fixes = sorted(near, key=lambda s: line - s.end_line)[:1]
     fixes = [replace(s, action=Action.DECLINED) if s.rule_id in declined else s for s in fixes]
     return Rehearsal(answer, tuple(fixes), tuple(dict.fromkeys(s.rule_id for s in pending)))

@@ -11,12 +11,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..signatures.words import bind_reason
 from ..words import agree, plural
 from ..settings import Action, BindStatus
 from .session import run_session
 
 if TYPE_CHECKING:
     from ..rewrite.plan import Plan
+    from ..signatures.model import BindResult
     from ..target import Target
     from .calls import CallRecord
 
@@ -46,6 +48,7 @@ class Binding:
     status: BindStatus
     reason: str
     site: str = ""  # the rule that matched this call and left it as it was, and why
+    bound: BindResult | None = None  # how it bound, as data (status and reason come from it)
 
     def line(self) -> str:
         why = f" ({self.reason})" if self.reason else ""
@@ -77,7 +80,7 @@ def bind_all(calls: Iterable[CallRecord], signatures: dict[str, Any], why_unknow
             out.append(Binding(call, BindStatus.UNKNOWN, why_unknown or "signature unknown", site))
             continue
         result = call.bind(sig)
-        out.append(Binding(call, BindStatus(result.status), result.reason, site))  # type: ignore[attr-defined]
+        out.append(Binding(call, BindStatus(result.status), bind_reason(result), site, result))
     return out
 
 

@@ -44,11 +44,7 @@ def audit(ctx: Context, opts: AuditOptions) -> Outcome:
     callees = {u.callee for group in (*uses.values(), *after.values()) for u in group if u.is_call}
     signatures, sig_kind, note = ctx.bindings(callees)
     source = ctx.static_source
-    members = None
-    if source is not None:
-        from ..analysis.members import Members
-
-        members = Members(source.names)
+    members = source.members if source is not None else None
     checker = Checker(signatures, note, members, source if sig_kind == "static" else None)
     rows = audit_plan(pending, uses, after, checker, version)
     target = ctx.target
@@ -83,6 +79,6 @@ def _emit(ctx: Context, rows: list[AuditRow], signatures: dict[str, Any], versio
         atomic_write(path, render(items, left, version, ctx.who, ctx.target.package).encode("utf-8"))
     except OSError as exc:
         raise UsageError(f"--emit-rules {dest}: cannot write: {exc.strerror or exc}") from None
-    placeholders = sum('"TODO: an expression"' in d.op for d in items)
+    placeholders = sum(1 for d in items if d.placeholders)  # rules with a value to fill in
     return (report.emitted(dest, str(path), len(items), placeholders),
             {"path": str(path), "rules": len(items), "ids": [d.id for d in items], "not_expressible": left})

@@ -33,6 +33,7 @@ class CallSite:
     notes: list[str] = field(default_factory=list)  # why parts were skipped ("not needed ...")
     notices: list[str] = field(default_factory=list)  # what a human must look at (notice rules)
     edits: list[str] = field(default_factory=list)
+    moves: list[str] = field(default_factory=list)  # the targets of the `move`s among `edits`
     imports_to_add: list[tuple[str, str]] = field(default_factory=list)
     imports_to_remove: list[tuple[str, str]] = field(default_factory=list)
 

@@ -226,7 +226,8 @@ class _CallRewriter(cst.CSTTransformer):
 
     def _record(self, site: CallSite, action: Action, message: str) -> None:
         self.sites.append(
-            Site(site.rule.id, self.path, site.line, self._end_line, site.callee, action, message, site.guarded)
+            Site(site.rule.id, self.path, site.line, self._end_line, site.callee, action, message, site.guarded,
+                 tuple(site.moves))
         )
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..settings import Action, FileStatus
 
-MOVE_EDIT = "move to"  # how a site names a move (the audit tells the import a move took out by it)
+MOVE_EDIT = "move to"  # how a site's message names a move
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,9 @@ class Site:
     action: Action
     message: str
     guarded: bool
+    # What a `move` pointed the call at (`module.name`), as data: the audit tells the import a
+    # move took out by it.
+    moves: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 from libcst.metadata import PositionProvider
 
+from ..vllm_source import parse_scope
+
 if TYPE_CHECKING:
     from ..rules.model import Rule
 
@@ -36,8 +38,7 @@ class Scope:
 
     @classmethod
     def parse(cls, text: str) -> Scope:
-        module, _, inner = text.partition(":")
-        return cls(module, tuple(inner.split(".")) if inner else ())
+        return cls(*parse_scope(text))
 
     def __str__(self) -> str:
         return self.module + (":" + ".".join(self.inner) if self.inner else "")

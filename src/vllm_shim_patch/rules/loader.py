@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import RuleError
 from ..rewrite.ops import OPERATIONS
 from ..rewrite.ops.base import QUALNAME_RE, is_identifier
+from ..vllm_source import parse_scope
 from .model import SCHEMA_VERSION, Example, Guard, OldSignature, Rule, RulePack
 
 GENERIC_KEYS = ("id", "call", "in", "guard", "since", "why", "signature", "examples", "unchanged")
@@ -336,10 +337,11 @@ class NodeReader:
 
     def scope(self, node: Any) -> str:
         text = self.scalar(node, "'in'")
-        module, _, inner = text.partition(":")
+        module, path = parse_scope(text)
         if not QUALNAME_RE.fullmatch(module) and not module.isidentifier():
             raise self.fail(node, f"'in' {text!r}: {module!r} is not a dotted module name")
-        if inner and not all(part.isidentifier() for part in inner.split(".")):
+        inner = ".".join(path)
+        if inner and not all(part.isidentifier() for part in path):
             raise self.fail(node, f"'in' {text!r}: {inner!r} is not a class or function path like Class.method")
         return text
 

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from vllm_shim_patch.settings import Word
+
 __all__ = [
     "IGNORED_EXTRA",
     "KW_ONLY",
@@ -20,6 +22,8 @@ __all__ = [
     "VAR_KW",
     "VAR_POS",
     "BindResult",
+    "Existence",
+    "Presence",
     "Param",
     "Signature",
     "SignatureSource",
@@ -47,17 +51,72 @@ class Param:
     default: str | None = field(default=None, compare=False)
 
 
+# What went wrong with one keyword of a call, in the order the call names them.
+MULTIPLE, POSITIONAL_AS_KEYWORD = "multiple", "positional_only"
+
+
 @dataclass(frozen=True)
 class BindResult:
+    """How a call binds, as data: the status and every problem (`signatures.words.bind_reason`
+    renders them as one sentence)."""
+
     status: str  # "ok" | "mismatch" | "unknown"
-    reason: str  # "" when ok
+    unexpected: tuple[str, ...] = ()  # keywords no parameter takes
+    missing: tuple[str, ...] = ()  # required parameters nothing fills
+    # (MULTIPLE | POSITIONAL_AS_KEYWORD, keyword), in the call's keyword order
+    keyword_problems: tuple[tuple[str, str], ...] = ()
+    too_many: tuple[int, int] | None = None  # (positionals given, accepted): the reading stopped
+    splat: bool = False  # unknown because of *args/**kwargs at the call
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def multiple(self) -> tuple[str, ...]:
+        """Arguments given more than one value."""
+        return tuple(name for what, name in self.keyword_problems if what == MULTIPLE)
 
-_OK = BindResult("ok", "")
+    @property
+    def positional_only(self) -> tuple[str, ...]:
+        """Positional-only parameters passed as keywords."""
+        return tuple(name for what, name in self.keyword_problems if what == POSITIONAL_AS_KEYWORD)
+
+
+_OK = BindResult("ok")
+
+
+class Presence(Word):
+    """What the source says of a name (griffe's breakage kinds, for one name)."""
+
+    PRESENT = "present"
+    MISSING = "missing"
+    MOVED = "moved"  # missing where it was asked for; public modules define it now (`moved_to`)
+    UNKNOWN = "unknown"  # the source cannot tell (`reason` says why)
+
+
+@dataclass(frozen=True)
+class Existence:
+    """Whether `name` (a module, or an attribute of one or of a class) exists in a vLLM source."""
+
+    kind: Presence
+    name: str
+    reason: str = ""  # why it is not present ("" when it is)
+    moved_to: tuple[str, ...] = ()  # MOVED: the modules that define it now, shortest first
+
+    @property
+    def found(self) -> bool | None:
+        """True (present), False (missing or moved) or None (unknown)."""
+        return True if self.kind is Presence.PRESENT else None if self.kind is Presence.UNKNOWN else False
+
+    @property
+    def answer(self) -> tuple[bool | None, str]:
+        return self.found, self.reason
+
+    @property
+    def module(self) -> str:
+        """The module part of `name` as asked (`a.b` of `a.b.Name`)."""
+        return self.name.rpartition(".")[0]
 
 
 @dataclass(frozen=True)
@@ -113,31 +172,29 @@ class Signature:
         """Check a call (`n_positional` positionals, these keyword names) against the signature.
 
         A `*args`/`**kwargs` splat at the call leaves the result "unknown" unless the explicit
-        arguments already fail. Every problem is reported, in one reason ("unexpected keyword
-        argument 'a'; missing required argument 'b'"), so one reading names every change the call
-        needs; only a positional surplus stops the reading (which parameter each fills is unknown).
+        arguments already fail. Every problem is reported, as data (`unexpected`, `missing`,
+        `keyword_problems`), so one reading names every change the call needs; only a positional
+        surplus stops the reading (which parameter each fills is unknown).
         """
         positional = [p for p in self.params if p.kind in (POS_ONLY, POS_OR_KW)]
         if n_positional > len(positional) and not self._has(VAR_POS):
-            return _mismatch(
-                f"too many positional arguments ({n_positional} given, {len(positional)} accepted)"
-            )
+            return BindResult("mismatch", too_many=(n_positional, len(positional)))
         filled = {p.name for p in positional[:n_positional]}
         by_keyword = {p.name: p for p in self.params if p.kind in (POS_OR_KW, KW_ONLY)}
         seen: set[str] = set()
         unexpected: list[str] = []
-        problems: list[str] = []
+        problems: list[tuple[str, str]] = []
         reported: set[str] = set()  # a positional-only parameter named as a keyword: not "missing" too
         for name in keywords:
             if name in seen or (name in filled and name in by_keyword):
-                problems.append(f"multiple values for argument {name!r}")
+                problems.append((MULTIPLE, name))
                 continue
             seen.add(name)
             if name in by_keyword or self._has(VAR_KW):
                 continue
             param = self._param(name)
             if param is not None and param.kind == POS_ONLY:
-                problems.append(f"positional-only argument {name!r} passed as keyword")
+                problems.append((POSITIONAL_AS_KEYWORD, name))
                 reported.add(name)
                 continue
             unexpected.append(name)
@@ -152,18 +209,11 @@ class Signature:
             return not star_kwargs if p.kind == KW_ONLY else not (star_args or star_kwargs)
 
         missing = [p.name for p in self.params if unfilled(p)]
-        problems += [f"{what}{'s' if len(names) > 1 else ''} {', '.join(repr(n) for n in names)}"
-                     for what, names in (("unexpected keyword argument", unexpected),
-                                         ("missing required argument", missing)) if names]
-        if problems:
-            return _mismatch("; ".join(problems))
+        if problems or unexpected or missing:
+            return BindResult("mismatch", tuple(unexpected), tuple(missing), tuple(problems))
         if star_args or star_kwargs:
-            return BindResult("unknown", "*args/**kwargs at the call")
+            return BindResult("unknown", splat=True)
         return _OK
-
-
-def _mismatch(reason: str) -> BindResult:
-    return BindResult("mismatch", reason)
 
 
 class SignatureSource(Protocol):

@@ -31,6 +31,7 @@ def compile_spec(target: str, rule: Rule) -> list[Rewrite]:
         # when the callee expression is replaced and the import is left unused.
         site.imports_to_add.append((module, name))
         site.edits.append(f"{MOVE_EDIT} {target}")
+        site.moves.append(target)
         return call.with_changes(func=cst.Name(name))
 
     return [rewrite]

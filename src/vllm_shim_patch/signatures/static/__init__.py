@@ -6,9 +6,12 @@ first point where the runtime could differ from what the source says. `StaticSig
 `Unknown` into "no signature": a wrong guess here would make a guard drop an argument vLLM still
 needs.
 
-The layers, bottom up: `scope` (what a body binds), `names` (imports, re-exports, attributes, the
-MRO), `ctors` (generated constructors) and `resolver` (functions, and which constructor a class
-really has).
+The layers, bottom up: the source itself (`vllm_source.VllmSource`: a folder or a wheel, opened
+once), `scope` (what a body binds), `names` (imports, re-exports, attributes, the MRO), `ctors`
+(generated constructors) and `resolver` (functions, and which constructor a class really has);
+beside them `members` (whether a name exists and where a missing one went: typed `Existence`
+answers for the audit and the guards, with `search`: byte searches of the whole tree) and
+`cache` (answers kept on disk).
 """
 
 from __future__ import annotations
@@ -23,8 +26,7 @@ from typing import Any
 from vllm_shim_patch.errors import SignatureError
 from vllm_shim_patch.signatures.model import PARAM_KINDS, Param, Signature
 from vllm_shim_patch.signatures.static.cache import SignatureCache
-from vllm_shim_patch.signatures.static.locate import assigned_anywhere, locate
-from vllm_shim_patch.signatures.static.members import defines, exists
+from vllm_shim_patch.signatures.static.members import Members
 from vllm_shim_patch.signatures.static.resolver import Resolver
 from vllm_shim_patch.signatures.static.scope import Unknown
 
@@ -52,6 +54,7 @@ class StaticSignatures:
         except (OSError, zipfile.BadZipFile) as exc:
             raise SignatureError(f"cannot read {root}: {exc}") from exc
         if not self._resolver.has_package("vllm"):
+            self._resolver.names.close()
             hint = (
                 " (give the directory that contains vllm/, not vllm/ itself)"
                 if root.name == "vllm"
@@ -64,6 +67,7 @@ class StaticSignatures:
         self._store = SignatureCache(Path(cache_dir), root) if cache_dir is not None else None
         self._batch = 0
         self._dirty = False
+        self._members: Members | None = None
         if self._store is not None:
             # Weak: a cycle would keep every parsed module alive until the collector runs (~0.1 s
             # at exit over a cold run's trees) instead of freeing them when the reader goes.
@@ -111,12 +115,13 @@ class StaticSignatures:
             self._flush()
 
     def defines(self, qualname: str) -> bool | None:
-        """Whether class attribute `a.b.C.attr` exists (None: cannot be told from the source)."""
+        """Whether class attribute `a.b.C.attr` exists, for a guard (None: cannot be told from the
+        source): `Members.defines`."""
         stored = self._stored("defines", qualname, _decode_tristate)
         if stored is not _NO_ANSWER:
             return stored  # type: ignore[return-value]
         try:
-            answer = defines(self._resolver.names, qualname)
+            answer = self.members.defines(qualname)
         except RecursionError:
             answer = None
         self._remember("defines", qualname, answer)
@@ -160,32 +165,26 @@ class StaticSignatures:
 
     @property
     def names(self) -> Any:
-        """The module reader (`names.Names`) behind every answer: for checks built on the same
-        parsed modules (the audit's `analysis.members`)."""
+        """The module reader (`names.Names`) behind every answer."""
         return self._resolver.names
 
-    def exists(self, qualname: str) -> bool | None:
-        """Whether `qualname` exists at run time: a module, a name a module defines or exports
-        (re-exports and lazy `__getattr__` exports included), or a class attribute, method, enum
-        member, field or instance attribute, inherited ones included. None when the source
-        cannot tell; `exists_reason` says why (and, for False, what is missing)."""
-        stored = self._stored("exists", qualname, _decode_exists)
-        if stored is _NO_ANSWER:
-            try:
-                stored = exists(self._resolver.names, qualname)
-            except RecursionError:
-                stored = (None, "the source nests too deeply to follow")
-            # The scan reads the whole tree, which the cache's validity does not track: a later
-            # edit elsewhere is seen only once RECORD or the class's own module changes.
-            if stored[0] is False and " has no attribute " in stored[1]:
-                where = assigned_anywhere(self._root, qualname.rpartition(".")[2])
-                if where is not None:
-                    stored = (None, f"{stored[1]}, but {where} sets an attribute of that name")
-            self._remember("exists", qualname, list(stored))  # type: ignore[arg-type]
-        answer, reason = stored  # type: ignore[misc]
-        if reason:
-            self._why[f"exists:{qualname}"] = reason
-        return answer  # type: ignore[no-any-return]
+    @property
+    def members(self) -> Members:
+        """The existence and relocation checks over the same parsed modules (`static/members.py`):
+        what the audit, the guards and verification ask whether a name exists or where it went."""
+        if self._members is None:
+            self._members = Members(self._resolver.names)
+        return self._members
+
+    def close(self) -> None:
+        """Close the source (a wheel's zip); answers already read stay."""
+        self._resolver.names.close()
+
+    def __enter__(self) -> StaticSignatures:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def returns(self, qualname: str) -> str | None:
         """The vLLM class whose instance calling `qualname` gives (`get_pp_group` →
@@ -208,19 +207,6 @@ class StaticSignatures:
     def returns_reason(self, qualname: str) -> str | None:
         """Why `returns(qualname)` gave None (after a returns), else None."""
         return self._why.get(f"returns:{qualname}")
-
-    def locate(self, name: str) -> list[str]:
-        """Where a top-level def/class called `name` lives in this vLLM (public modules first):
-        for an import that no longer resolves. Scans the tree; not cached."""
-        return locate(self._root, [name])[name]
-
-    def locate_many(self, names: Iterable[str]) -> dict[str, list[str]]:
-        """`locate` for several names in one scan of the tree."""
-        return locate(self._root, list(names))
-
-    def exists_reason(self, qualname: str) -> str | None:
-        """Why `exists(qualname)` was not True (after an exists), else None."""
-        return self._why.get(f"exists:{qualname}")
 
     def unknown_reason(self, qualname: str) -> str | None:
         """Why `get(qualname)` gave None (after a get), else None."""
@@ -269,17 +255,6 @@ def _decode_signature(qualname: str, entry: Any) -> Signature | str | object:
 
 def _decode_tristate(_key: str, entry: Any) -> bool | None | object:
     return entry if entry is None or isinstance(entry, bool) else _NO_ANSWER
-
-
-def _decode_exists(_key: str, entry: Any) -> tuple[bool | None, str] | object:
-    if (
-        isinstance(entry, list)
-        and len(entry) == 2
-        and (entry[0] is None or isinstance(entry[0], bool))
-        and isinstance(entry[1], str)
-    ):
-        return entry[0], entry[1]
-    return _NO_ANSWER
 
 
 def _decode_returns(_key: str, entry: Any) -> list[Any] | object:

@@ -13,8 +13,7 @@ about a millisecond and notices any edit that changes a size or an mtime. For a 
 stat stands for all of its files. An answer that depends on what a walk of directories found
 (that no compiled module is there) records the mtime of each directory walked (`vllm/x/*`):
 adding, removing or renaming an entry changes it. An answer that depends on the contents of the
-whole tree (a byte search of every file) is not kept by `analysis/members.py`; the one exception
-is `StaticSignatures.exists`'s attribute-set search, whose comment says what it misses.
+whole tree (a byte search of every file) is not kept (`static/members.py`).
 
 Answers also depend on the reader itself, so the file is keyed by a digest of the reader's
 source. One JSON file per source root, written atomically (temp file, rename); a file or entry
@@ -31,14 +30,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from vllm_shim_patch.signatures.static.names import LISTING, Stamp, listing, stamp
+from vllm_shim_patch.vllm_source import LISTING, Stamp, VllmSource, listing, stamp
 
 __all__ = ["FORMAT", "SignatureCache", "default_cache_dir", "reader_digest"]
 
 FORMAT = 1
 _READER_FILES = ("model.py", "static/__init__.py", "static/cache.py", "static/ctors.py",
                  "static/lazy.py", "static/members.py", "static/names.py",
-                 "static/resolver.py", "static/scope.py")
+                 "static/resolver.py", "static/scope.py", "../vllm_source.py")
 _digest: str | None = None
 
 
@@ -86,12 +85,8 @@ class SignatureCache:
         """What every answer depends on besides the paths read: the wheel, or the dist-info."""
         if self.root.is_file():
             return {"": stamp(self.root)}
-        deps: dict[str, Stamp | None] = {}
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(self.root):
-                if entry.name.startswith("vllm-") and entry.name.endswith(".dist-info"):
-                    deps[f"{entry.name}/RECORD"] = stamp(Path(entry.path) / "RECORD")
-        return deps
+        with VllmSource(self.root) as source:
+            return {rel: stamp(self.root / rel) for rel in source.dist_info("RECORD")}
 
     def _load(self) -> None:
         fixed = self._fixed_deps()

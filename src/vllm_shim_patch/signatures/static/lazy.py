@@ -26,6 +26,7 @@ from vllm_shim_patch.signatures.static.scope import (
     Unknown,
     literal,
 )
+from vllm_shim_patch.vllm_source import resolve_relative
 
 __all__ = ["lazy_export"]
 
@@ -270,9 +271,7 @@ def _absolute_name(name: str, package: Any, node: ast.AST) -> str:
     if not isinstance(package, str):
         raise Unknown(f"relative import_module without a package (line {node.lineno})")  # type: ignore[attr-defined]
     level = len(name) - len(name.lstrip("."))
-    parts = package.split(".")
-    if level - 1 >= len(parts):
+    found = resolve_relative(package, level, name[level:])
+    if found is None:
         raise Unknown(f"relative import_module beyond the top package (line {node.lineno})")  # type: ignore[attr-defined]
-    base = ".".join(parts[: len(parts) - (level - 1)])
-    rest = name[level:]
-    return f"{base}.{rest}" if rest else base
+    return found

@@ -8,14 +8,14 @@ from __future__ import annotations
 import ast
 import builtins
 import gc
-import os
-import stat
-import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from vllm_shim_patch.vllm_source import LISTING, Stamp, VllmSource, listing, resolve_relative, stamp
 
 from vllm_shim_patch.signatures.static.lazy import lazy_export
 from vllm_shim_patch.signatures.static.scope import (
+    AttrMro,
     Binding,
     Class,
     Ext,
@@ -27,6 +27,7 @@ from vllm_shim_patch.signatures.static.scope import (
     Obj,
     Scope,
     Unknown,
+    Unresolved,
     literal,
 )
 
@@ -63,25 +64,21 @@ class Names:
     def __init__(self, root: Path, packages: tuple[str, ...] = ("vllm",)):
         self.root = root
         self.packages = packages
-        self._zip: zipfile.ZipFile | None = None
-        self._zip_names: set[str] = set()
-        self._zip_dirs: set[str] = set()
-        if root.is_file():
-            self._zip = zipfile.ZipFile(root)
-            self._zip_names = set(self._zip.namelist())
-            for name in self._zip_names:
-                parts = name.split("/")[:-1]
-                self._zip_dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+        # The one open handle on the source (a wheel's zip), for every check built on these modules.
+        self.source = VllmSource(root)
         self._modules: dict[str, Module | None] = {}
         # Every path of a source directory looked at, with what it was then: the signature cache
         # is valid while each still stats the same (absent paths included: a new file can shadow).
         self.accessed: dict[str, Stamp | None] = {}
         # A weak reference to the reader that owns these modules (static/__init__.py), when it
-        # keeps answers on disk: checks built on these modules (analysis/members.py) keep theirs
+        # keeps answers on disk: checks built on these modules (static/members.py) keep theirs
         # beside its own.
         self.memo: Any = None
         self._classes: dict[int, Class] = {}
         self._mros: dict[int, Mro] = {}
+        self._attr_mros: dict[int, AttrMro] = {}
+        self._bases: dict[int, list[Class | str | Unresolved]] = {}
+        self._active_attr_mro: set[int] = set()
         self._active: set[tuple[int, str]] = set()
         self._active_mro: set[int] = set()
 
@@ -93,20 +90,20 @@ class Names:
 
     # -- source access ---------------------------------------------------------------------
 
+    def close(self) -> None:
+        self.source.close()
+
     def _read(self, rel: str) -> bytes | None:
-        if self._zip is not None:
-            return self._zip.read(rel) if rel in self._zip_names else None
-        path = self.root / rel
-        seen = stamp(path)
-        self.accessed[rel] = seen
-        return path.read_bytes() if seen is not None and seen[0] == "f" else None
+        data, seen = self.source.read_stamped(rel)
+        if not self.source.is_wheel:
+            self.accessed[rel] = seen
+        return data
 
     def _is_dir(self, rel: str) -> bool:
-        if self._zip is not None:
-            return rel in self._zip_dirs
-        seen = stamp(self.root / rel)
-        self.accessed[rel + "/"] = seen
-        return seen is not None and seen[0] == "d"
+        found, seen = self.source.is_dir(rel)
+        if not self.source.is_wheel:
+            self.accessed[rel + "/"] = seen
+        return found
 
     def module(self, name: str) -> Module | None:
         if name in self._modules:
@@ -278,14 +275,11 @@ class Names:
         )
 
     def _absolute(self, mod: Module, stmt: ast.ImportFrom) -> str:
-        if not stmt.level:
-            return stmt.module or ""
         package = mod.name if mod.is_package else mod.name.rpartition(".")[0]
-        parts = package.split(".")
-        if stmt.level - 1 >= len(parts):
+        found = resolve_relative(package, stmt.level, stmt.module)
+        if found is None:
             raise Unknown(f"relative import beyond the top package in {mod.path}")
-        base = ".".join(parts[: len(parts) - (stmt.level - 1)])
-        return f"{base}.{stmt.module}" if stmt.module else base
+        return found
 
     def expr(self, mod: Module, expr: ast.expr) -> Obj:
         """What a Name/Attribute chain evaluates to in the module's global scope."""
@@ -374,25 +368,56 @@ class Names:
                 raise Unknown(f"bases of {cls.label} are not static")
             bases = [self._base(cls, b) for b in cls.node.bases] or ["builtins.object"]
             seqs = [self.mro(b) if isinstance(b, Class) else _external_mro(b) for b in bases]
-            result = _c3([cls], seqs + [list(bases)], cls.label)
+            head: Mro = [cls]
+            result = _c3(head, [*seqs, list(bases)], cls.label)
         finally:
             self._active_mro.discard(key)
         self._mros[key] = result
         return result
 
+    def bases(self, cls: Class) -> list[Class | str | Unresolved]:
+        """The bases of `cls` as attribute lookup sees them: a class of the source, an external
+        base's qualname, or why a base is not known."""
+        key = id(cls.node)
+        if key not in self._bases:
+            out: list[Class | str | Unresolved] = []
+            for base in cls.node.bases:
+                target = base.value if isinstance(base, ast.Subscript) else base
+                try:
+                    obj = self.expr(cls.module, target)
+                except Unknown as exc:
+                    out.append(Unresolved(f"base {ast.unparse(base)} of {cls.label}: {exc}"))
+                    continue
+                if isinstance(obj, Class):
+                    out.append(obj)
+                elif isinstance(obj, Ext):
+                    out.append(obj.qualname)
+                else:
+                    out.append(Unresolved(f"base {ast.unparse(base)} of {cls.label} is not a class"))
+            self._bases[key] = out
+        return self._bases[key]
 
-Stamp = tuple  # ("f", size, mtime_ns) | ("d", 0, 0)
-
-
-def stamp(path: Path) -> Stamp | None:
-    """What the cache compares to tell whether a path changed: kind, size and mtime."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    if stat.S_ISDIR(st.st_mode):
-        return ("d", 0, 0)
-    return ("f", st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
+    def attribute_mro(self, cls: Class) -> AttrMro:
+        """The C3 linearization attribute lookup walks: `mro`'s, but keeping every base (`mro`
+        is the constructor's and refuses a base whose constructor it does not know); a base the
+        source does not resolve stands in it as `Unresolved`. Unknown only for a class that
+        inherits from itself or has no consistent order."""
+        key = id(cls.node)
+        if key in self._attr_mros:
+            return self._attr_mros[key]
+        if key in self._active_attr_mro:
+            raise Unknown(f"{cls.label} inherits from itself")
+        self._active_attr_mro.add(key)
+        try:
+            bases = self.bases(cls) or ["builtins.object"]
+            seqs: list[AttrMro] = [self.attribute_mro(b) if isinstance(b, Class) else list(_external_mro(b))
+                                   if isinstance(b, str) else [b] for b in bases]
+            attr_head: AttrMro = [cls]
+            result = _c3(attr_head, [*seqs, list(bases)], cls.label)
+        finally:
+            self._active_attr_mro.discard(key)
+        self._attr_mros[key] = result
+        return result
 
 
 def _read_module(name: str, path: str, is_package: bool, source: bytes) -> Module:
@@ -412,18 +437,6 @@ def _read_module(name: str, path: str, is_package: bool, source: bytes) -> Modul
             gc.enable()
 
 
-# A key ending so in `accessed` stands for a directory's list of entries, not the directory.
-LISTING = "/*"
-
-
-def listing(path: Path) -> Stamp | None:
-    """What tells whether a directory's entries changed (one was added, removed or renamed): its
-    mtime. For an answer that depends on what a walk found, e.g. that no compiled module exists."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return ("l", 0, st.st_mtime_ns) if stat.S_ISDIR(st.st_mode) else None
 
 
 def _same(a: Obj, b: Obj) -> bool:
@@ -448,7 +461,10 @@ def _external_mro(qualname: str) -> Mro:
     return [qualname] if qualname == "builtins.object" else [qualname, "builtins.object"]
 
 
-def _c3(head: Mro, seqs: list[Mro], label: str) -> Mro:
+_Entry = TypeVar("_Entry")
+
+
+def _c3(head: list[_Entry], seqs: list[list[_Entry]], label: str) -> list[_Entry]:
     result = list(head)
     seqs = [list(s) for s in seqs if s]
     while seqs:

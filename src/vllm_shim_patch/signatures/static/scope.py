@@ -16,11 +16,13 @@ __all__ = [
     "Method",
     "Missing",
     "Module",
+    "AttrMro",
     "Mro",
     "Obj",
     "RawParam",
     "Scope",
     "Unknown",
+    "Unresolved",
     "dotted",
     "literal",
     "returns_argument",
@@ -85,6 +87,17 @@ class Method(Func):
 
 Obj = Module | Ext | Func | Class
 Mro = list[Class | str]  # str: the qualname of a known external base
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A base the source does not resolve to a class, in an MRO read for attributes: why."""
+
+    reason: str
+
+
+# The MRO as attribute lookup walks it: any external base (its qualname), and bases not known.
+AttrMro = list["Class | str | Unresolved"]
 
 
 @dataclass(frozen=True)
