@@ -102,6 +102,9 @@ def _drive(run, work, family, adapter, S, config):
         run.stage = f"verify-{b + 1}"
         refs = [family.reference_states(model, p, set(work.layers)) for p in prompts]
         problems, diff = check.call_problems(prompts, results, work.layers, refs)
+        for r in results:
+            for lid, h in zip(work.layers, r.get("hidden_states") or ()):
+                run.captured.setdefault(str(lid), []).append(list(h.shape))
         worst = max(worst, diff)
         steps = runner.steps[first_step:]
         this_call = {r for st in steps for r in st["scheduler"]}
