@@ -38,6 +38,7 @@ class Action(Word):
     NOT_NEEDED = "not-needed"
     ALREADY = "already"
     DECLINED = "declined"
+    SKIPPED = "skipped"  # a rule --skip or --only left out (named when a rehearsal needs it)
 
 
 class FileStatus(Word):
@@ -84,6 +85,8 @@ class Settings:
     python: str | None = None  # interpreter or venv folder of the ML environment
     package: str = "speculators"
     rules: tuple[str, ...] = ()  # extra rule files or folders
+    skip: tuple[str, ...] = ()  # rule ids left out (--skip)
+    only: tuple[str, ...] = ()  # rule ids kept, the others left out (--only)
     state_dir: str | None = None
     vllm_source: str | None = None  # read vLLM's signatures from this folder or wheel
     vllm_version: str | None = None  # the series rules are selected for; default: installed
@@ -95,7 +98,8 @@ class Settings:
 
     @classmethod
     def from_options(cls, options: Mapping[str, object], base: Settings | None = None) -> Settings:
-        """`base` (default: the defaults) with the options given on top; both --rules lists count.
+        """`base` (default: the defaults) with the options given on top; both --rules, --skip and
+        --only lists count.
         An option that is not a setting is an error."""
         given = _given(cls, options)
         # Paths are made absolute once, here: nothing below depends on the current folder.
@@ -107,9 +111,10 @@ class Settings:
         if isinstance(python, str) and os.sep in python:
             given["python"] = os.path.abspath(os.path.expanduser(python))
         base = base or cls()
-        extra = given.get("rules", ())
-        if isinstance(extra, tuple):
-            given["rules"] = tuple(dict.fromkeys([*base.rules, *extra]))
+        for key in ("rules", "skip", "only"):
+            extra = given.get(key, ())
+            if isinstance(extra, tuple):
+                given[key] = tuple(dict.fromkeys([*getattr(base, key), *extra]))
         return replace(base, **given)  # type: ignore[arg-type]  # click checked each value's type
 
 

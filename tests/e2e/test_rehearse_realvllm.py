@@ -171,18 +171,27 @@ def test_speculators_040_returns_results_out_of_order_until_patched(
     assert data["captured"] == CAPTURED
 
 
-def test_speculators_030_without_the_data_rules_returns_wrong_rows(real: Sandbox) -> None:
-    """Every vLLM break fixed, speculators' own bugs left: the run finishes, the data is wrong."""
-    write_all_but(real, *DATA_RULES)
-    r = real.run("rehearse", timeout=600)
+def test_speculators_030_with_the_data_rules_skipped_returns_wrong_rows(real: Sandbox) -> None:
+    """Every vLLM break fixed, speculators' own bugs left (--skip): the run finishes, the data is
+    wrong, apply restores, and the report names the skipped rules as the fix."""
+    skip = [a for rule in DATA_RULES for a in ("--skip", rule)]
+    before = real.snapshot()
+    r = real.run("--vllm-version", "0.16", *skip, timeout=900)
+    assert r.returncode == 1, r.stderr
+    assert real.snapshot() == before  # restored
+    for rule in DATA_RULES:
+        assert f"  fix:         rule {rule} (skipped with --skip/--only: it would edit" in r.stdout + r.stderr, rule
+    assert real.run("--vllm-version", "0.16", "--no-rehearse", *skip, timeout=900).returncode == 0
+    r = real.run("rehearse", *skip, timeout=600)
     assert r.returncode == 1, r.stderr
     last = r.stdout.splitlines()[-1]
     assert last.startswith(f"speculators 0.3.0 on vLLM {realdata.REFERENCE_VLLM}: rehearsal failed: 11 of 40 "
-                           "sequences wrong (call 1: "
-                           "prompt 5 has 700 own rows then 650 of prompt 6's then 450 of prompt 7's; "), last
+                           "sequences wrong (call 1: prompt 5 has 700 own rows then 650 of prompt 6's then 450 of "
+                           "prompt 7's; "), last
     assert "the model runner still holds 2 requests of earlier calls" in last
-    fixes = [line.split()[2] for line in r.stdout.splitlines() if line.startswith("  fix:")]
+    fixes = {line.split()[2]: line for line in r.stdout.splitlines() if line.startswith("  fix:")}
     assert set(DATA_RULES) <= set(fixes), r.stdout
+    assert all("(skipped with --skip/--only: it would edit" in fixes[rule] for rule in DATA_RULES), r.stdout
 
 
 # Each data fix taken back alone: the headline's words after "rehearsal failed: ".

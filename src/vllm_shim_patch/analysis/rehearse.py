@@ -124,10 +124,12 @@ class Rehearsal:
                 "pending_rules": list(self.pending)}
 
 
-def interpret(answer: dict[str, Any], plan: Plan | None, declined: frozenset[str] = frozenset()) -> Rehearsal:
+def interpret(answer: dict[str, Any], plan: Plan | None, declined: frozenset[str] = frozenset(),
+              skipped: frozenset[str] = frozenset()) -> Rehearsal:
     """Attach the rule that matches the failing site, from `plan` (the rules on the files as they
     are now): pending sites that span the speculators frame's line, else a pending scoped edit in
-    the same function at most NEAR_LINES above it. `declined`: rules the reviewer said no to in this run."""
+    the same function at most NEAR_LINES above it. `declined`: rules the reviewer said no to in this
+    run; `skipped`: rules --skip/--only left out (`plan` then holds them, so they can be named)."""
     if plan is None or answer.get("outcome") not in (FAILED, TIMEOUT_OUTCOME):
         return Rehearsal(answer)
     pending = [s for s in plan.sites if s.action in (Action.EDITED, Action.NEEDS_HUMAN, Action.DECLINED)]
@@ -137,8 +139,7 @@ def interpret(answer: dict[str, Any], plan: Plan | None, declined: frozenset[str
         spans = answer.get("data_frames") or []
         inside = [s for s in pending if any(s.path == f["file"] and f["line"] <= s.line <= f["end_line"]
                                             for f in spans)]
-        fixes = list({s.rule_id: s for s in reversed(inside)}.values())[::-1]
-        fixes = [replace(s, action=Action.DECLINED) if s.rule_id in declined else s for s in fixes]
+        fixes = _marked(list({s.rule_id: s for s in reversed(inside)}.values())[::-1], declined, skipped)
         return Rehearsal(answer, tuple(fixes), tuple(dict.fromkeys(s.rule_id for s in pending)))
     frame = (answer.get("failure") or {}).get("speculators_frame") or {}
     line = int(frame.get("line") or 0)
@@ -150,5 +151,11 @@ def interpret(answer: dict[str, Any], plan: Plan | None, declined: frozenset[str
         near = [s for s in here if ":" in s.callee and s.end_line <= line <= s.end_line + NEAR_LINES
                 and parse_scope(s.callee)[1][-1:] == (frame["function"],)]
         fixes = sorted(near, key=lambda s: line - s.end_line)[:1]
-    fixes = [replace(s, action=Action.DECLINED) if s.rule_id in declined else s for s in fixes]
+    fixes = _marked(fixes, declined, skipped)
     return Rehearsal(answer, tuple(fixes), tuple(dict.fromkeys(s.rule_id for s in pending)))
+
+
+def _marked(fixes: list[Site], declined: frozenset[str], skipped: frozenset[str]) -> list[Site]:
+    """A fix the reviewer declined, or --skip/--only left out, says so."""
+    return [replace(s, action=Action.SKIPPED) if s.rule_id in skipped
+            else replace(s, action=Action.DECLINED) if s.rule_id in declined else s for s in fixes]

@@ -143,7 +143,9 @@ def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
             if rehearsal.failed:
                 # Which loaded rule matches the failing site, on the files as now written.
                 declined = frozenset(s.rule_id for s in plan.sites if s.action is Action.DECLINED)
-                rehearsal = interpret(result.rehearsal, ctx.plan({**ctx.originals(), **writes}), declined)
+                skipped = frozenset(ctx.skipped)
+                rehearsal = interpret(result.rehearsal, ctx.plan({**ctx.originals(), **writes}, everything=bool(skipped)),
+                                      declined, skipped)
     except BaseException:
         # Verification could not run (or was interrupted): leave nothing half-done behind.
         ov.restore(head, sorted(writes))
@@ -174,13 +176,16 @@ def _commit(ctx: Context, plan: Plan, writes: dict[str, bytes], verdict: str) ->
     target, kind = ctx.target, plan.signature_kind
     guard = f"guarded by {kind} signatures" if kind else "unguarded"
     installed = f"installed {target.vllm_version}" if target.vllm_version else "no vLLM installed"
+    skipped = ctx.skipped
     message = commit_message(
         "patch",
-        f"patch {ctx.who} for vLLM {plan.version} ({guard})",
+        f"patch {ctx.who} for vLLM {plan.version} ({guard}{'; skipped: ' + ', '.join(skipped) if skipped else ''})",
         [f"Rules: {', '.join(plan.rule_ids) or '(none: back to original bytes)'}",
+         *([f"Skipped: {', '.join(skipped)} (--skip/--only)"] if skipped else []),
          f"Files: {', '.join(sorted(writes))}"],
         {"Package": ctx.who, "Vllm": f"{plan.version} ({installed})", "Guard": str(kind or "unguarded"),
-         "Rules": ",".join(plan.rule_ids), "Verify": verdict},
+         "Rules": ",".join(plan.rule_ids), **({"Skipped": ",".join(skipped)} if skipped else {}),
+         "Verify": verdict},
     )
     ctx.overlay.commit(ctx.tracked, message, tag="patched")
     sync_state(ctx.overlay, target, ctx.tracked)

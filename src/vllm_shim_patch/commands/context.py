@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from ..errors import TargetError
+from ..errors import TargetError, UsageError
 from ..settings import Log, Settings, SignatureKind, quiet
 
 if TYPE_CHECKING:
@@ -75,6 +75,7 @@ class Context:
         self._probing: tuple[threading.Thread, _Answer] | None = None
         self._static: StaticSource | None | _Unread = _UNREAD
         self._pack: RulePack | None = None
+        self._full_pack: RulePack | None = None
 
     @property
     def target(self) -> Target:
@@ -133,11 +134,37 @@ class Context:
 
     @property
     def pack(self) -> RulePack:
+        """The rules this run uses: every loaded rule, less --skip, or only --only's."""
         if self._pack is None:
+            full = self.full_pack
+            self._pack = full.selected(self.settings.skip, self.settings.only)
+        return self._pack
+
+    @property
+    def full_pack(self) -> RulePack:
+        """Every loaded rule, --skip and --only not applied (to name a rule a failure needs)."""
+        if self._full_pack is None:
             from ..rules.loader import load_pack
 
-            self._pack = load_pack(self.settings.rules)
-        return self._pack
+            full = load_pack(self.settings.rules)
+            for flag, ids in (("--skip", self.settings.skip), ("--only", self.settings.only)):
+                unknown = full.unknown(ids)
+                if unknown:
+                    import difflib
+
+                    known = [r.id for r in full.rules]
+                    close = difflib.get_close_matches(unknown[0], known, n=3)
+                    hint = (f"did you mean {', '.join(close)}?" if close
+                            else f"the rules are {', '.join(known)}")
+                    raise UsageError(f"{flag} {unknown[0]!r}: no loaded rule has this id; {hint}")
+            self._full_pack = full
+        return self._full_pack
+
+    @property
+    def skipped(self) -> tuple[str, ...]:
+        """The ids of the loaded rules this run leaves out (--skip, or not among --only's)."""
+        kept = {r.id for r in self.pack.rules}
+        return tuple(r.id for r in self.full_pack.rules if r.id not in kept)
 
     @property
     def loaded_pack(self) -> RulePack | None:
@@ -207,7 +234,7 @@ class Context:
         source = self._guard_source
         if source is None:
             return None, None
-        rules = self.pack.rules
+        rules = self.full_pack.rules  # the left-out rules' too: a rehearsal may name them
         calls = {c for r in rules for c in r.calls} | {c for r in rules for c, _ in r.guard.accepts}
         return source.get_many(sorted(calls)), SignatureKind(source.kind)
 
@@ -217,7 +244,7 @@ class Context:
         source = self._guard_source
         if source is None:
             return None
-        names = sorted({n for r in self.pack.rules for n in (*r.guard.defines, *r.guard.lacks)})
+        names = sorted({n for r in self.full_pack.rules for n in (*r.guard.defines, *r.guard.lacks)})
         return {n: source.defines(n) for n in names}
 
     @cached_property
@@ -257,16 +284,18 @@ class Context:
                                   static=self.settings.static, probe=probe)
 
     def plan(self, files: dict[str, bytes] | None = None,
-             declined: frozenset[tuple[str, int, str]] = frozenset(), reuse: bool = False) -> Plan:
+             declined: frozenset[tuple[str, int, str]] = frozenset(), reuse: bool = False,
+             everything: bool = False) -> Plan:
         """What apply would write, computed from the original bytes (or `files`). Every plan is
         kept in the plan cache; `reuse` (a command that writes nothing) takes it from there when
-        nothing it depends on changed."""
+        nothing it depends on changed; `everything`: with the rules --skip/--only leave out."""
         from ..rewrite.plan import make_plan
 
         # libcst imports while the target answers, unless the plan may come from the cache.
         self.load(engine=not reuse or self.plan_cache is None or self.plan_cache.empty)
         signatures, kind = self.guard
-        return make_plan(self.target, self.pack, self.settings.vllm_version, signatures, kind,
+        pack = self.full_pack if everything else self.pack
+        return make_plan(self.target, pack, self.settings.vllm_version, signatures, kind,
                          files=self.originals() if files is None else files, declined=declined,
                          facts=self.facts, source=self.source_version, cache=self.plan_cache, reuse=reuse)
 

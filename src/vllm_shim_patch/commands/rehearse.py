@@ -22,7 +22,8 @@ def rehearse(ctx: Context, opts: RehearseOptions) -> Outcome:
         answer = {"ok": False, "outcome": ERROR, "failure": {"exception": "the target gave no rehearsal answer"}}
     result = interpret(answer, None)
     if result.failed:
-        result = interpret(answer, ctx.plan(ctx.installed()))
+        skipped = frozenset(ctx.skipped)
+        result = interpret(answer, ctx.plan(ctx.installed(), everything=bool(skipped)), skipped=skipped)
     code = 0 if result.passed else 1 if result.failed else 2
     text = rehearsed(lines(result, verbose=verbose), ctx.who, target.vllm_version, headline(result))
     return Outcome(text, {"ok": result.passed, "package": ctx.who, "vllm": target.vllm_version,

@@ -24,7 +24,8 @@ def _shapes(answer: dict[str, Any]) -> str:
 
 def _pending(site: Any) -> str:
     return {"edited": "not applied yet: it would edit", "needs-human": "left for a human at",
-            "declined": "declined in review at"}.get(str(site.action), f"{site.action} at")
+            "declined": "declined in review at",
+            "skipped": "skipped with --skip/--only: it would edit"}.get(str(site.action), f"{site.action} at")
 
 
 def _rows(n: int | None) -> str:

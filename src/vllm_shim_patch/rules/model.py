@@ -85,3 +85,13 @@ class RulePack:
             if rule.id == rule_id:
                 return rule
         raise KeyError(rule_id)
+
+    def unknown(self, ids: tuple[str, ...]) -> list[str]:
+        """The ids in `ids` that name no rule of this pack, in the order given."""
+        known = {r.id for r in self.rules}
+        return [i for i in dict.fromkeys(ids) if i not in known]
+
+    def selected(self, skip: tuple[str, ...] = (), only: tuple[str, ...] = ()) -> RulePack:
+        """The rules `--only` names (all, when none), less those `--skip` names (ids known)."""
+        keep = [r for r in self.rules if (not only or r.id in only) and r.id not in skip]
+        return RulePack(tuple(keep), self.sources)
