@@ -7,7 +7,7 @@ caller fails closed on any failed file.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +17,7 @@ from libcst.helpers import get_full_name_for_node
 from libcst.metadata import (
     MetadataWrapper,
     PositionProvider,
+    QualifiedName,
     QualifiedNameProvider,
     QualifiedNameSource,
 )
@@ -24,8 +25,9 @@ from libcst.metadata import (
 from ..settings import Action, FileStatus
 from .context import CallSite, NeedsHuman, Rewrite
 from .results import FileResult, Site
+from .names import import_names
 from .ops import compile_rule, guardable, observes_only
-from .scoped import Scope, line_map, module_of, time_limit
+from .scoped import LazyPositions, Scope, line_map, module_of, positions, time_limit
 
 if TYPE_CHECKING:
     from ..rules.model import Rule
@@ -46,6 +48,7 @@ class Engine:
     _index: dict[str, list[tuple[Rule, list[Rewrite]]]] = field(init=False, default_factory=dict)
     _scoped: list[tuple[Rule, Scope, list[Any]]] = field(init=False, default_factory=list)
     _needles: dict[bytes, re.Pattern[bytes]] = field(init=False, default_factory=dict)
+    _packages: frozenset[str] = field(init=False, default=frozenset())
 
     def __post_init__(self) -> None:
         shorts: dict[bytes, set[str]] = {}
@@ -61,6 +64,7 @@ class Engine:
             top: re.compile(rb"\b(?:" + b"|".join(sorted(re.escape(n).encode() for n in names)) + rb")\b")
             for top, names in shorts.items()
         }
+        self._packages = frozenset(top.decode() for top in shorts)
 
     def mentions(self, data: bytes) -> bool:
         """Prefilter: a file is parsed only if it names a rule's package and, as a word, its callable.
@@ -87,8 +91,14 @@ class Engine:
         command = _CallRewriter(self, path, wrapper)
         scoped_pass = _ScopedPass(self, path, data)
         try:
-            # The call pass needs qualified names, the costliest metadata: only where a call may match.
-            new_module = wrapper.visit(command) if calls else module
+            # The call pass needs qualified names, the costliest metadata: only where a call may
+            # match, and from the imports alone where they decide (rewrite/names.py).
+            if calls:
+                names = import_names(data, self._packages)
+                command.qualified = names if names is not None else _provider_names(wrapper)
+                new_module = module.visit(command)
+            else:
+                new_module = module
             if command.context is not None:
                 # Only a changed callee (a move, or a codemod) edits imports: pay for libcst.codemod then.
                 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
@@ -123,14 +133,28 @@ class Engine:
         return [self.transform_file(root, p) for p in relpaths]
 
 
+def _provider_names(wrapper: MetadataWrapper) -> Callable[[cst.BaseExpression], Collection[QualifiedName]]:
+    """libcst's own answer: every scope of the module analysed."""
+    found = wrapper.resolve(QualifiedNameProvider)
+
+    def names(func: cst.BaseExpression) -> Collection[QualifiedName]:
+        value = found.get(func, set())
+        return value() if callable(value) else value  # libcst computes each node's names lazily
+
+    return names
+
+
 class _CallRewriter(cst.CSTTransformer):
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider)
+    """Visited without a MetadataWrapper: names come from `qualified`, positions (needed only
+    where a call matches) are computed on first use."""
 
     def __init__(self, engine: Engine, path: str, wrapper: MetadataWrapper):
         super().__init__()
         self.engine = engine
         self.path = path
         self.wrapper = wrapper
+        self.qualified: Callable[[cst.BaseExpression], Collection[QualifiedName]] = lambda func: set()
+        self._positions: Any = None
         self.context: Any = None  # a libcst CodemodContext, made only when imports must change
         self.sites: list[Site] = []
         # (old module, name) -> new module: imports of a name moved under the same name.
@@ -144,13 +168,15 @@ class _CallRewriter(cst.CSTTransformer):
         return self.context
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        names = self.get_metadata(QualifiedNameProvider, original_node.func, set())
+        names = self.qualified(original_node.func)
         index = self.engine._index
         imported = {q for q in names if q.source is QualifiedNameSource.IMPORT and q.name in index}
         if not imported:
             return updated_node
         callee = min(q.name for q in imported)
-        span = self.get_metadata(PositionProvider, original_node)
+        if self._positions is None:
+            self._positions = positions(self.wrapper.module)
+        span = self._positions[original_node]
         line, self._end_line = span.start.line, span.end.line
         signatures = self.engine.signatures
         signature = signatures.get(callee) if signatures is not None else None
@@ -355,8 +381,13 @@ class _ScopedPass:
         name = factory.codemod_name
         try:
             with time_limit(CODEMOD_SECONDS):
-                # Nodes are immutable and the module is not used again: no defensive deep copy.
-                new = MetadataWrapper(module, unsafe_skip_copy=True).visit(transform)
+                if transform.get_inherited_dependencies() <= {PositionProvider}:
+                    # Positions only once an edit is recorded.
+                    transform.metadata = LazyPositions(module)
+                    new = module.visit(transform)
+                else:  # a codemod asking for more metadata
+                    # Nodes are immutable and the module is not used again: no defensive deep copy.
+                    new = MetadataWrapper(module, unsafe_skip_copy=True).visit(transform)
         except (Exception, SystemExit) as exc:  # SystemExit too: a codemod must not end the run, let alone with 0
             what = f"codemod {name!r}" if name else f"operation {rule.operations[0]!r}"
             raise _ScopedFailure(f"rule {rule.id}: {what} {_failure(exc)}") from exc
