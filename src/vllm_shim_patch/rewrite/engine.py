@@ -27,7 +27,8 @@ from .context import CallSite, NeedsHuman, Rewrite
 from .results import FileResult, Site
 from .names import import_names
 from .ops import compile_rule, guardable, observes_only
-from .scoped import LazyPositions, Scope, line_map, module_of, positions, time_limit
+from .positions import LazyPositions, positions
+from .scoped import Scope, line_map, module_of, time_limit
 
 if TYPE_CHECKING:
     from ..rules.model import Rule
@@ -379,11 +380,12 @@ class _ScopedPass:
     def _one(self, rule: Rule, scope: Scope, factory: Any, module: cst.Module, guarded: bool) -> cst.Module:
         transform = factory(rule, scope, module)
         name = factory.codemod_name
+        lazy = None
         try:
             with time_limit(CODEMOD_SECONDS):
                 if transform.get_inherited_dependencies() <= {PositionProvider}:
                     # Positions only once an edit is recorded.
-                    transform.metadata = LazyPositions(module)
+                    transform.metadata = lazy = LazyPositions(module)
                     new = module.visit(transform)
                 else:  # a codemod asking for more metadata
                     # Nodes are immutable and the module is not used again: no defensive deep copy.
@@ -399,7 +401,8 @@ class _ScopedPass:
             line = scope.def_line(self.original) or 1
             self._site(rule, scope, line, line, Action.ALREADY, "nothing to change", guarded)
             return new
-        to_original = line_map(self.original.decode("utf-8", "surrogateescape"), module.code)
+        code = lazy.found.code if lazy is not None and lazy.found is not None else module.code
+        to_original = line_map(self.original.decode("utf-8", "surrogateescape"), code)
         edits = [(to_original(a), to_original(b), what) for a, b, what in transform.edits]
         if any((self.path, a, rule.id) in self.engine.declined for a, _, _ in edits):
             for a, b, _ in edits:

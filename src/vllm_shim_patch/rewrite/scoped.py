@@ -14,12 +14,12 @@ import contextlib
 import difflib
 import signal
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import PositionProvider
 
 if TYPE_CHECKING:
     from ..rules.model import Rule
@@ -56,40 +56,6 @@ class Scope:
                 return None
             body = node.body  # type: ignore[attr-defined]
         return getattr(node, "lineno", None)
-
-
-def positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
-    """`PositionProvider`'s map of `module`. Through `MetadataWrapper.resolve`, libcst would also
-    walk the whole tree once more for the batchable providers asked with it, of which there are
-    none here."""
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    gen = getattr(PositionProvider(), "_gen", None)
-    return gen(wrapper) if gen is not None else wrapper.resolve(PositionProvider)
-
-
-class LazyPositions(Mapping[Any, Any]):
-    """A visitor's `metadata` holding only `PositionProvider`'s map, made on first use: a
-    transform that records no edit never needs it."""
-
-    def __init__(self, module: cst.Module):
-        self.module = module
-        self._found: Mapping[cst.CSTNode, CodeRange] | None = None
-
-    def __getitem__(self, key: Any) -> Mapping[cst.CSTNode, CodeRange]:
-        if key is not PositionProvider:
-            raise KeyError(key)
-        if self._found is None:
-            self._found = positions(self.module)
-        return self._found
-
-    def __contains__(self, key: object) -> bool:
-        return key is PositionProvider
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter((PositionProvider,))
-
-    def __len__(self) -> int:
-        return 1
 
 
 class ScopedTransform(cst.CSTTransformer):
