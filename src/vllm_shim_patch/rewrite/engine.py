@@ -6,9 +6,11 @@ caller fails closed on any failed file.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +30,7 @@ from .results import FileResult, Site
 from .names import import_names
 from .ops import compile_rule, guardable, observes_only
 from .positions import LazyPositions, positions
-from .scoped import Scope, line_map, module_of, time_limit
+from .scoped import Scope, line_map, module_of, parse_source, time_limit
 
 if TYPE_CHECKING:
     from ..rules.model import Rule
@@ -339,6 +341,11 @@ class _ScopedPass:
         self.original = original
         self.sites: list[Site] = []
 
+    @cached_property
+    def _tree(self) -> ast.Module | None:
+        """The original module read once with `ast`, for the lines of the regions' definitions."""
+        return parse_source(self.original)
+
     def decide(self, rule: Rule) -> tuple[bool, bool, str]:
         """(apply, guarded, why not): a known guard decides; otherwise `since` does."""
         engine, guard = self.engine, rule.guard
@@ -368,9 +375,9 @@ class _ScopedPass:
     def run(self, module: cst.Module, entries: list[tuple[Rule, Scope, list[Any]]]) -> cst.Module:
         for rule, scope, transforms in entries:
             apply, guarded, why = self.decide(rule)
-            line = scope.def_line(self.original) or 1
             if not apply:
-                if scope.def_line(self.original) is not None:
+                line = scope.def_line(self._tree)
+                if line is not None:
                     self._site(rule, scope, line, line, Action.NOT_NEEDED, why, guarded)
                 continue
             for factory in transforms:
@@ -398,7 +405,7 @@ class _ScopedPass:
                        guarded)
             return module
         if not transform.edits and not transform.human:
-            line = scope.def_line(self.original) or 1
+            line = scope.def_line(self._tree) or 1
             self._site(rule, scope, line, line, Action.ALREADY, "nothing to change", guarded)
             return new
         code = lazy.found.code if lazy is not None and lazy.found is not None else module.code
