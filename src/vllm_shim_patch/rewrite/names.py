@@ -175,7 +175,7 @@ class _Scan(ast.NodeVisitor):
             self.visit(node.returns)
         self._body(node.body)
 
-    visit_FunctionDef = visit_AsyncFunctionDef = _function  # type: ignore[assignment]
+    visit_FunctionDef = visit_AsyncFunctionDef = _function
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         self.visit(node.args)

@@ -40,8 +40,11 @@ class _IndexState(CodegenState):
         if node not in self.spans:  # a syntactic position recorded already stands
             self.spans[node] = (start, len(self.tokens) + self.extra)
 
-    def record_syntactic_position(self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None,
-                                  end_node: cst.CSTNode | None = None) -> _Syntactic:
+    # A plain context manager where the base has a generator one: the same protocol, no
+    # generator made for each of the thousands of nodes that record one.
+    def record_syntactic_position(  # type: ignore[override]
+            self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None,
+            end_node: cst.CSTNode | None = None) -> _Syntactic:
         return _Syntactic(self, node, start_node, end_node)
 
     def pop_trailing_newline(self) -> None:
