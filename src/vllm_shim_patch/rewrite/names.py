@@ -65,7 +65,7 @@ class ImportNames:
         """What `QualifiedNameProvider` says about `func` where it can say an import of interest.
 
         A head no import of a rule's package binds has no such name: the provider's names for it
-        are local or builtin ones, which the engine ignores, so none are computed here."""
+        are ones no rule matches, which the engine ignores, so none are computed here."""
         full_name = get_full_name_for_node(func)
         if full_name is None:
             return set()
