@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark: the dry run on the real speculators 0.3.0, whole processes, side by side.
 
-    python bench/bench_dryrun.py [--runs N]
+    python bench/bench_dryrun.py [--runs N] [--no-libcst-cli] [--no-bowler-builtin] [--quiet-diffs]
+                                 [--also NAME=<another build's patch-speculators>]
 
 Contenders, each a whole process timed by wall clock (a warm-up run first, whose output is
 checked; then N runs, round-robin so changing machine load hits every contender alike):
@@ -43,7 +44,12 @@ def main() -> int:
                             help="-j for the libcst codemod CLI (default: its own, the number of cores)")
         parser.add_argument("--no-bowler-builtin", action="store_true",
                             help="skip the bowler-builtin contender")
+        parser.add_argument("--no-libcst-cli", action="store_true",
+                            help="skip the libcst-cli contender (seconds a run: for quick iterations)")
         parser.add_argument("--quiet-diffs", action="store_true", help="do not print the diffs")
+        parser.add_argument("--also", action="append", default=[], metavar="NAME=SCRIPT",
+                            help="one more contender: another build of the tool's patch-speculators "
+                                 "(e.g. an earlier commit installed in its own venv), same arguments")
 
     args = bl.start("bench_dryrun", __doc__, own_args)
     venv = bl.speculators_venv()
@@ -71,9 +77,17 @@ def main() -> int:
         bl.Contender("libcst-cli", [*libcst_cmd, LIBCST_COMMAND, str(pkg)],
                      env=bl.tool_env(PYTHONPATH=str(bl.BENCH))),
     ]
+    for extra in args.also:
+        name, sep, script = extra.partition("=")
+        if not sep or not name or not Path(script).is_file():
+            bl.die(f"--also {extra!r}: give NAME=PATH of a patch-speculators script")
+        contenders.insert(1, bl.Contender(name, [script, *contenders[0].cmd[1:]], fresh_dir=True, ok_codes=(0, 1)))
     if args.no_bowler_builtin:
         contenders = [c for c in contenders if c.name != "bowler-builtin"]
-    ours, bowler_c = contenders[0], contenders[1]
+    if args.no_libcst_cli:
+        contenders = [c for c in contenders if c.name != "libcst-cli"]
+    ours = contenders[0]
+    bowler_c = next(c for c in contenders if c.name == "bowler")
 
     before = bl.snapshot(venv)
     scratch = Path(tempfile.mkdtemp(prefix="vsp-bench-dryrun-"))
@@ -133,11 +147,16 @@ def main() -> int:
         ratio = ours.median / bowler_c.median
         verdict = "meets" if ratio <= 1.0 else "MISSES"
         print(f"\nours vs Bowler: {ratio:.2f}x  (ours median / Bowler median; target <= 1.00x: {verdict})")
+        for c in contenders[1:]:
+            if c.name not in ("bowler", "bowler-builtin", "libcst-cli"):
+                print(f"{c.name} vs Bowler: {c.median / bowler_c.median:.2f}x; ours vs {c.name}: "
+                      f"{ours.median / c.median:.2f}x")
         if "bowler-builtin" in results:
             b2 = next(c for c in contenders if c.name == "bowler-builtin")
             print(f"ours vs Bowler (built-in modifiers only): {ours.median / b2.median:.2f}x")
-        lc = next(c for c in contenders if c.name == "libcst-cli")
-        print(f"ours vs libcst codemod CLI: {ours.median / lc.median:.2f}x")
+        lc = next((c for c in contenders if c.name == "libcst-cli"), None)
+        if lc is not None:
+            print(f"ours vs libcst codemod CLI: {ours.median / lc.median:.2f}x")
 
         written = sorted(str(p.relative_to(scratch)) for p in scratch.glob("fresh-*/**/*"))
         print(f"state dirs: {'nothing written by the dry runs' if not written else 'WRITTEN: ' + ', '.join(written[:5])}")

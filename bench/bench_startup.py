@@ -66,7 +66,7 @@ def main() -> int:
         copy_py = str(bl.venv_python(copy))
         state = scratch / "state"
         proc = subprocess.run([*ours, "--python", copy_py, "--state-dir", str(state), "--vllm-version", "0.17",
-                               "--rules", "scheduler-config", "--no-verify", "-q"], env=bl.tool_env(), stdout=subprocess.PIPE,
+                               "--no-verify", "-q"], env=bl.tool_env(), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, check=False)
         if proc.returncode != 0:
             bl.die(f"patching the throwaway copy failed:\n{proc.stdout}")

@@ -53,7 +53,6 @@ def wrap_cached(owner, attr, name):
 
 t = time.perf_counter(); import vllm_shim_patch.cli as cli; add("import cli (click + tool modules)", time.perf_counter() - t)
 t = time.perf_counter(); import libcst; add("import libcst", time.perf_counter() - t)
-t = time.perf_counter(); import libcst.codemod; add("import libcst.codemod (+ libcst.matchers)", time.perf_counter() - t)
 t = time.perf_counter(); import libcst.metadata; add("import libcst.metadata", time.perf_counter() - t)
 t = time.perf_counter()
 import vllm_shim_patch.rewrite.engine, vllm_shim_patch.rewrite.plan, vllm_shim_patch.rules
@@ -64,7 +63,6 @@ t = time.perf_counter(); import yaml; add("import yaml", time.perf_counter() - t
 
 import subprocess
 from libcst.metadata import wrapper as mw
-from libcst.codemod import _codemod
 from vllm_shim_patch.commands.context import Context
 from vllm_shim_patch.rewrite import engine
 from vllm_shim_patch.rules import loader
@@ -76,9 +74,16 @@ wrap_cached(Context, "overlay", "Context.overlay (open the overlay)")
 wrap(Context, "originals", "Context.originals (original bytes)")
 wrap(engine.Engine, "transform", "engine.transform, all files (incl. below)")
 wrap(engine.cst, "parse_module", "  libcst.parse_module")
-wrap(mw.MetadataWrapper, "__init__", "  MetadataWrapper(): deep copy of the module")
-wrap(mw.MetadataWrapper, "resolve_many", "  metadata: QualifiedNameProvider + PositionProvider")
-wrap(mw.MetadataWrapper, "visit", "  MetadataWrapper.visit: metadata + the rules' leave_Call")
+wrap(engine, "import_names", "  callee names from the imports (rewrite/names.py, ast)")
+wrap(engine, "_provider_names", "  callee names by QualifiedNameProvider (where names.py declines)")
+from vllm_shim_patch.rewrite import positions as positions_module
+wrap(positions_module, "positions", "  positions (rewrite/positions.py), every module asked")
+engine.positions = positions_module.positions
+wrap(engine._ScopedPass, "run", "  scoped rules (in: regions), incl. their positions")
+wrap(mw.MetadataWrapper, "visit", "  MetadataWrapper.visit (a codemod asking more metadata)")
+from vllm_shim_patch.rewrite import plancache
+wrap(plancache, "plan_key", "plan cache: the key (a digest of every input)")
+wrap(plancache.PlanCache, "put", "plan cache: store the plan")
 from vllm_shim_patch.rewrite import grammar
 # The changed files compiled by the target interpreter, one process started before the engine
 # runs: this is what is left to wait for after it (also in the subprocess line).

@@ -61,6 +61,8 @@ class _Uses(cst.CSTVisitor):
 
 
 class Codemod(ScopedTransform):
+    region_only = True
+
     def __init__(self, *args: object, **kwargs: object):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.replace: set[int] = set()

@@ -40,7 +40,18 @@ def _names(module: cst.Module) -> set[str]:
     return found
 
 
+def _unused_name(module: cst.Module) -> str:
+    """`model_output`, else the first `model_output_N` that no name in the module is."""
+    candidates = ("model_output", *(f"model_output_{k}" for k in range(1, 100)))
+    if candidates[0] not in module.code:
+        return candidates[0]  # no name can be any of them: no visit of every node needed
+    used = _names(module)
+    return next(n for n in candidates if n not in used)
+
+
 class Codemod(ScopedTransform):
+    region_only = True  # reads the rest of the module through self.module only
+
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
                             ) -> cst.IndentedBlock:
         if not self.in_scope:
@@ -65,9 +76,7 @@ class Codemod(ScopedTransform):
             if following is not None and _calls_sample_tokens(following):
                 continue
             if target is None:
-                used = _names(self.module)
-                target = next(n for n in ("model_output", *(f"model_output_{k}" for k in range(1, 100)))
-                              if n not in used)
+                target = _unused_name(self.module)
                 assign = cst.Assign(targets=[cst.AssignTarget(target=cst.Name(target))], value=small.value)
                 out[-1] = stmt.with_changes(body=[assign])
             indent = self.module.default_indent

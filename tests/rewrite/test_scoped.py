@@ -172,3 +172,71 @@ def test_a_codemod_sees_the_whole_module_and_its_lines(tmp_path: Path) -> None:
     result = Engine(rules, Version("0.16")).transform(source, "pkg/worker.py")
     assert (result.status, result.reason) == ("unchanged", "")
     assert [(s.action, s.message) for s in result.sites] == [("already", "nothing to change")]
+
+
+def test_a_region_only_codemod_enters_its_region_alone(tmp_path: Path) -> None:
+    """`region_only`: the nodes outside the region (and off the way to it) are not entered; the ones
+    it does not enter still get their visit_X and leave_X; the result is the same."""
+    rules = _rules(tmp_path, CODEMOD_RULE.format(name="only"), {"only": """
+        import libcst as cst
+        from vllm_shim_patch.rewrite.scoped import ScopedTransform
+
+        class Codemod(ScopedTransform):
+            region_only = True
+            SEEN = []
+
+            def visit_Name(self, node):
+                self.SEEN.append(node.value)
+
+            def visit_FunctionDef(self, node):
+                self.SEEN.append("def " + node.name.value)
+
+            def leave_Call(self, original_node, updated_node):
+                if self.in_scope and isinstance(updated_node.func, cst.Attribute):
+                    self.edited(original_node, "renamed")
+                    return updated_node.with_changes(func=updated_node.func.with_changes(attr=cst.Name("embed")))
+                return updated_node
+    """})
+    source = (b"import os\nX = os.getenv('a')\ndef helper():\n    return self.get_input_embeddings(1)\n"
+              b"if X:\n    def forward(self, ids):\n        return self.get_input_embeddings(ids)\n")
+    result = Engine(rules, Version("0.16")).transform(source, "pkg/worker.py")
+    assert result.after == source.replace(b"self.get_input_embeddings(ids)", b"self.embed(ids)")
+    assert [(s.line, s.action, s.message) for s in result.sites] == [(7, "edited", "renamed")]
+    from vllm_shim_patch.rewrite.ops import compile_rule
+
+    assert compile_rule(rules[0])[0].SEEN == ["def helper", "X", "def forward", "forward", "self", "ids", "self",
+                           "get_input_embeddings", "ids"]
+
+
+def _speculators_sources(version: str) -> dict[str, bytes]:
+    import sys
+    import zipfile
+
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    try:
+        import realdata
+    finally:
+        sys.path.pop(0)
+    with zipfile.ZipFile(realdata.speculators_wheel(version)) as zf:
+        return {n: zf.read(n) for n in zf.namelist()
+                if n.startswith("speculators/data_generation/") and n.endswith(".py")}
+
+
+@pytest.mark.parametrize("version", ["0.3.0", "0.4.0", "0.4.0.1"])
+def test_bundled_scoped_rules_region_only_change_nothing(version: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bundled scoped transforms that set `region_only` write and report exactly what a visit of
+    the whole module does, on speculators' own modules (0.17: every scoped rule applies)."""
+    from vllm_shim_patch.rewrite.ops import compile_rule
+    from vllm_shim_patch.rules.loader import load_pack
+
+    rules = [r for r in load_pack().rules if r.scope is not None]
+    transforms = [t for r in rules for t in compile_rule(r)]
+    assert transforms and all(t.region_only for t in transforms)
+    sources = _speculators_sources(version)
+    engine = Engine(rules, Version("0.17"))
+    fast = {path: engine.transform(data, path) for path, data in sources.items()}
+    for t in transforms:
+        monkeypatch.setattr(t, "region_only", False)
+    whole = {path: engine.transform(data, path) for path, data in sources.items()}
+    assert fast == whole
+    assert any(r.status == "changed" for r in fast.values()) or version != "0.3.0"

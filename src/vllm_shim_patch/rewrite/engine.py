@@ -6,9 +6,11 @@ caller fails closed on any failed file.
 
 from __future__ import annotations
 
+import ast
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +19,7 @@ from libcst.helpers import get_full_name_for_node
 from libcst.metadata import (
     MetadataWrapper,
     PositionProvider,
+    QualifiedName,
     QualifiedNameProvider,
     QualifiedNameSource,
 )
@@ -24,8 +27,10 @@ from libcst.metadata import (
 from ..settings import Action, FileStatus
 from .context import CallSite, NeedsHuman, Rewrite
 from .results import FileResult, Site
+from .names import import_names
 from .ops import compile_rule, guardable, observes_only
-from .scoped import Scope, line_map, module_of, time_limit
+from .positions import LazyPositions, positions
+from .scoped import Scope, line_map, module_of, parse_source, time_limit
 
 if TYPE_CHECKING:
     from ..rules.model import Rule
@@ -46,6 +51,7 @@ class Engine:
     _index: dict[str, list[tuple[Rule, list[Rewrite]]]] = field(init=False, default_factory=dict)
     _scoped: list[tuple[Rule, Scope, list[Any]]] = field(init=False, default_factory=list)
     _needles: dict[bytes, re.Pattern[bytes]] = field(init=False, default_factory=dict)
+    _packages: frozenset[str] = field(init=False, default=frozenset())
 
     def __post_init__(self) -> None:
         shorts: dict[bytes, set[str]] = {}
@@ -61,6 +67,7 @@ class Engine:
             top: re.compile(rb"\b(?:" + b"|".join(sorted(re.escape(n).encode() for n in names)) + rb")\b")
             for top, names in shorts.items()
         }
+        self._packages = frozenset(top.decode() for top in shorts)
 
     def mentions(self, data: bytes) -> bool:
         """Prefilter: a file is parsed only if it names a rule's package and, as a word, its callable.
@@ -87,8 +94,14 @@ class Engine:
         command = _CallRewriter(self, path, wrapper)
         scoped_pass = _ScopedPass(self, path, data)
         try:
-            # The call pass needs qualified names, the costliest metadata: only where a call may match.
-            new_module = wrapper.visit(command) if calls else module
+            # The call pass needs qualified names, the costliest metadata: only where a call may
+            # match, and from the imports alone where they decide (rewrite/names.py).
+            if calls:
+                names = import_names(data, self._packages)
+                command.qualified = names if names is not None else _provider_names(wrapper)
+                new_module = module.visit(command)
+            else:
+                new_module = module
             if command.context is not None:
                 # Only a changed callee (a move, or a codemod) edits imports: pay for libcst.codemod then.
                 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
@@ -123,14 +136,28 @@ class Engine:
         return [self.transform_file(root, p) for p in relpaths]
 
 
+def _provider_names(wrapper: MetadataWrapper) -> Callable[[cst.BaseExpression], Collection[QualifiedName]]:
+    """libcst's own answer: every scope of the module analysed."""
+    found = wrapper.resolve(QualifiedNameProvider)
+
+    def names(func: cst.BaseExpression) -> Collection[QualifiedName]:
+        value = found.get(func, set())
+        return value() if callable(value) else value  # libcst computes each node's names lazily
+
+    return names
+
+
 class _CallRewriter(cst.CSTTransformer):
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider)
+    """Visited without a MetadataWrapper: names come from `qualified`, positions (needed only
+    where a call matches) are computed on first use."""
 
     def __init__(self, engine: Engine, path: str, wrapper: MetadataWrapper):
         super().__init__()
         self.engine = engine
         self.path = path
         self.wrapper = wrapper
+        self.qualified: Callable[[cst.BaseExpression], Collection[QualifiedName]] = lambda func: set()
+        self._positions: Any = None
         self.context: Any = None  # a libcst CodemodContext, made only when imports must change
         self.sites: list[Site] = []
         # (old module, name) -> new module: imports of a name moved under the same name.
@@ -144,13 +171,15 @@ class _CallRewriter(cst.CSTTransformer):
         return self.context
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        names = self.get_metadata(QualifiedNameProvider, original_node.func, set())
+        names = self.qualified(original_node.func)
         index = self.engine._index
         imported = {q for q in names if q.source is QualifiedNameSource.IMPORT and q.name in index}
         if not imported:
             return updated_node
         callee = min(q.name for q in imported)
-        span = self.get_metadata(PositionProvider, original_node)
+        if self._positions is None:
+            self._positions = positions(self.wrapper.module)
+        span = self._positions[original_node]
         line, self._end_line = span.start.line, span.end.line
         signatures = self.engine.signatures
         signature = signatures.get(callee) if signatures is not None else None
@@ -314,6 +343,11 @@ class _ScopedPass:
         self.original = original
         self.sites: list[Site] = []
 
+    @cached_property
+    def _tree(self) -> ast.Module | None:
+        """The original module read once with `ast`, for the lines of the regions' definitions."""
+        return parse_source(self.original)
+
     def decide(self, rule: Rule) -> tuple[bool, bool, str]:
         """(apply, guarded, why not): a known guard decides; otherwise `since` does."""
         engine, guard = self.engine, rule.guard
@@ -343,9 +377,9 @@ class _ScopedPass:
     def run(self, module: cst.Module, entries: list[tuple[Rule, Scope, list[Any]]]) -> cst.Module:
         for rule, scope, transforms in entries:
             apply, guarded, why = self.decide(rule)
-            line = scope.def_line(self.original) or 1
             if not apply:
-                if scope.def_line(self.original) is not None:
+                line = scope.def_line(self._tree)
+                if line is not None:
                     self._site(rule, scope, line, line, Action.NOT_NEEDED, why, guarded)
                 continue
             for factory in transforms:
@@ -355,10 +389,16 @@ class _ScopedPass:
     def _one(self, rule: Rule, scope: Scope, factory: Any, module: cst.Module, guarded: bool) -> cst.Module:
         transform = factory(rule, scope, module)
         name = factory.codemod_name
+        lazy = None
         try:
             with time_limit(CODEMOD_SECONDS):
-                # Nodes are immutable and the module is not used again: no defensive deep copy.
-                new = MetadataWrapper(module, unsafe_skip_copy=True).visit(transform)
+                if transform.get_inherited_dependencies() <= {PositionProvider}:
+                    # Positions only once an edit is recorded.
+                    transform.metadata = lazy = LazyPositions(module)
+                    new = module.visit(transform)
+                else:  # a codemod asking for more metadata
+                    # Nodes are immutable and the module is not used again: no defensive deep copy.
+                    new = MetadataWrapper(module, unsafe_skip_copy=True).visit(transform)
         except (Exception, SystemExit) as exc:  # SystemExit too: a codemod must not end the run, let alone with 0
             what = f"codemod {name!r}" if name else f"operation {rule.operations[0]!r}"
             raise _ScopedFailure(f"rule {rule.id}: {what} {_failure(exc)}") from exc
@@ -367,10 +407,11 @@ class _ScopedPass:
                        guarded)
             return module
         if not transform.edits and not transform.human:
-            line = scope.def_line(self.original) or 1
+            line = scope.def_line(self._tree) or 1
             self._site(rule, scope, line, line, Action.ALREADY, "nothing to change", guarded)
             return new
-        to_original = line_map(self.original.decode("utf-8", "surrogateescape"), module.code)
+        code = lazy.found.code if lazy is not None and lazy.found is not None else module.code
+        to_original = line_map(self.original.decode("utf-8", "surrogateescape"), code)
         edits = [(to_original(a), to_original(b), what) for a, b, what in transform.edits]
         if any((self.path, a, rule.id) in self.engine.declined for a, _, _ in edits):
             for a, b, _ in edits:

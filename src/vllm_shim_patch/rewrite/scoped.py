@@ -43,14 +43,16 @@ class Scope:
     def __str__(self) -> str:
         return self.module + (":" + ".".join(self.inner) if self.inner else "")
 
-    def def_line(self, source: bytes) -> int | None:
-        """The line of the region's `def`/`class` in `source` (1 for the module), or None."""
+    def def_line(self, source: bytes | ast.Module | None) -> int | None:
+        """The line of the region's `def`/`class` in `source` (1 for the module), or None.
+
+        `source` may come parsed already (`parse_source`; None: it could not be)."""
         if not self.inner:
             return 1
-        try:
-            body: list[ast.stmt] = ast.parse(source).body
-        except (SyntaxError, ValueError):
+        tree = parse_source(source) if isinstance(source, bytes) else source
+        if tree is None:
             return None
+        body: list[ast.stmt] = tree.body
         node: ast.AST | None = None
         for name in self.inner:
             node = next((n for n in body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
@@ -61,16 +63,29 @@ class Scope:
         return getattr(node, "lineno", None)
 
 
+def parse_source(source: bytes) -> ast.Module | None:
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+
+
 class ScopedTransform(cst.CSTTransformer):
     """A transformer that knows whether it is inside its rule's region.
 
     Subclasses act only where `self.in_scope` is true, call `self.edited(node, what)` for each
     change and `self.needs_human(node, why)` for each site they leave alone. `self.rule` is the
     rule (its spec through `self.rule.op(...)`); `self.module` the whole module being changed.
+
+    A subclass that needs to see nothing outside its region sets `region_only = True`: its
+    visit then enters only the region and what may lead to it (the classes and functions on the
+    way, compound statements), and the rest of the module is kept as it is, unvisited (most of
+    the cost of a visit). Its `visit_`/`leave_` methods still run on the nodes it does not enter.
     """
 
     METADATA_DEPENDENCIES = (PositionProvider,)
     codemod_name: str | None = None  # set on a codemod's class when it is loaded
+    region_only: bool = False
 
     def __init__(self, rule: Rule, scope: Scope, module: cst.Module):
         super().__init__()
@@ -81,11 +96,12 @@ class ScopedTransform(cst.CSTTransformer):
         self.edits: list[tuple[int, int, str]] = []
         self.human: list[tuple[int, int, str]] = []
         self._stack: list[str] = []
+        self._inside = not scope.inner
 
     @property
     def in_scope(self) -> bool:
         """Inside the region (or anything nested in it)."""
-        return tuple(self._stack[: len(self.scope.inner)]) == self.scope.inner
+        return self._inside
 
     @property
     def at_scope(self) -> bool:
@@ -94,16 +110,26 @@ class ScopedTransform(cst.CSTTransformer):
 
     # Scope tracking in on_visit/on_leave, so a subclass may define visit_FunctionDef freely.
     def on_visit(self, node: cst.CSTNode) -> bool:
+        inner = self.scope.inner
         if isinstance(node, (cst.ClassDef, cst.FunctionDef)):
             self._stack.append(node.name.value)
-            if tuple(self._stack) == self.scope.inner:
+            if tuple(self._stack) == inner:
                 self.found = True
-        return super().on_visit(node)
+            self._inside = tuple(self._stack[: len(inner)]) == inner
+        enter = super().on_visit(node)
+        if enter and self.region_only and not self._inside:
+            if isinstance(node, (cst.ClassDef, cst.FunctionDef)):
+                return tuple(self._stack) == inner[: len(self._stack)]  # on the way to the region
+            # A simple statement holds no class or function; anything else may.
+            return not isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite))
+        return enter
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
         result = super().on_leave(original_node, updated_node)
         if isinstance(original_node, (cst.ClassDef, cst.FunctionDef)):
             self._stack.pop()
+            inner = self.scope.inner
+            self._inside = tuple(self._stack[: len(inner)]) == inner
         return result
 
     def _span(self, node: cst.CSTNode) -> tuple[int, int]:

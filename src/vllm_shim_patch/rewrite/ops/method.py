@@ -65,6 +65,8 @@ def _transform(spec: MethodRename, rule: Rule) -> type[ScopedTransform]:
     from ..scoped import ScopedTransform, dotted
 
     class Rename(ScopedTransform):
+        region_only = True  # renames inside the region only
+
         def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
             func = updated_node.func
             if (self.in_scope and isinstance(func, cst.Attribute) and func.attr.value == spec.old
