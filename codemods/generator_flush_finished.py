@@ -37,6 +37,7 @@ FLUSH = '''if {so}.finished_req_ids:
 
 
 class Codemod(ScopedTransform):
+    region_only = True  # acts on its region's own node; the rest through self.module
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
         if not self.at_scope or not isinstance(updated_node.body, cst.IndentedBlock):
             return updated_node
