@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pty
+import select
 import shutil
 import subprocess
 import sys
@@ -237,7 +238,16 @@ def run_on_tty(sb: Sandbox, answers: str, *args: str, timeout: float = 120) -> t
     os.close(slave)
     os.write(master, answers.encode())
     out = b""
+    deadline = time.monotonic() + timeout
     while True:
+        left = deadline - time.monotonic()
+        # A CLI still asking when the answers ran out would block the read for ever: give up.
+        if left <= 0 or not select.select([master], [], [], left)[0]:
+            proc.kill()
+            proc.wait()
+            os.close(master)
+            raise AssertionError(f"no end within {timeout:g}s (the answers ran out?); screen:\n"
+                                 + out.decode(errors="replace"))
         try:
             chunk = os.read(master, 4096)
         except OSError:  # EIO: the child closed the terminal

@@ -118,6 +118,41 @@ def test_a_rule_declined_in_review_is_named_as_declined() -> None:
     assert [(s.rule_id, s.action) for s in r.fixes] == [("scheduler-add-block-size", Action.DECLINED)]
 
 
+WRONG = {"outcome": "failed", "failure": {"exception": "WrongOutput: 3 of 40 sequences wrong"},
+         "wrong": [{"call": 1, "sequences": 8, "problems": [], "stale_requests": 0, "worker_holds": []}],
+         "data_frames": [{"file": GEN, "line": 250, "end_line": 280, "function": "generate"}]}
+
+
+def test_wrong_data_names_the_pending_rules_inside_the_code_that_produced_it() -> None:
+    r = interpret(WRONG, _plan(*SITES))
+    # Each rule once, in plan order; an edit outside generate()'s lines is no fix.
+    assert [s.rule_id for s in r.fixes] == ["executor-sample-tokens", "collective-rpc-single-reply"]
+
+
+def test_a_rule_left_out_by_skip_is_named_as_skipped() -> None:
+    r = interpret(WRONG, _plan(*SITES), skipped=frozenset({"collective-rpc-single-reply"}))
+    assert [(s.rule_id, s.action) for s in r.fixes] == [("executor-sample-tokens", Action.EDITED),
+                                                        ("collective-rpc-single-reply", Action.SKIPPED)]
+    r = interpret(_failed(149, "__init__"), _plan(*SITES), skipped=frozenset({"scheduler-add-block-size"}))
+    assert [(s.rule_id, s.action) for s in r.fixes] == [("scheduler-add-block-size", Action.SKIPPED)]
+
+
+def test_the_parity_workload_is_speculators_own_and_chunks() -> None:
+    from vllm_shim_patch.analysis.rehearse import PARITY, QUICK
+
+    req = request()
+    assert (req["workload"], req["max_model_len"], len(req["calls"])) == ("parity", 2048, 6)
+    eight = [c for c in PARITY.calls if len(c[0]) == 8]
+    assert len(eight) == 3 and all(300 <= n <= 2047 for lengths, _ in eight for n in lengths)
+    # speculators 0.3.0's step budget is max(8192, max_model_len): each of these calls is more.
+    assert all(sum(lengths) > 8192 for lengths, _ in eight)
+    assert sorted({r for _, r in PARITY.calls if r}) == [1, 128]
+    assert max(len(c[0]) for c in PARITY.calls) == 12
+    assert request(quick=True)["calls"] == [{"lengths": [37, 21], "seed": 0, "reorder": None},
+                                           {"lengths": [53, 18], "seed": 1, "reorder": None}]
+    assert QUICK.max_model_len == 512
+
+
 def test_a_pass_needs_no_plan() -> None:
     r = interpret({"outcome": "passed", "failure": None}, None)
     assert (r.passed, r.failed, r.fixes, r.pending) == (True, False, (), ())

@@ -28,8 +28,13 @@ def test_live_audit_finds_what_the_static_one_does(real: Sandbox) -> None:
          ["scheduler-config-add-is-encoder-decoder"], True),
     ]
     assert all(u["path"] == GENERATOR for u in data["uses"] if u["status"] != "ok")
-    assert data["summary"] == {"uses": 63, "added": 3, "ok": 60, "fixed": 3, "remaining": 0, "unknown": 0, "call": 20,
+    # The rules add 6 uses, each checked: block_size's two attribute reads, the data rules' collective_rpc
+    # and the flush's execute_model, and a sample_tokens after each step.
+    assert data["summary"] == {"uses": 66, "added": 6, "ok": 63, "fixed": 3, "remaining": 0, "unknown": 0, "call": 20,
                                "method": 10, "import": 21, "attribute": 9}
+    assert sorted((u["line"], u["callee"].rsplit(".", 1)[-1]) for u in data["uses"] if u["added"]) == [
+        (151, "block_size"), (151, "cache_config"), (269, "collective_rpc"), (272, "sample_tokens"),
+        (281, "execute_model"), (283, "sample_tokens")]
 
 
 def test_a_version_the_install_contradicts_is_an_error(real: Sandbox) -> None:

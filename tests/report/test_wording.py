@@ -61,3 +61,49 @@ def test_counting_words() -> None:
         "1 file", "2 files", "2 mismatches"]
     assert [agree(1, "differs", "differ"), agree(3, "differs", "differ")] == ["differs", "differ"]
     assert listing(list("abcdefg")) == "a, b, c, d, e and 2 more"
+
+
+# The rehearsal's wrong sequences, from the rows it attributed to each prompt.
+REHEARSAL_PROBLEMS = [
+    ({"prompt": 4, "expected": 1945, "rows": 2047, "input_ids_of": 4, "segments": [[4, 0, 1945], [5, 0, 102]]},
+     "prompt 4 has 1,945 own rows then 102 of prompt 5's"),
+    ({"prompt": 7, "expected": 1700, "rows": 1598, "input_ids_of": 7, "segments": [[7, 0, 1598]]},
+     "prompt 7 truncated 1,700 -> 1,598"),
+    ({"prompt": 7, "expected": 300, "rows": 0, "input_ids_of": 7, "segments": []}, "prompt 7 empty"),
+    ({"prompt": 5, "expected": 600, "rows": 600, "input_ids_of": 5, "segments": [[5, 102, 600]]},
+     "prompt 5 shifted by 102 rows"),
+    ({"prompt": 2, "expected": 200, "rows": 75, "input_ids_of": 10, "segments": [[10, 0, 75]]},
+     "result 2 is prompt 10's"),
+    ({"prompt": 3, "expected": 33, "rows": 33, "input_ids_of": -1, "segments": [[None, None, 33]]},
+     "result 3 has the input_ids of no prompt"),
+    ({"prompt": 1, "expected": 9, "rows": 9, "input_ids_of": 1, "segments": [[None, None, 9]]},
+     "prompt 1 has 9 rows of no prompt"),
+    ({"prompt": None, "expected": 8, "rows": 7, "count": True}, "7 results for 8 prompts"),
+]
+
+
+@pytest.mark.parametrize(("problem", "words"), REHEARSAL_PROBLEMS, ids=[w for _, w in REHEARSAL_PROBLEMS])
+def test_a_wrong_sequence_in_words(problem: dict[str, object], words: str) -> None:
+    from vllm_shim_patch.report.rehearse import problem as say
+
+    assert say(problem) == words
+
+
+def test_wrong_data_groups_prompts_wrong_alike_and_names_what_was_left_behind() -> None:
+    from vllm_shim_patch.report.rehearse import wrong_data
+
+    shifted = {"expected": 600, "rows": 600, "segments": [], "input_ids_of": None}
+    answer = {"workload": {"sequences": 24}, "wrong": [
+        {"call": 1, "problems": [{**shifted, "prompt": 5, "input_ids_of": 5, "segments": [[5, 102, 600]]},
+                                 {**shifted, "prompt": 6, "input_ids_of": 6, "segments": [[6, 102, 600]]}],
+         "stale_requests": 0, "worker_holds": []},
+        {"call": 3, "problems": [{"prompt": 7, "expected": 300, "rows": 0, "input_ids_of": 7, "segments": []}],
+         "stale_requests": 2, "worker_holds": ["_captured_states"]},
+    ]}
+    assert wrong_data(answer) == (
+        "3 of 24 sequences wrong (call 1: prompts 5-6 shifted by 102 rows; call 3: prompt 7 empty; the model "
+        "runner still holds 2 requests of earlier calls; the worker still holds _captured_states)")
+    clean = {"workload": {"sequences": 4}, "wrong": [{"call": 2, "problems": [], "stale_requests": 1,
+                                                       "worker_holds": []}]}
+    assert wrong_data(clean) == ("all 4 sequences right, but state is left behind between calls (call 2: the "
+                                 "model runner still holds 1 request of earlier calls)")
