@@ -6,6 +6,7 @@ Not a codemod (no rule names it): the generator codemods load it by path beside 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import libcst as cst
 
@@ -25,6 +26,13 @@ class RequestLoop:
     iter: str  # "enumerate(input_ids_list)"
     request_id: str  # 'f"req_{self._request_counter}_{i}"'
     prompt: str  # "ids": the prompt's token ids in the loop
+
+
+def function_body(transform: Any, node: cst.FunctionDef) -> list[cst.BaseStatement] | None:
+    """The statements of the transform's own function (None: another function, or a one-line body)."""
+    if not transform.at_scope or not isinstance(node.body, cst.IndentedBlock):
+        return None
+    return list(node.body.body)
 
 
 def _code(node: cst.CSTNode) -> str:

@@ -10,26 +10,12 @@ complete. speculators 0.4.0 aborts after its loop instead and is left alone.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import libcst as cst
 
-from vllm_shim_patch.rewrite.scoped import ScopedTransform, dotted, method_call, statements
+from vllm_shim_patch.rewrite.scoped import ScopedTransform, load_beside, dotted, method_call, statements
 
 
-def _shared():  # the helpers beside this file (codemods are loaded by path)
-    name = "_vsp_codemods_speculators"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_speculators.py"))
-        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        sys.modules[name] = module
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return sys.modules[name]
-
-
-S = _shared()
+S = load_beside(__file__, "_speculators")
 NEW_NAMES = ("prompt_lens", "prefilled", "num_tokens")
 
 
@@ -48,10 +34,11 @@ def _abort_loop(stmt: cst.BaseStatement, so: str) -> str | None:
 
 class Codemod(ScopedTransform):
     region_only = True  # acts on its region's own node; the rest through self.module
+
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
-        if not self.at_scope or not isinstance(updated_node.body, cst.IndentedBlock):
+        body = S.function_body(self, updated_node)
+        if body is None:
             return updated_node
-        body = list(updated_node.body.body)
         step = S.step_loop(body)
         if step is None:
             if not S.calls(updated_node, S.SCHEDULER, "finish_requests"):

@@ -28,6 +28,7 @@ def _sorted_keys(node: cst.BaseExpression) -> str | None:
 
 class Codemod(ScopedTransform):
     region_only = True  # acts on its region's own node; the rest through self.module
+
     def __init__(self, *args: object, **kwargs: object):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.dicts: set[str] = set()

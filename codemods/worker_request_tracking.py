@@ -109,6 +109,7 @@ def _get_captured_states(self):
 
 class Codemod(ScopedTransform):
     region_only = True  # acts on its region's own node; the rest through self.module
+
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
         if not self.at_scope or not isinstance(updated_node.body, cst.IndentedBlock):
             return updated_node

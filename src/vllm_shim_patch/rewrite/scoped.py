@@ -245,3 +245,21 @@ def statements(source: str, module: cst.Module) -> list[cst.BaseStatement]:
         header = [line if line.comment is not None else cst.EmptyLine(indent=False) for line in parsed.header]
         body[0] = first.with_changes(leading_lines=[*header, *first.leading_lines])
     return body
+
+
+def load_beside(codemod_file: str, name: str) -> Any:
+    """Module `name` from the folder of `codemod_file`, imported once: codemods are loaded by
+    path, not as a package, so helpers they share are loaded the same way."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    key = f"_vsp_codemods_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, Path(codemod_file).with_name(f"{name}.py"))
+        if spec is None or spec.loader is None:
+            raise ImportError(f"no module {name!r} beside {codemod_file}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module  # before running it: a dataclass looks its module up
+        spec.loader.exec_module(module)
+    return sys.modules[key]
