@@ -91,7 +91,15 @@ class Settings:
         # Paths are made absolute once, here: nothing below depends on the current folder.
         for key in ("state_dir", "vllm_source"):
             if given.get(key):
-                given[key] = os.path.abspath(os.path.expanduser(given[key]))
+                given[key] = _absolute(given[key])
         if given.get("python") and os.sep in given["python"]:
-            given["python"] = os.path.abspath(os.path.expanduser(given["python"]))
+            given["python"] = _absolute(given["python"])
         return cls(**given)
+
+
+def _absolute(path: str) -> str:
+    """`path` made absolute; as given when the current folder is gone (the layer that uses it says so)."""
+    try:
+        return os.path.abspath(os.path.expanduser(path))
+    except FileNotFoundError:
+        return path
