@@ -36,7 +36,7 @@ def hash_file(path: Path) -> str | None:
     (read without blocking: a FIFO planted in a package must not hang `status`)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # gone, or a folder above it replaced by a file
         return None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)

@@ -222,3 +222,13 @@ def test_read_only_package_folder_changes_nothing(sandbox: Sandbox) -> None:
                                          f"(read-only): run as the owner of that environment; nothing was changed")
     assert sandbox.snapshot() == before
     assert json.loads(sandbox.run("status", "--json").stdout)["state"] == "original"
+
+
+def test_a_package_folder_replaced_by_a_file_is_drift_not_a_traceback(sandbox: Sandbox, tmp_path: Path) -> None:
+    assert sandbox.run("--vllm-version", "0.16").returncode == 0
+    folder = sandbox.site / "speculators" / "data_generation"
+    folder.rename(tmp_path / "moved")
+    folder.write_text("not a folder\n")
+    r = sandbox.run("status")
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout.startswith("drifted: ")
