@@ -41,6 +41,7 @@ def _foreign(installed: str, recorded: str, files: str = INIT) -> str:
 # ------------------------------------------------------------------ group 1: wrong bytes
 
 
+@pytest.mark.slow
 def test_rollback_never_writes_another_releases_original(sandbox: Sandbox, speculators_wheel: Path) -> None:
     sandbox.pip_reinstall(realdata.speculators_wheel("0.4.0"))
     assert sandbox.run("--vllm-version", "0.16").returncode in (0, 1)
@@ -60,6 +61,7 @@ def test_rollback_never_writes_another_releases_original(sandbox: Sandbox, specu
     assert_pristine(sandbox)
 
 
+@pytest.mark.slow
 def test_apply_accepting_edits_of_another_release_grafts_nothing(sandbox: Sandbox, speculators_wheel: Path) -> None:
     sandbox.pip_reinstall(realdata.speculators_wheel("0.4.0"))
     assert sandbox.run("--vllm-version", "0.16").returncode in (0, 1)
@@ -79,6 +81,7 @@ def test_apply_accepting_edits_of_another_release_grafts_nothing(sandbox: Sandbo
     assert sandbox.snapshot() == edited
 
 
+@pytest.mark.slow
 def test_venv_path_reused_for_another_release(sandbox: Sandbox) -> None:
     assert sandbox.run("--vllm-version", "0.16").returncode == 0
     shutil.rmtree(sandbox.root)
@@ -90,6 +93,7 @@ def test_venv_path_reused_for_another_release(sandbox: Sandbox) -> None:
     assert sandbox.snapshot() == before
 
 
+@pytest.mark.slow
 def test_one_overlay_reached_from_two_venvs(sandbox: Sandbox, sandbox_template: Path, tmp_path: Path) -> None:
     assert sandbox.run("--vllm-version", "0.16").returncode == 0
     root = tmp_path / "venv2"
@@ -115,6 +119,7 @@ def test_one_overlay_reached_from_two_venvs(sandbox: Sandbox, sandbox_template: 
     assert sandbox.snapshot() == patched
 
 
+@pytest.mark.slow
 def test_duplicated_record_line(sandbox: Sandbox) -> None:
     record = next(sandbox.site.glob("speculators-*.dist-info")) / "RECORD"
     lines = record.read_text().splitlines(keepends=True)
@@ -130,6 +135,7 @@ def test_duplicated_record_line(sandbox: Sandbox) -> None:
     assert sandbox.snapshot() == before
 
 
+@pytest.mark.slow
 def test_symlinked_module_is_refused_before_anything_is_recorded(sandbox: Sandbox, tmp_path: Path) -> None:
     module = sandbox.site / GENERATOR
     elsewhere = tmp_path / "elsewhere.py"
@@ -146,6 +152,7 @@ def test_symlinked_module_is_refused_before_anything_is_recorded(sandbox: Sandbo
     assert elsewhere.read_bytes() == kept
 
 
+@pytest.mark.slow
 def test_original_tag_moved_off_record_is_refused_before_writing(sandbox: Sandbox) -> None:
     assert sandbox.run("--vllm-version", "0.16").returncode == 0
     overlay = overlay_of(sandbox)
@@ -164,6 +171,7 @@ def test_original_tag_moved_off_record_is_refused_before_writing(sandbox: Sandbo
 # ------------------------------------------------------------------ group 2: the state dir is not trusted
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["lock", "pathspec", "state.json"])
 def test_a_link_planted_in_the_overlay_is_never_followed(sandbox: Sandbox, tmp_path: Path, name: str) -> None:
     assert sandbox.run("--vllm-version", "0.17").returncode == 0
@@ -182,6 +190,7 @@ def test_a_link_planted_in_the_overlay_is_never_followed(sandbox: Sandbox, tmp_p
     assert sandbox.snapshot() == before
 
 
+@pytest.mark.slow
 def test_hooks_planted_in_the_overlay_never_run(sandbox: Sandbox, tmp_path: Path) -> None:
     assert sandbox.run("--vllm-version", "0.17").returncode == 0
     overlay = overlay_of(sandbox)
@@ -197,6 +206,7 @@ def test_hooks_planted_in_the_overlay_never_run(sandbox: Sandbox, tmp_path: Path
     assert not ran.exists()
 
 
+@pytest.mark.slow
 def test_fsmonitor_in_the_overlay_config_is_refused(sandbox: Sandbox, tmp_path: Path) -> None:
     assert sandbox.run("--vllm-version", "0.17").returncode == 0
     overlay = overlay_of(sandbox)
@@ -235,6 +245,7 @@ def test_git_runs_with_hooks_and_fsmonitor_off_whatever_the_config(tmp_path: Pat
     assert not ran.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["owner", "group-writable", "config-writable"])
 def test_an_overlay_not_only_yours_is_refused(sandbox: Sandbox, how: str) -> None:
     assert sandbox.run("--vllm-version", "0.17").returncode == 0
@@ -275,6 +286,7 @@ def _journal(overlay: Path, head: str, to: str, name: str, data: bytes) -> None:
         "package": "speculators 0.3.0", "files": {name: {"before": None, "after": record_hash(data)}}}))
 
 
+@pytest.mark.slow
 def test_a_planted_journal_naming_a_file_outside_record_writes_nothing(sandbox: Sandbox) -> None:
     assert sandbox.run("--vllm-version", "0.17").returncode == 0
     overlay = overlay_of(sandbox)
@@ -291,6 +303,7 @@ def test_a_planted_journal_naming_a_file_outside_record_writes_nothing(sandbox: 
     assert sandbox.snapshot() == before
 
 
+@pytest.mark.slow
 def test_a_journal_path_climbing_out_of_site_packages_is_refused(sandbox: Sandbox) -> None:
     assert sandbox.run("--vllm-version", "0.17").returncode == 0
     overlay = overlay_of(sandbox)
@@ -322,6 +335,7 @@ def test_integrity_rejects_a_tree_entry_named_dotdot(tmp_path: Path) -> None:
         f"can be in the interrupted rollback's to commit ({planted[:12]}); {recovery(ov.path, 'pkg', '1.0')}")
 
 
+@pytest.mark.slow
 def test_metadata_name_with_a_path_is_refused(sandbox: Sandbox, tmp_path: Path) -> None:
     metadata = next(sandbox.site.glob("speculators-*.dist-info")) / "METADATA"
     metadata.write_text(metadata.read_text().replace("Name: speculators\n", "Name: ../escape/n\n", 1))
@@ -334,6 +348,7 @@ def test_metadata_name_with_a_path_is_refused(sandbox: Sandbox, tmp_path: Path) 
     assert not sandbox.state.exists()
 
 
+@pytest.mark.slow
 def test_overlay_files_are_not_group_writable_under_umask_002(sandbox: Sandbox) -> None:
     old = os.umask(0o002)
     try:

@@ -10,9 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import Sandbox
 from hardening import error, overlay_of
 from test_overlay import assert_pristine
+
+# Every test here runs the CLI on a sandbox venv with the real speculators wheel.
+pytestmark = pytest.mark.slow
 
 NO_GIT = error("git executable not found: install git (e.g. apt-get install git) and run again")
 

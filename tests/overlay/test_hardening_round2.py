@@ -37,6 +37,7 @@ def _refused(ov: Overlay, what: str) -> None:
     assert str(info.value) == f"{what}; {recovery(ov.path, 'pkg', '1.0')}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["fifo", "folder"])
 def test_state_json_that_is_a_fifo_or_a_folder(sandbox: Sandbox, kind: str) -> None:
     assert sandbox.run("--vllm-version", "0.16").returncode == 0
@@ -51,6 +52,7 @@ def test_state_json_that_is_a_fifo_or_a_folder(sandbox: Sandbox, kind: str) -> N
     assert sandbox.snapshot() == before
 
 
+@pytest.mark.slow
 def test_journal_json_that_is_a_link(sandbox: Sandbox, tmp_path: Path) -> None:
     assert sandbox.run("--vllm-version", "0.16").returncode == 0
     overlay = overlay_of(sandbox)
@@ -64,6 +66,7 @@ def test_journal_json_that_is_a_link(sandbox: Sandbox, tmp_path: Path) -> None:
     assert victim.read_text() == '{"op": "rollback"}'
 
 
+@pytest.mark.slow
 def test_overlay_git_folder_replaced_by_a_file(sandbox: Sandbox) -> None:
     assert sandbox.run("--vllm-version", "0.16").returncode == 0
     overlay = overlay_of(sandbox)
@@ -76,6 +79,7 @@ def test_overlay_git_folder_replaced_by_a_file(sandbox: Sandbox) -> None:
     assert sandbox.snapshot() == before
 
 
+@pytest.mark.slow
 def test_lock_that_is_a_folder(sandbox: Sandbox) -> None:
     assert sandbox.run("--vllm-version", "0.16").returncode == 0
     lock = overlay_of(sandbox) / "lock"
@@ -157,6 +161,7 @@ def test_scratch_files_planted_as_links_are_replaced_not_followed(ov: Overlay, t
     assert victim.read_text() == "keep me\n"
 
 
+@pytest.mark.slow
 def test_a_symlinked_folder_in_the_package_is_refused_before_recording(sandbox: Sandbox, tmp_path: Path) -> None:
     folder = sandbox.site / "speculators" / "data_generation"
     elsewhere = tmp_path / "elsewhere"
@@ -171,6 +176,7 @@ def test_a_symlinked_folder_in_the_package_is_refused_before_recording(sandbox: 
     assert not sandbox.state.exists()
 
 
+@pytest.mark.slow
 def test_a_module_turned_into_a_link_after_apply_is_not_written_through(sandbox: Sandbox, tmp_path: Path) -> None:
     assert sandbox.run("--vllm-version", "0.16").returncode == 0
     module = sandbox.site / GENERATOR
@@ -185,6 +191,7 @@ def test_a_module_turned_into_a_link_after_apply_is_not_written_through(sandbox:
     assert outside.read_bytes() == b"# someone else's file\n"
 
 
+@pytest.mark.slow
 def test_a_fifo_in_place_of_a_module_does_not_hang_status(sandbox: Sandbox) -> None:
     assert sandbox.run("--vllm-version", "0.16").returncode == 0
     config = sandbox.site / "speculators" / "config.py"
@@ -196,6 +203,7 @@ def test_a_fifo_in_place_of_a_module_does_not_hang_status(sandbox: Sandbox) -> N
     assert r.stdout.startswith("drifted: 1 file changed since the last recorded state: speculators/config.py")
 
 
+@pytest.mark.slow
 def test_rollback_while_apply_holds_the_lock(sandbox: Sandbox) -> None:
     assert sandbox.run("--vllm-version", "0.16").returncode == 0
     before = sandbox.snapshot()
@@ -209,6 +217,7 @@ def test_rollback_while_apply_holds_the_lock(sandbox: Sandbox) -> None:
     assert_pristine(sandbox)
 
 
+@pytest.mark.slow
 def test_read_only_package_folder_changes_nothing(sandbox: Sandbox) -> None:
     folder = sandbox.site / "speculators" / "data_generation"
     before = sandbox.snapshot()
@@ -224,6 +233,7 @@ def test_read_only_package_folder_changes_nothing(sandbox: Sandbox) -> None:
     assert json.loads(sandbox.run("status", "--json").stdout)["state"] == "original"
 
 
+@pytest.mark.slow
 def test_a_package_folder_replaced_by_a_file_is_drift_not_a_traceback(sandbox: Sandbox, tmp_path: Path) -> None:
     assert sandbox.run("--vllm-version", "0.16").returncode == 0
     folder = sandbox.site / "speculators" / "data_generation"
