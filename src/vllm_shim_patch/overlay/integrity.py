@@ -122,11 +122,11 @@ def _config(gitdir: Path) -> dict[str, str]:
             continue
         entry = re.fullmatch(r"([A-Za-z][A-Za-z0-9-]*)\s*=\s*(.*)", line)
         key = f"{section}.{entry.group(1).lower()}" if entry and section else None
-        if key not in _CONFIG_KEYS:
+        if entry is None or key is None or key not in _CONFIG_KEYS:
             what = repr(key) if key else f"the line {line[:60]!r}"
             raise DamagedOverlayError(f"the overlay's git config {path} sets {what}, which this tool never writes "
                                       f"(git would act on it: a hook, an fsmonitor or a filter runs code)")
-        out[key] = _unquote(entry.group(2))  # type: ignore[union-attr]
+        out[key] = _unquote(entry.group(2))
     return out
 
 
