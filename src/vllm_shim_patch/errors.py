@@ -45,6 +45,20 @@ class LockedError(OverlayError):
     """Another process holds the overlay lock."""
 
 
+class GitMissingError(OverlayError):
+    """No git executable: nothing in the overlay can be read (not: the overlay lacks a state)."""
+
+
+class UntrustedOverlayError(OverlayError):
+    """The overlay is not this install's or not only this user's: a link, another owner, writable by
+    others, or recorded for another location or release; refused before anything is read from it."""
+
+
+class UnsafeWriteError(OverlayError):
+    """A write the overlay asked for that RECORD does not allow (a path outside the package's own
+    files, or through a link); refused before the first byte is written."""
+
+
 class VerifyError(PatchError):
     """Verification could not run at all (not: it ran and found a mismatch)."""
 

@@ -106,16 +106,24 @@ class Settings:
         for key in ("state_dir", "vllm_source"):
             value = given.get(key)
             if isinstance(value, str) and value:
-                given[key] = os.path.abspath(os.path.expanduser(value))
+                given[key] = _absolute(value)
         python = given.get("python")
         if isinstance(python, str) and os.sep in python:
-            given["python"] = os.path.abspath(os.path.expanduser(python))
+            given["python"] = _absolute(python)
         base = base or cls()
         for key in ("rules", "skip", "only"):
             extra = given.get(key, ())
             if isinstance(extra, tuple):
                 given[key] = tuple(dict.fromkeys([*getattr(base, key), *extra]))
         return replace(base, **given)  # type: ignore[arg-type]  # click checked each value's type
+
+
+def _absolute(path: str) -> str:
+    """`path` made absolute; as given when the current folder is gone (the layer that uses it says so)."""
+    try:
+        return os.path.abspath(os.path.expanduser(path))
+    except FileNotFoundError:
+        return path
 
 
 _O = TypeVar("_O", bound="CommandOptions")

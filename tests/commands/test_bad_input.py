@@ -60,9 +60,9 @@ def test_bad_vllm_version_records_nothing(sandbox: Sandbox) -> None:
 
 @pytest.mark.slow
 def test_no_rule_for_the_version_records_nothing(sandbox: Sandbox) -> None:
-    r = sandbox.run("--vllm-version", "0.10")
+    r = sandbox.run("--vllm-version", "0.9")
     assert r.returncode == 2
-    assert r.stderr == "patch-speculators: error: no rule applies to vLLM 0.10 (the earliest rule is for 0.11.1)\n"
+    assert r.stderr == "patch-speculators: error: no rule applies to vLLM 0.9 (the earliest rule is for 0.10.0)\n"
     assert not sandbox.state.exists()
 
 

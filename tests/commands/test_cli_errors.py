@@ -39,9 +39,9 @@ def test_bad_version_string() -> None:
 @pytest.mark.slow
 def test_no_rule_for_that_version(sandbox: Sandbox) -> None:
     sandbox.extra = ()
-    r = sandbox.run("--vllm-version", "0.10", "--dry-run")
+    r = sandbox.run("--vllm-version", "0.9", "--dry-run")
     assert r.returncode == 2
-    assert r.stderr.strip() == "patch-speculators: error: no rule applies to vLLM 0.10 (the earliest rule is for 0.11.1)"
+    assert r.stderr.strip() == "patch-speculators: error: no rule applies to vLLM 0.9 (the earliest rule is for 0.10.0)"
     assert r.stdout == ""
 
 
@@ -85,11 +85,13 @@ def test_non_editable_wheel_ships_rules_and_codemods(tmp_path: Path) -> None:
                        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr
     assert [line.split()[0] for line in r.stdout.splitlines()] == [
+        "worker-request-tracking", "generator-abort-completed", "generator-results-by-request",
+        "generator-flush-finished", "generator-results-in-input-order",
         "kv-cache-config-drop-specs", "scheduler-add-block-size", "request-drop-eos-token-id",
         "scheduler-config-add-is-encoder-decoder", "cache-config-no-prefix-caching", "llama-model-embed-input-ids",
         "executor-sample-tokens", "collective-rpc-single-reply",
     ]
-    assert r.stdout.count("codemod") == 2  # both codemods ship and load
+    assert r.stdout.count("codemod") == 7  # every codemod (the data pack's five too) ships and loads
     assert (target / "vllm_shim_patch" / "_remote" / "probe_target.py").is_file()
     assert (target / "vllm_shim_patch" / "codemods" / "executor_sample_tokens.py").is_file()
 

@@ -181,4 +181,7 @@ def test_default_cache_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
     assert cachemod.default_cache_dir() == tmp_path / "xdg" / "vllm-shim-patch"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    # HOME=/nonexistent: no cache, so nothing creates the home folder (issue 20).
+    assert cachemod.default_cache_dir() is None
+    (tmp_path / "home").mkdir()
     assert cachemod.default_cache_dir() == tmp_path / "home" / ".cache" / "vllm-shim-patch"

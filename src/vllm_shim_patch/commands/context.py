@@ -200,9 +200,10 @@ class Context:
         from ..overlay.repo import Overlay
 
         path = overlay_for(self.settings.state_dir, self.target.package, self.target.location)
-        # Before anything reads or writes it: a damaged overlay must not pass for "already patched".
-        check_overlay(path, self.target.package, self.target.version)
-        return Overlay(path, self.target.location)
+        # Before anything reads or writes it: a damaged overlay must not pass for "already patched",
+        # nor one of another user's or another environment's be read at all.
+        check_overlay(path, self.target.package, self.target.version, self.target.location)
+        return Overlay(path, self.target.location, allowed=self.tracked)
 
     @cached_property
     def tracked(self) -> list[str]:

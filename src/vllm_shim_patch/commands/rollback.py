@@ -14,7 +14,7 @@ from .context import Context, Outcome
 
 def rollback(ctx: Context, opts: RollbackOptions) -> Outcome:
     """Write the original (or `opts.to`) back under the lock, checked against RECORD."""
-    from ..overlay.baseline import record_mismatches
+    from ..overlay.baseline import check_original, record_mismatches
     from ..overlay.recovery import recover, settled_on_failure
 
     to = opts.to
@@ -30,6 +30,8 @@ def rollback(ctx: Context, opts: RollbackOptions) -> Outcome:
         _settle_baseline(ctx)
         to_commit = _resolve_same_install(ctx, label)
         wanted = ov.tree_files(to_commit, files)
+        if to is None:
+            check_original(ov, target, to_commit, wanted)
         writes = {p: d for p, d in wanted.items()
                   if d is not None and hash_file(target.location / p) != record_hash(d)}
         _write(ctx, writes, label, to_commit)
@@ -37,7 +39,7 @@ def rollback(ctx: Context, opts: RollbackOptions) -> Outcome:
     if to is None:
         bad = record_mismatches(target, files)
         data["record_mismatch"] = bad
-        checked = sum(1 for e in target.record if e.hash and e.path in files)
+        checked = len({e.path for e in target.record if e.hash and e.path in files})
         if bad:
             return Outcome(text.rolled_back_off_record(ctx.who, bad), data, 1)
         tail = text.rollback_tail(checked, to_commit)
@@ -60,16 +62,30 @@ def _untracked(ctx: Context, to: str | None) -> Outcome:
 
 def _settle_baseline(ctx: Context) -> None:
     """Before writing: a reinstall becomes the new original; edits made outside the tool are saved."""
-    from ..overlay.baseline import commit_message, prepare, record_mismatches, sync_state
+    from ..overlay.baseline import (
+        another_release,
+        commit_message,
+        fresh_state,
+        prepare,
+        record_mismatches,
+        refuse_foreign_edits,
+        refuse_links,
+    )
 
     ov, target, files = ctx.overlay, ctx.target, ctx.tracked
-    state = ov.state()
-    if state is None or state.data.get("head_commit") != ov.head_commit():
-        sync_state(ov, target, files)
-        state = ov.state()
-    assert state is not None
-    if state.data.get("version") != target.version or state.files != files:
-        # Another version was installed under us: its own files are its original.
+    refuse_links(target, files)
+    state = fresh_state(ov, target, files)
+    recorded = another_release(state, target)
+    if recorded is not None:
+        # Another release was installed under us: as pip wrote it, it is its own original; edited,
+        # there is no original of it to restore, and never another release's.
+        mismatched = record_mismatches(target, files)
+        if mismatched:
+            refuse_foreign_edits(target, recorded, mismatched, rollback=True)
+        prepare(ov, target, accept_modified=False, log=ctx.log)
+        return
+    if state.files != files:
+        # The same release with another file list: edits are grafted onto its own original.
         prepare(ov, target, accept_modified=True, log=ctx.log)
         return
     edited = [p for p in files if hash_file(target.location / p) != state.head.get(p)]

@@ -28,7 +28,7 @@ def status(ctx: Context, opts: NoOptions) -> Outcome:
     base: dict[str, Any] = {"package": target.package, "version": target.version,
                             "location": str(target.location), "overlay": str(path),
                             "vllm_installed": target.vllm_version, "differs_from_record": off_record}
-    check_overlay(path, target.package, target.version)
+    check_overlay(path, target.package, target.version, target.location)
     journal = layout.read_journal(path)
     holder = lock.holder(path / layout.LOCK_FILE)
     if holder is not None:

@@ -9,14 +9,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..errors import OverlayError
-from ..fsutil import hash_file, record_hash
+from ..errors import DamagedOverlayError, OverlayError, TargetError
+from ..fsutil import hash_file, linked_part, record_hash
 from ..words import agree, listing, plural
 from .layout import tracked_paths
 
 if TYPE_CHECKING:
     from ..settings import Log
     from ..target import Target
+    from .layout import State
     from .repo import Overlay
 
 
@@ -81,19 +82,61 @@ def sync_state(ov: Overlay, target: Target, files: list[str]) -> None:
     )
 
 
+def refuse_links(target: Target, files: list[str]) -> None:
+    """A linked install (a file or folder of the package is a symbolic link) cannot be recorded:
+    refused before the overlay records anything."""
+    for path in files:
+        link = linked_part(target.location, path)
+        if link is not None:
+            raise TargetError(
+                f"{link} is a symbolic link (a linked install?): reinstall {target.package} with copied files "
+                f"(e.g. uv --link-mode=copy) to patch it; nothing was changed"
+            )
+
+
+def fresh_state(ov: Overlay, target: Target, files: list[str]) -> State:
+    """state.json rebuilt from git (it is a cache for `status`: an apply or a rollback trusts git only)."""
+    sync_state(ov, target, files)
+    state = ov.state()
+    if state is None:
+        raise DamagedOverlayError(f"the overlay {ov.path} has a git repository without a commit: move it away "
+                                  f"(mv {ov.path} {ov.path}.damaged) and run again")
+    return state
+
+
+def another_release(state: State, target: Target) -> str | None:
+    """'speculators 0.4.0' when the overlay's HEAD records another release than the one installed."""
+    recorded = (state.data.get("package"), state.data.get("version"))
+    return None if recorded == (target.package, target.version) else " ".join(map(str, recorded))
+
+
+def refuse_foreign_edits(target: Target, recorded: str, mismatched: list[str], rollback: bool) -> None:
+    """Files of a release the overlay never recorded differ from its RECORD: there is no original of
+    theirs to restore or to graft onto, so nothing is written."""
+    who = f"{target.package} {target.version}"
+    count = len(mismatched)
+    fix = (f"reinstall it (pip install --force-reinstall --no-deps {target.package}=={target.version}) and run "
+           f"again; rollback never writes another release's files" if rollback
+           else f"run again with --accept-modified to take them as the original, or reinstall with pip install "
+                f"--force-reinstall --no-deps {target.package}=={target.version}")
+    raise OverlayError(
+        f"{who} is installed where the overlay recorded {recorded}, and {plural(count, 'file')} of {who} "
+        f"{agree(count, 'differs', 'differ')} from its RECORD: {listing(mismatched)}; the overlay holds no "
+        f"original of {who}, so nothing was written: {fix}"
+    )
+
+
 def prepare(ov: Overlay, target: Target, accept_modified: bool, log: Log) -> list[str]:
     """Make sure the overlay's HEAD is what is installed: create it, or start a new baseline on drift."""
     files = tracked_paths(e.path for e in target.record)
+    refuse_links(target, files)
     current = {p: hash_file(target.location / p) for p in files}
     who = f"{target.package} {target.version}"
     state = None
     if ov.exists():
-        state = ov.state()
-        if state is None or state.data.get("head_commit") != ov.head_commit():
-            sync_state(ov, target, files)
-            state = ov.state()
-        assert state is not None
-        if state.files == files and all(current[p] == state.head.get(p) for p in files):
+        state = fresh_state(ov, target, files)
+        if state.files == files and all(current[p] == state.head.get(p) for p in files) \
+                and another_release(state, target) is None:
             return files
     # A new original is about to be recorded: it must be what pip installed, unless the user says so.
     mismatched = record_mismatches(target, files)
@@ -115,10 +158,14 @@ def prepare(ov: Overlay, target: Target, accept_modified: bool, log: Log) -> lis
         log(f"recorded the original {who} in the overlay {ov.path}")
         return files
     changed = sorted(p for p in {*files, *state.files} if current.get(p) != state.head.get(p))
-    if not mismatched:
-        # Every installed file is what pip wrote: a reinstall (same or other version) under us.
+    recorded = another_release(state, target)
+    if recorded is not None and mismatched and not accept_modified:
+        refuse_foreign_edits(target, recorded, mismatched, rollback=False)
+    if not mismatched or recorded is not None:
+        # Every installed file is what pip wrote (a reinstall under us), or another release whose edits
+        # the user accepts: its files as they are are its original. Never grafted onto another release's.
         reason = (f"{target.package} changed from {state.data.get('version')} to {target.version}"
-                  if state.data.get("version") != target.version
+                  if recorded is not None
                   else f"{who} was reinstalled ({plural(len(changed), 'file')} changed, all match RECORD)")
         ov.commit(sorted({*files, *state.files}),
                   commit_message("baseline", f"original: {who} reinstalled ({verified})",
@@ -162,6 +209,22 @@ def prepare(ov: Overlay, target: Target, accept_modified: bool, log: Log) -> lis
     sync_state(ov, target, files)
     log(f"kept {plural(len(by_hand), 'file')} edited outside this tool as part of the original")
     return files
+
+
+def check_original(ov: Overlay, target: Target, commit: str, wanted: dict[str, bytes | None]) -> None:
+    """Before rollback writes `original`: its bytes are RECORD's, except the files its own baseline
+    commit says were accepted as modified (a moved tag or a planted commit is refused here)."""
+    record = {e.path: e.hash for e in target.record if e.hash}
+    accepted = set(read_trailers(ov, commit).get("record", "").removeprefix("modified: ").split(","))
+    bad = sorted(p for p, data in wanted.items()
+                 if p in record and p not in accepted and (data is None or record_hash(data) != record[p]))
+    if bad:
+        raise DamagedOverlayError(
+            f"the overlay's original ({commit[:12]}) does not match {target.package} {target.version}'s RECORD: "
+            f"{plural(len(bad), 'file')} {agree(len(bad), 'differs', 'differ')} ({listing(bad)}), so nothing was "
+            f"written; the overlay was changed outside this tool: move it away (mv {ov.path} {ov.path}.damaged) "
+            f"and reinstall with pip install --force-reinstall --no-deps {target.package}=={target.version}"
+        )
 
 
 def original_bytes(ov: Overlay | None, target: Target, paths: list[str]) -> dict[str, bytes]:

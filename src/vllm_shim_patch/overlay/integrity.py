@@ -9,27 +9,50 @@ someone packed (``git gc``) are looked up in the packs' indexes; their bytes are
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import zlib
 from pathlib import Path
 from typing import Any
 
-from ..errors import DamagedOverlayError
+from ..errors import DamagedOverlayError, UntrustedOverlayError
+from ..fsutil import read_private
 from .layout import GIT_DIR, read_journal, read_state
+from .trust import check_trusted
 
 _SHA = re.compile(r"[0-9a-f]{40}")
+_REF = re.compile(r"refs/(heads|tags)/[A-Za-z0-9._-]+")
+# Every key the tool's `git init` and `Overlay.create` write: any other (core.fsmonitor, an include,
+# a filter or diff driver, an alias) was put there by someone else, and git would act on it.
+_CONFIG_KEYS = frozenset({
+    "core.repositoryformatversion", "core.filemode", "core.bare", "core.worktree", "core.autocrlf",
+    "core.hookspath", "core.fsync", "core.logallrefupdates", "core.ignorecase", "core.precomposeunicode",
+    "core.symlinks", "commit.gpgsign", "tag.gpgsign", "gc.auto", "user.name", "user.email",
+})
+# Tree entries a package's files can make: plain and executable files, folders (never a link or a submodule).
+_MODES = frozenset({b"100644", b"100755", b"40000"})
 
 
 class _Bad(Exception):
     """An object that is missing or corrupt (the message says which)."""
 
 
-def check_overlay(overlay: Path, package: str, version: str) -> None:
-    """Raise DamagedOverlayError naming what is damaged and how to recover; return if all is well."""
+def check_overlay(overlay: Path, package: str, version: str, location: Path | None = None) -> None:
+    """Raise DamagedOverlayError naming what is damaged and how to recover; return if all is well.
+
+    First the overlay must be trusted at all (`trust.check_trusted`); with `location`, it must
+    have been recorded for that install location (one overlay reached from two environments is not).
+    """
+    check_trusted(overlay)
     try:
-        _check(overlay)
+        worktree = _check(overlay)
     except DamagedOverlayError as exc:
         raise DamagedOverlayError(f"{exc}; {recovery(overlay, package, version)}") from None
+    if location is not None and worktree is not None and os.fsencode(worktree) != os.fsencode(str(location)):
+        raise UntrustedOverlayError(
+            f"the overlay {overlay} was recorded for {package} in {worktree}, not in {location} (one overlay "
+            f"reached from two environments?): give this one its own (pass another --state-dir, or move "
+            f"{overlay} away) and run again; nothing was changed")
 
 
 def recovery(overlay: Path, package: str, version: str) -> str:
@@ -38,15 +61,19 @@ def recovery(overlay: Path, package: str, version: str) -> str:
             f"from the wheel first (pip install --force-reinstall --no-deps {package}=={version})")
 
 
-def _check(overlay: Path) -> None:
+def _check(overlay: Path) -> str | None:
+    """Check the overlay; the location its git config records (None: no repository yet)."""
     # Both raise DamagedOverlayError on an unreadable file or one of the wrong shape.
     state = read_state(overlay)
     journal = read_journal(overlay)
     gitdir = overlay / GIT_DIR
+    if os.path.lexists(gitdir) and not gitdir.is_dir():
+        raise DamagedOverlayError(f"the overlay's {gitdir} is not a folder")
     if not gitdir.is_dir():
         if state is not None or journal is not None:
             raise DamagedOverlayError(f"the overlay {overlay} has a state.json or journal.json but no git repository")
-        return
+        return None
+    worktree = _config(gitdir).get("core.worktree")
     store = _Store(gitdir)
     wanted: dict[str, str] = {}
     for ref, what in (("HEAD", "HEAD"), ("refs/tags/original", "the original"), ("refs/tags/patched", "the patched state")):
@@ -72,6 +99,42 @@ def _check(overlay: Path) -> None:
             store.check_commit(commit, seen)
         except _Bad as exc:
             raise DamagedOverlayError(f"the overlay {overlay} is damaged: {exc} in {what} ({commit[:12]})") from None
+    return worktree
+
+
+def _config(gitdir: Path) -> dict[str, str]:
+    """The overlay's git config as this tool wrote it; anything else in it is refused."""
+    path = gitdir / "config"
+    try:
+        data = read_private(path)
+    except OSError as exc:
+        raise DamagedOverlayError(f"the overlay's {path} is unreadable ({exc.strerror or exc})") from None
+    if data is None:
+        raise DamagedOverlayError(f"the overlay's {path} is missing")
+    section, out = None, {}
+    for raw in os.fsdecode(data).splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        header = re.fullmatch(r"\[([A-Za-z0-9.-]+)\]", line)
+        if header:
+            section = header.group(1).lower()
+            continue
+        entry = re.fullmatch(r"([A-Za-z][A-Za-z0-9-]*)\s*=\s*(.*)", line)
+        key = f"{section}.{entry.group(1).lower()}" if entry and section else None
+        if entry is None or key is None or key not in _CONFIG_KEYS:
+            what = repr(key) if key else f"the line {line[:60]!r}"
+            raise DamagedOverlayError(f"the overlay's git config {path} sets {what}, which this tool never writes "
+                                      f"(git would act on it: a hook, an fsmonitor or a filter runs code)")
+        out[key] = _unquote(entry.group(2))
+    return out
+
+
+def _unquote(value: str) -> str:
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        value = value[1:-1]
+    return value.replace('\\"', '"').replace("\\\\", "\\")
 
 
 class _Store:
@@ -88,7 +151,11 @@ class _Store:
         except (OSError, UnicodeDecodeError) as exc:
             raise DamagedOverlayError(f"the overlay's {name} is unreadable: {exc}") from None
         if text.startswith("ref: ") and depth < 5:
-            return self.ref(text[5:].strip(), depth + 1)
+            target = text[5:].strip()
+            if not _REF.fullmatch(target):
+                # Never read a file the ref names outside refs/ (`ref: ../../../etc/shadow`).
+                raise DamagedOverlayError(f"the overlay's {name} points at {target[:60]!r}, not a branch or tag")
+            return self.ref(target, depth + 1)
         if not text:
             return None
         if not _SHA.fullmatch(text):
@@ -167,6 +234,10 @@ class _Store:
             mode, name = body[pos:space], body[space + 1 : nul].decode(errors="replace")
             child = body[nul + 1 : nul + 21].hex()
             pos = nul + 21
+            if mode not in _MODES or name in ("", ".", "..") or name.lower() == ".git" or "/" in name:
+                # git's own checks refuse these too; a tree holding one writes outside the package.
+                raise _Bad(f"tree {sha[:12]} holds {prefix}{name!r} (mode {mode.decode(errors='replace')}), "
+                           f"which no file of a package can be")
             if mode == b"40000":
                 self._check_tree(child, f"{prefix}{name}/", seen)
             elif child not in seen:

@@ -12,21 +12,29 @@ One overlay folder per installed distribution, ``<state>/<dist>-<hash of its loc
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import DamagedOverlayError, StateDirError
-from ..fsutil import read_json
+from ..errors import DamagedOverlayError, StateDirError, TargetError
+from ..fsutil import absolute_path, plain_relative, read_json
 
 GIT_DIR = "git"
 STATE_FILE = "state.json"
 JOURNAL_FILE = "journal.json"
 LOCK_FILE = "lock"
 STATE_FORMAT = 1
+# Every name this tool writes in an overlay folder (scratch files included): anything else is not ours.
+OWN_ENTRIES = frozenset({GIT_DIR, STATE_FILE, JOURNAL_FILE, LOCK_FILE, "pathspec", "no-hooks", "index.partial",
+                         "blob.partial"})
+# A distribution name as PEP 508 allows it: the overlay folder is named after it.
+_DIST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")
+_NAME_MAX = 255
 
 
 # Folders that hold installed packages: an overlay there would be read, copied or deleted with them.
@@ -36,10 +44,10 @@ _PACKAGE_DIRS = frozenset({"site-packages", "dist-packages"})
 def state_root(state_dir: str | None) -> Path:
     """The state dir, absolute (a relative one is taken from the current folder, once, here)."""
     if state_dir:
-        return Path(os.path.abspath(Path(state_dir).expanduser()))
+        return Path(absolute_path(state_dir, "--state-dir"))
     xdg = os.environ.get("XDG_STATE_HOME")
     if xdg:
-        return Path(os.path.abspath(xdg)) / "vllm-shim-patch"
+        return Path(absolute_path(xdg, "XDG_STATE_HOME")) / "vllm-shim-patch"
     try:
         home = Path.home()
     except (RuntimeError, KeyError):
@@ -52,6 +60,11 @@ def state_root(state_dir: str | None) -> Path:
 
 def check_state_root(root: Path, location: Path) -> None:
     """Refuse a state dir that cannot hold an overlay, before anything reads or writes under it."""
+    long = next((part for part in root.parts if len(os.fsencode(part)) > _NAME_MAX), None)
+    if long is not None:
+        raise StateDirError(f"state dir {root}: the folder name {long[:40]!r}... is {len(os.fsencode(long))} bytes "
+                            f"long, more than the {_NAME_MAX} a filesystem allows: pass --state-dir with a shorter "
+                            f"path")
     existing = root
     while not os.path.lexists(existing) and existing != existing.parent:
         existing = existing.parent
@@ -75,16 +88,22 @@ def overlay_for(state_dir: str | None, package: str, location: Path) -> Path:
 
 
 def overlay_path(root: Path, package: str, location: Path) -> Path:
-    digest = hashlib.sha256(str(location).encode()).hexdigest()[:12]
+    if not _DIST_NAME.fullmatch(package):
+        # The name comes from the installed METADATA: `../../x` must not place a folder outside the state dir.
+        raise TargetError(f"the installed METADATA names the distribution {package[:80]!r}, which is not a valid "
+                          f"distribution name: reinstall it with pip; nothing was written")
+    # The bytes of the path, as the filesystem has them: a non-ASCII location under LC_ALL=C is the same folder.
+    digest = hashlib.sha256(os.fsencode(str(location))).hexdigest()[:12]
     return root / f"{package.lower().replace('_', '-')}-{digest}"
 
 
 def tracked_paths(record_paths: Iterable[str]) -> list[str]:
-    """The files of the distribution the overlay records: RECORD minus bytecode and outside paths."""
-    return sorted(
+    """The files of the distribution the overlay records: RECORD minus bytecode and any path that is
+    not a plain one inside the install location (`../../bin/x`, `pkg/../evil.pth`), each once."""
+    return sorted({
         p for p in record_paths
-        if not p.startswith("..") and not p.startswith("/") and "__pycache__/" not in p and not p.endswith(".pyc")
-    )
+        if plain_relative(p) and "__pycache__/" not in p and not p.endswith(".pyc")
+    })
 
 
 @dataclass(frozen=True)
@@ -134,6 +153,8 @@ def read_journal(overlay: Path) -> dict[str, Any] | None:
         if not (isinstance(entry, dict) and isinstance(entry.get("after"), str)
                 and (entry.get("before") is None or isinstance(entry.get("before"), str))):
             raise DamagedOverlayError(f"{path} is damaged (the entry of {str(name)[:80]!r} is of the wrong shape)")
+        if not plain_relative(name):
+            raise DamagedOverlayError(f"{path} is damaged (it names {name[:80]!r}, not a path inside the package)")
     return data
 
 
@@ -141,9 +162,13 @@ def _read(path: Path) -> Any:
     """The file's JSON, or None when there is no file; an unreadable one is a damaged overlay."""
     try:
         return read_json(path)
-    except (OSError, ValueError) as exc:
-        why = "empty" if isinstance(exc, ValueError) and _is_empty(path) else (
-            f"not JSON: {exc}" if isinstance(exc, ValueError) else f"unreadable: {exc.strerror or exc}")
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise StateDirError(f"cannot read {path}: a name in it is too long for the filesystem: pass "
+                                f"--state-dir with a shorter path") from None
+        raise DamagedOverlayError(f"{path} is damaged (unreadable: {exc.strerror or exc})") from None
+    except ValueError as exc:
+        why = "empty" if _is_empty(path) else f"not JSON: {exc}"
         raise DamagedOverlayError(f"{path} is damaged ({why})") from None
 
 

@@ -6,9 +6,18 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from ..errors import DamagedOverlayError, LockedError, OverlayError, StateDirError
+from ..errors import (
+    DamagedOverlayError,
+    GitMissingError,
+    LockedError,
+    OverlayError,
+    StateDirError,
+    UnsafeWriteError,
+    UntrustedOverlayError,
+)
 from ..words import listing
 from .baseline import read_trailers, sync_state
+from .integrity import recovery as recovery_hint
 
 if TYPE_CHECKING:
     from ..settings import Log
@@ -46,6 +55,12 @@ def recover(ov: Overlay, target: Target, files: list[str], log: Log) -> None:
         ov.clear_journal()
         sync_state(ov, target, files)
         return
+    foreign = [p for p in paths if p not in set(files)]
+    if foreign:
+        # A journal is ours only if it names the package's own files: `evil.pth` is planted.
+        raise DamagedOverlayError(
+            f"{ov.journal_file} is damaged (it names {listing(foreign)}, which {who}'s RECORD does not list), "
+            f"so nothing was written; {recovery_hint(ov.path, target.package, target.version)}")
     expect = {p: {v.get("before"), v.get("after")} for p, v in journal["files"].items()}
     if journal["op"] == "apply":
         if head != journal["base_commit"]:
@@ -72,7 +87,8 @@ def settled_on_failure(ov: Overlay, target: Target, files: list[str], log: Log) 
     try:
         yield
     except (OSError, OverlayError) as exc:
-        if isinstance(exc, (DamagedOverlayError, LockedError, StateDirError)):
+        if isinstance(exc, (DamagedOverlayError, LockedError, StateDirError, GitMissingError, UnsafeWriteError,
+                            UntrustedOverlayError)):
             raise
         cause = (f"cannot write {exc.filename or 'a file'}: {exc.strerror or exc}" if isinstance(exc, OSError)
                  else str(exc))

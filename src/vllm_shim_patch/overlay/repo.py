@@ -11,21 +11,42 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..errors import OverlayError, StateDirError
+from ..errors import GitMissingError, OverlayError, StateDirError, UnsafeWriteError
 from ..faults import checkpoint
-from ..fsutil import atomic_write, hash_file, record_hash, remove_stale_bytecode, remove_temp_files, write_json
+from ..fsutil import (
+    atomic_write,
+    hash_file,
+    linked_part,
+    plain_relative,
+    record_hash,
+    remove_stale_bytecode,
+    remove_temp_files,
+    write_json,
+    write_private,
+)
 from .layout import GIT_DIR, JOURNAL_FILE, LOCK_FILE, STATE_FILE, STATE_FORMAT, State, read_journal, read_state
-from .lock import hold
+from .lock import hold, open_lock
+
+# Given on every git command line, so they win over any config file: no hook and no fsmonitor
+# ever runs, whatever the overlay's config says (git's own `safe.directory` spirit, stricter).
+_GIT_OVERRIDES = tuple(arg for setting in ("safe.directory=*", f"core.hooksPath={os.devnull}", "core.fsmonitor=false",
+                                            "core.untrackedCache=false", "protocol.allow=never",
+                                            f"core.attributesFile={os.devnull}")
+                       for arg in ("-c", setting))
+_NO_GIT = "git executable not found: install git (e.g. apt-get install git) and run again"
+
 
 class Overlay:
-    def __init__(self, path: Path, work_tree: Path):
+    def __init__(self, path: Path, work_tree: Path, allowed: Iterable[str] | None = None):
         self.path = path
         self.work_tree = work_tree
+        # The only paths the overlay may write in the work tree (the RECORD's files); None: not checked.
+        self.allowed = frozenset(allowed) if allowed is not None else None
         self.gitdir = path / GIT_DIR
         self.state_file = path / STATE_FILE
         self.journal_file = path / JOURNAL_FILE
@@ -42,7 +63,7 @@ class Overlay:
 
     def _run(self, args: list[str], repo: bool, stdin: str | None, extra_env: dict[str, str] | None = None) -> bytes:
         if shutil.which("git") is None:
-            raise OverlayError("git executable not found: install git (e.g. apt-get install git) and run again")
+            raise GitMissingError(_NO_GIT)
         os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
         for key in [k for k in os.environ if k.startswith("GIT_") and not k.startswith("GIT_PYTHON_")]:
             # GitPython passes our environment on: a caller's GIT_DIR or GIT_INDEX_FILE (say, from
@@ -59,15 +80,19 @@ class Overlay:
             "GIT_COMMITTER_NAME": "vllm-shim-patch",
             "GIT_COMMITTER_EMAIL": "vllm-shim-patch@localhost",
             "GIT_LITERAL_PATHSPECS": "1",
+            "GIT_ATTR_NOSYSTEM": "1",
+            # A refs/replace/ planted in the overlay would make git answer other bytes than the
+            # objects the integrity check verified.
+            "GIT_NO_REPLACE_OBJECTS": "1",
             "LC_ALL": "C",
             **(extra_env or {}),
         }
         where = [f"--git-dir={self.gitdir}", f"--work-tree={self.work_tree}"] if repo else []
-        command = ["git", *where, "-c", "safe.directory=*", *args]
+        command = ["git", *where, *_GIT_OVERRIDES, *args]
         try:
             with tempfile.TemporaryFile() as feed:
                 if stdin is not None:
-                    feed.write(stdin.encode())
+                    feed.write(stdin.encode("utf-8", "surrogateescape"))
                     feed.seek(0)
                 out = gitpython.Git().execute(command, env=env, istream=feed if stdin is not None else None,
                                               strip_newline_in_stdout=False, stdout_as_string=False)
@@ -87,12 +112,16 @@ class Overlay:
             return None
         try:
             return self.git("rev-parse", "--verify", "-q", "HEAD").strip() or None
+        except GitMissingError:
+            raise
         except OverlayError:
             return None
 
     def resolve(self, ref: str) -> str:
         try:
             return self.git("rev-parse", "--verify", "-q", f"{ref}^{{commit}}").strip()
+        except GitMissingError:
+            raise
         except OverlayError:
             raise OverlayError(f"no state {ref!r} in the overlay (see `patch-speculators log`)") from None
 
@@ -118,18 +147,41 @@ class Overlay:
 
     # ---------------------------------------------------------------- lock
 
-    def locked(self, wait: bool = False) -> contextlib.AbstractContextManager[None]:
-        """One process at a time on this package (see `lock.hold`)."""
+    @contextlib.contextmanager
+    def locked(self, wait: bool = False) -> Iterator[None]:
+        """One process at a time on this package (see `lock.hold`). Nothing the run writes is
+        group- or other-writable; a run that recorded nothing leaves no folder and no lock behind."""
+        old_umask = os.umask(0o022)
+        os.umask(old_umask | 0o022)
+        made: list[Path] = []
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
-            # The lock file is the overlay's first write: a state dir we cannot write fails here.
-            os.close(os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644))
-        except OSError as exc:
-            raise StateDirError(
-                f"cannot write the state dir {self.path.parent}: {exc.strerror or exc}; nothing was changed "
-                f"(pass --state-dir with a writable folder)"
-            ) from None
-        return hold(self.lock_file, wait)
+            try:
+                made = _make_folders(self.path)
+                # The lock file is the overlay's first write: a state dir we cannot write fails here.
+                os.close(open_lock(self.lock_file))
+            except OSError as exc:
+                raise StateDirError(
+                    f"cannot write the state dir {self.path.parent}: {exc.strerror or exc}; nothing was changed "
+                    f"(pass --state-dir with a writable folder)"
+                ) from None
+            with hold(self.lock_file, wait):
+                try:
+                    yield
+                finally:
+                    if made and not os.path.lexists(self.gitdir):
+                        self._discard()
+        finally:
+            os.umask(old_umask)
+            if made and not os.path.lexists(self.gitdir):
+                for folder in reversed(made):
+                    with contextlib.suppress(OSError):
+                        folder.rmdir()
+
+    def _discard(self) -> None:
+        """What a run that recorded nothing wrote in a folder it made: its lock and scratch files."""
+        for name in (LOCK_FILE, "pathspec", "blob.partial", "index.partial"):
+            with contextlib.suppress(FileNotFoundError):
+                (self.path / name).unlink()
 
     # ---------------------------------------------------------------- state and journal
 
@@ -147,21 +199,19 @@ class Overlay:
     def create(self, files: list[str], message: str) -> str:
         """A new overlay whose first commit is the files as they are; built aside, then renamed in."""
         if shutil.which("git") is None:
-            raise OverlayError("git executable not found: install git (e.g. apt-get install git) and run again")
+            raise GitMissingError(_NO_GIT)
         self.path.mkdir(parents=True, exist_ok=True)
         for stale in self.path.glob("git.partial-*"):
             shutil.rmtree(stale, ignore_errors=True)  # an earlier create that was killed
         tmp = self.path / f"git.partial-{os.getpid()}"
         final, self.gitdir = self.gitdir, tmp
         try:
-            self.git("init", "-q", "--bare", str(tmp), repo=False)
-            hooks = self.path / "no-hooks"
-            hooks.mkdir(exist_ok=True)
+            self.git("init", "-q", "--bare", "--template=", str(tmp), repo=False)
             for key, value in (
                 ("core.bare", "false"),
                 ("core.worktree", str(self.work_tree)),
                 ("core.autocrlf", "false"),
-                ("core.hooksPath", str(hooks)),
+                ("core.hooksPath", os.devnull),
                 ("core.fsync", "objects,derived-metadata,reference"),
                 ("commit.gpgsign", "false"),
                 ("tag.gpgsign", "false"),
@@ -183,7 +233,7 @@ class Overlay:
 
     def commit(self, files: Iterable[str], message: str, tag: str | None = None, allow_empty: bool = False) -> str:
         spec = self.path / "pathspec"
-        spec.write_text("".join(f"{p}\n" for p in files))
+        write_private(spec, "".join(f"{p}\n" for p in files).encode("utf-8", "surrogateescape"))
         # -A with the explicit list: deletions of listed files are recorded, nothing else is looked at.
         self.git("add", "-A", "-f", f"--pathspec-from-file={spec}")
         checkpoint("git:added")
@@ -203,10 +253,13 @@ class Overlay:
         index = self.path / "index.partial"
         blob = self.path / "blob.partial"
         env = {"GIT_INDEX_FILE": str(index)}
+        self.check_writes(replace)
         try:
+            with contextlib.suppress(FileNotFoundError):
+                index.unlink()
             self._run(["read-tree", base], True, None, env)
             for path, data in sorted(replace.items()):
-                blob.write_bytes(data)
+                write_private(blob, data)
                 sha = self.git("hash-object", "-w", "--", str(blob)).strip()
                 self._run(["update-index", "--add", "--cacheinfo", f"100644,{sha},{path}"], True, None, env)
             tree = self._run(["write-tree"], True, None, env).decode().strip()
@@ -231,6 +284,7 @@ class Overlay:
 
     def write_files(self, op: str, writes: Mapping[str, bytes], base_commit: str, **extra: Any) -> None:
         """Journal first, then each file atomically; the journal says how to finish or undo."""
+        self.check_writes(writes)
         journal = {
             "op": op,
             "pid": os.getpid(),
@@ -255,6 +309,8 @@ class Overlay:
         With `expect`, a file whose current hash is not one it lists was changed by someone else
         since: it is left alone and returned as skipped. Returns (restored, skipped).
         """
+        paths = list(paths)
+        self.check_writes(paths)
         wanted = self.tree_files(commit, paths)
         changed, skipped = [], []
         for path, data in sorted(wanted.items()):
@@ -274,9 +330,28 @@ class Overlay:
             checkpoint(f"restore:wrote {path}")
         return changed, skipped
 
+    def check_writes(self, paths: Iterable[str]) -> None:
+        """Before the first write: every path is one RECORD lists, plain, and reached through no link."""
+        for path in sorted(paths):
+            why = None
+            if not plain_relative(path):
+                why = "it is not a plain path inside the package"
+            elif self.allowed is not None and path not in self.allowed:
+                why = "the package's RECORD does not list it"
+            else:
+                link = linked_part(self.work_tree, path)
+                if link is not None:
+                    why = f"{link} is a symbolic link"
+            if why:
+                raise UnsafeWriteError(f"refusing to write {self.work_tree / path}: {why}; nothing was written "
+                                       f"(if the overlay names it, it was changed outside this tool: move "
+                                       f"{self.path} away and run again)")
+
     def tag_points_at(self, tag: str) -> str | None:
         try:
             return self.git("rev-parse", "--verify", "-q", f"refs/tags/{tag}^{{commit}}").strip() or None
+        except GitMissingError:
+            raise
         except OverlayError:
             return None
 
@@ -284,3 +359,14 @@ class Overlay:
         checkpoint("journal:clearing")
         with contextlib.suppress(FileNotFoundError):
             self.journal_file.unlink()
+
+
+def _make_folders(path: Path) -> list[Path]:
+    """Create `path` and its missing parents; the ones made, outermost first."""
+    missing = []
+    current = path
+    while not os.path.lexists(current) and current != current.parent:
+        missing.append(current)
+        current = current.parent
+    path.mkdir(parents=True, exist_ok=True)
+    return list(reversed(missing))

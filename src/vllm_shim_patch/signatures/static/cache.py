@@ -44,16 +44,19 @@ _digest: str | None = None
 def default_cache_dir() -> Path | None:
     """`$VSP_CACHE_DIR`, else `$XDG_CACHE_HOME/vllm-shim-patch`, else `~/.cache/vllm-shim-patch`,
     made absolute once (a later change of folder must not move it); None without a home folder
-    (then nothing is cached)."""
+    or with a HOME that is not one (then nothing is cached)."""
     explicit = os.environ.get("VSP_CACHE_DIR")
     if explicit:
         return Path(explicit).expanduser().absolute()
     base = os.environ.get("XDG_CACHE_HOME")
     if not base:
         try:
-            base = str(Path.home() / ".cache")
+            home = Path.home()
         except (RuntimeError, KeyError):
             return None
+        if not home.is_dir():
+            return None  # HOME=/nonexistent: a cache must not create the home folder
+        base = str(home / ".cache")
     return Path(base).expanduser().absolute() / "vllm-shim-patch"
 
 
