@@ -70,7 +70,10 @@ def run_remote(python: str, script: str, *args: str, stdin: str | None = None,
     try:
         return subprocess.run(
             [python, str(REMOTE / script), *args],
-            input=stdin, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,
+            input=stdin, capture_output=True, timeout=timeout, cwd=cwd, env=env,
+            # Our scripts answer in ASCII JSON; anything else (a wrapper printing Latin-1, a
+            # broken locale) must read as an unreadable answer, not crash the decoding.
+            encoding="utf-8", errors="replace",
         )
     except FileNotFoundError:
         raise TargetError(f"interpreter {python!r} not found (give --python the path of a python executable)") from None
@@ -94,7 +97,7 @@ def json_answer(proc: subprocess.CompletedProcess[str]) -> dict[str, Any] | None
 def probe(python: str | None, package: str) -> Target:
     """Find `package` and vLLM in the interpreter through importlib.metadata, importing neither."""
     exe = resolve_python(python)
-    proc = run_remote(exe, "probe_target.py", package)
+    proc = run_remote(exe, "probe_target.py", package, timeout=PROBE_TIMEOUT)
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise TargetError(f"interpreter {exe!r} failed to run the probe: {tail}")

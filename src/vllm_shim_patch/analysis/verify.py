@@ -95,13 +95,15 @@ def _import_lines(results: list[dict[str, Any]]) -> list[str]:
 
 def run_checks(target: Target, bindings: Bindings, modules: list[str], calls: list[CallRecord],
                sites: Mapping[tuple[str, int], str] | None = None, *, live: bool = False,
-               rehearse: dict[str, Any] | None = None) -> VerifyResult:
+               rehearse: dict[str, Any] | None = None,
+               unscanned: Mapping[str, str] | None = None) -> VerifyResult:
     """Import `modules`, bind `calls` (live: asked in the same target process), and rehearse when
     `rehearse` is a request; fail on an import failure or a binding mismatch.
 
     What could not run (an import whose dependencies the target lacks, a call without a known
     signature) makes the verdict "partial", never "passed", and is named in the summary.
-    `sites` annotates calls a rule matched but left as they were: (path, line) -> why. The
+    `sites` annotates calls a rule matched but left as they were: (path, line) -> why;
+    `unscanned`, files whose calls could not be read (path -> why), are named as not checked. The
     rehearsal's answer is returned for the caller to judge (it knows the rules that match a failure).
     """
     callees = sorted({c.callee for c in calls})
@@ -130,14 +132,14 @@ def run_checks(target: Target, bindings: Bindings, modules: list[str], calls: li
         reason = f"{plural(n, 'call')} {agree(n, 'does', 'do')} not bind: {mismatches[0].line()}"
     else:
         reason = ""
-    verdict, summary, not_checked = _verdict(imports, bound, kind, reason)
+    verdict, summary, not_checked = _verdict(imports, bound, kind, reason, unscanned or {})
     data.update(verdict=verdict, not_checked=not_checked)
     return VerifyResult(not reason, reason, lines, data, summary, verdict, not_checked, notable,
                         answer.rehearsal if answer else None)
 
 
 def _verdict(imports: list[dict[str, Any]], bound: list[Binding], kind: Any,
-             reason: str) -> tuple[str, str, list[str]]:
+             reason: str, unscanned: Mapping[str, str]) -> tuple[str, str, list[str]]:
     """(passed | partial | failed, the summary line, what could not be checked)."""
     missing = sorted({r["missing"] for r in imports if r["status"] == "missing-dependency"})
     untested = [r for r in imports if r["status"] == "missing-dependency"]
@@ -148,6 +150,9 @@ def _verdict(imports: list[dict[str, Any]], bound: list[Binding], kind: Any,
     if unknown:
         why = "no vLLM signatures" if kind is None else ", ".join(sorted({b.reason for b in unknown}))
         not_checked.append(f"{plural(len(unknown), 'call')} ({why})")
+    if unscanned:
+        files = "; ".join(f"{p}: {why}" for p, why in sorted(unscanned.items()))
+        not_checked.append(f"the calls in {plural(len(unscanned), 'file')} ({files})")
     if reason:
         return FAILED, f"failed: {reason}", not_checked
     checked = []
@@ -169,11 +174,14 @@ def verify_plan(target: Target, plan: Plan, bindings: Bindings, *, live: bool = 
     calls at every site a rule matched but left as it was (declined in review, left for a human,
     a notice, not needed), wherever they are; and the rehearsal when asked."""
     modules = sorted({module_name(r.path) for r in plan.changed})
-    calls, sites = plan_calls(plan)
-    return run_checks(target, bindings, modules, calls, sites, live=live, rehearse=rehearse)
+    unscanned: dict[str, str] = {}
+    calls, sites = plan_calls(plan, unscanned)
+    return run_checks(target, bindings, modules, calls, sites, live=live, rehearse=rehearse,
+                      unscanned=unscanned)
 
 
-def plan_calls(plan: Plan) -> tuple[list[CallRecord], dict[tuple[str, int], str]]:
+def plan_calls(plan: Plan, unscanned: dict[str, str] | None = None
+               ) -> tuple[list[CallRecord], dict[tuple[str, int], str]]:
     """The calls into vLLM apply must bind, and which of them a rule matched but did not change.
 
     A rewritten file is bound whole: a call the rules did not touch there may still miss what
@@ -181,7 +189,7 @@ def plan_calls(plan: Plan) -> tuple[list[CallRecord], dict[tuple[str, int], str]
     of each site a rule matched: the file is as installed, so those lines are the site's own.
     """
     from ..rewrite.scoped import line_map
-    from .calls import scan
+    from .calls import Unscanned, scan
 
     left: dict[str, list[Any]] = {}
     for s in plan.sites:
@@ -190,15 +198,19 @@ def plan_calls(plan: Plan) -> tuple[list[CallRecord], dict[tuple[str, int], str]
     calls: list[CallRecord] = []
     sites: dict[tuple[str, int], str] = {}
     for r in plan.results:
-        if r.changed:
+        if not r.changed and r.path not in left:
+            continue
+        try:
             found = scan(r.after, r.path)
+        except Unscanned as exc:
+            if unscanned is not None:
+                unscanned[r.path] = exc.reason
+            continue
+        if r.changed:
             to_original = line_map(r.before.decode("utf-8", "surrogateescape"),
                                    r.after.decode("utf-8", "surrogateescape"))
-        elif r.path in left:
-            found = scan(r.after, r.path)
-            to_original = int  # unchanged: its lines are the original's
         else:
-            continue
+            to_original = int  # unchanged: its lines are the original's
         for call in found:
             start, end = to_original(call.line), to_original(call.end_line or call.line)
             matched = [s for s in left.get(r.path, ()) if s.line <= end and start <= s.end_line]

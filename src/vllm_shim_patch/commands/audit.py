@@ -13,7 +13,7 @@ def audit(ctx: Context, *, verbose: bool = False, emit_rules: str | None = None,
     from dataclasses import replace
 
     from ..analysis.audit import Checker, audit_plan
-    from ..analysis.calls import scan_uses
+    from ..analysis.calls import Unscanned, scan_uses
     from ..report.audit import render
     from ..report.text import plural
 
@@ -34,8 +34,18 @@ def audit(ctx: Context, *, verbose: bool = False, emit_rules: str | None = None,
         else:
             # Edited since (by hand, or by older rules): which rule fixes which line is not known.
             pending.append(r if now == r.before else replace(r, sites=()))
-    uses = {p: scan_uses(d, p) for p, d in installed.items()}
-    after = {r.path: scan_uses(r.after, r.path) for r in pending}
+    unscanned: dict[str, str] = {}
+
+    def uses_in(data: bytes, path: str) -> list[Any]:
+        try:
+            return scan_uses(data, path)
+        except Unscanned as exc:
+            # What it could not read, it cannot vouch for: said, and exit 1 (a human reads it).
+            unscanned.setdefault(path, exc.reason)
+            return []
+
+    uses = {p: uses_in(d, p) for p, d in installed.items()}
+    after = {r.path: uses_in(r.after, r.path) for r in pending}
     callees = {u.callee for group in (*uses.values(), *after.values()) for u in group if u.is_call}
     signatures, sig_kind, note = ctx.bindings(callees)
     source = ctx.static_source
@@ -55,7 +65,7 @@ def audit(ctx: Context, *, verbose: bool = False, emit_rules: str | None = None,
     else:
         rules_for = f"rules for {version}"
     against = f"{vllm}, {rules_for} ({sig_kind or 'no'} signatures)"
-    text, data = render(rows, ctx.who, against, verbose, rules=plan is not None)
+    text, data = render(rows, ctx.who, against, verbose, rules=plan is not None, unscanned=unscanned)
     missing = [p for p in target.python_files() if p not in installed]
     for path in reversed(missing):
         what = "cannot be read" if (target.location / path).exists() else "is missing (RECORD lists it)"
@@ -68,7 +78,7 @@ def audit(ctx: Context, *, verbose: bool = False, emit_rules: str | None = None,
     if emit_rules is not None:
         line, data["emitted"] = _emit(ctx, rows, signatures, version, emit_rules)
         text = f"{text}\n{line}"
-    return Outcome(text, data, 1 if data["summary"]["remaining"] else 0)
+    return Outcome(text, data, 1 if data["summary"]["remaining"] or unscanned else 0)
 
 
 def _emit(ctx: Context, rows: list[Any], signatures: dict[str, Any], version: str, dest: str

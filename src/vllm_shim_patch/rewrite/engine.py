@@ -83,6 +83,9 @@ class Engine:
             return FileResult(path, FileStatus.SKIPPED, data, data, reason=_syntax_error(data, path, exc))
         except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
             return FileResult(path, FileStatus.SKIPPED, data, data, reason=f"cannot decode: {exc}")
+        except (RecursionError, MemoryError):
+            return FileResult(path, FileStatus.SKIPPED, data, data,
+                              reason="nested too deeply to parse (a generated expression?)")
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         command = _CallRewriter(self, path, wrapper)
         scoped_pass = _ScopedPass(self, path, data)

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import ast
 import difflib
+import errno
+import os
 import re
+import stat
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
@@ -59,11 +62,16 @@ def load_pack(extra: Iterable[str | Path] = (), *, bundled: bool = True) -> Rule
             paths.append(p)
         elif str(item) in bundled_optional_packs():
             paths.append(bundled_optional_packs()[str(item)])
+        elif p.is_symlink():
+            raise RuleError(p, None, None, "a symbolic link to nothing (or a loop of links)")
         else:
             known = ", ".join(bundled_optional_packs()) or "none"
             raise RuleError(p, None, None, f"no such rule file or folder (bundled optional packs: {known})")
     rules: list[Rule] = []
     seen: dict[str, Rule] = {}
+    # The same file named twice (`--rules a.yaml --rules ./a.yaml`, a folder and a file in it) is
+    # loaded once: its ids would otherwise clash with themselves.
+    paths = list({_identity(p): p for p in reversed(paths)}.values())[::-1]
     for path in paths:
         for rule in load_file(path):
             if rule.id in seen:
@@ -76,13 +84,31 @@ def load_pack(extra: Iterable[str | Path] = (), *, bundled: bool = True) -> Rule
     return RulePack(tuple(rules), tuple(str(p) for p in paths))
 
 
+def _identity(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a link loop: reported when the file is read
+        return path.absolute()
+
+
 def load_file(path: str | Path) -> list[Rule]:
     path = Path(path)
     try:
-        with path.open("rb") as f:
-            data = f.read(MAX_RULE_FILE_BYTES + 1)
+        # Non-blocking, so that a FIFO (or a device) named *.yaml is refused, not waited on forever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
-        raise RuleError(path, None, None, f"cannot read: {exc.strerror}") from None
+        why = "a symbolic link loop" if exc.errno == errno.ELOOP else exc.strerror
+        raise RuleError(path, None, None, f"cannot read: {why}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        what = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+        raise RuleError(path, None, None, f"not a regular file ({what}): a rule file is plain text")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            data = f.read(MAX_RULE_FILE_BYTES + 1)
+        except OSError as exc:
+            raise RuleError(path, None, None, f"cannot read: {exc.strerror}") from None
     if len(data) > MAX_RULE_FILE_BYTES:
         raise RuleError(path, None, None, f"larger than {MAX_RULE_FILE_BYTES // 1024} KiB: "
                                           f"rule files are hand-written; split it into several files")
@@ -383,8 +409,9 @@ class NodeReader:
         text = self.string(node, "'signature'").strip()
         try:
             fn = ast.parse(f"def _{text}: pass").body[0]
-        except SyntaxError:
-            raise self.fail(node, f"'signature' {text!r} is not a parameter list like (a, b, c=None)") from None
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            shown = text if len(text) <= 80 else text[:77] + "..."
+            raise self.fail(node, f"'signature' {shown!r} is not a parameter list like (a, b, c=None)") from None
         assert isinstance(fn, ast.FunctionDef)
         args = fn.args
         positional = tuple(a.arg for a in [*args.posonlyargs, *args.args])
@@ -403,6 +430,10 @@ class NodeReader:
             raise self.fail(node, f"{what} is not valid Python: {exc.msg}{where}") from None
         except ValueError as exc:  # a NUL byte, on Python before 3.12
             raise self.fail(node, f"{what} is not valid Python: {exc}") from None
+        except (RecursionError, MemoryError):
+            # CPython's parser gives up on a deeply nested expression (a generated 20,000-term sum).
+            raise self.fail(node, f"{what} is nested too deeply for Python's parser: "
+                                  f"an example is a short hand-written snippet") from None
         return code
 
     def examples(self, node: Any) -> tuple[Example, ...]:

@@ -1,0 +1,189 @@
+"""Issue 20, groups 3 and 4: every claim the tool makes is true, every bad input is one line.
+
+Each case was a false "patched"/"passed"/"0 mismatched" or a traceback on the landed tool; the
+second half is a second adversarial round of cases of the same kind.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import realdata
+from click.testing import CliRunner
+from conftest import GENERATOR, Sandbox
+
+from vllm_shim_patch.cli import main
+
+WORKER = "speculators/data_generation/custom_worker.py"
+FACING = (GENERATOR, WORKER)  # the vLLM-facing files
+ERROR = "patch-speculators: error: "
+
+
+def _hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def rewrite(sb: Sandbox, files: dict[str, bytes | None]) -> None:
+    """Write (None: delete) package files and make RECORD describe them, as an installer would."""
+    record = next(sb.site.glob("speculators-*.dist-info")) / "RECORD"
+    lines = record.read_text().splitlines()
+    listed = {line.rsplit(",", 2)[0] for line in lines}
+    out = []
+    for line in lines:
+        path = line.rsplit(",", 2)[0]
+        if path in files:
+            data = files[path]
+            if data is None:
+                (sb.site / path).unlink()
+                continue
+            (sb.site / path).write_bytes(data)
+            line = f"{path},{_hash(data)},{len(data)}"
+        out.append(line)
+    for path, data in files.items():
+        if path not in listed and data is not None:
+            (sb.site / path).parent.mkdir(parents=True, exist_ok=True)
+            (sb.site / path).write_bytes(data)
+            out.append(f"{path},{_hash(data)},{len(data)}")
+    record.write_text("\n".join(out) + "\n")
+
+
+@pytest.fixture
+def src(sandbox: Sandbox) -> Sandbox:
+    """The sandbox with the real vLLM 0.16.0 source for signatures."""
+    sandbox.extra = ("--vllm-source", str(realdata.vllm_source("0.16.0")))
+    return sandbox
+
+
+def _rule_file(path: Path, body: str = "    notice: look here\n", rule_id: str = "extra-notice") -> Path:
+    path.write_text(f'schema: 1\nrules:\n  - id: {rule_id}\n    call: vllm.v1.request.Request\n'
+                    f'    since: "0.1"\n    why: w\n{body}')
+    return path
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args), prog_name="patch-speculators")
+    return result.exit_code, result.stdout, result.stderr
+
+
+# ---------------------------------------------------------------- group 3 (c): a UTF-8 BOM
+
+
+def _with_bom(sb: Sandbox) -> None:
+    rewrite(sb, {p: b"\xef\xbb\xbf" + (sb.site / p).read_bytes() for p in FACING})
+
+
+def test_audit_no_rules_sees_through_a_bom(src: Sandbox) -> None:
+    plain = src.run("--json", "audit", "--no-rules")
+    _with_bom(src)
+    bom = src.run("--json", "audit", "--no-rules")
+    assert (plain.returncode, bom.returncode) == (1, 1), bom.stderr
+    summary = json.loads(bom.stdout)["summary"]
+    assert (summary["uses"], summary["remaining"]) == (60, 3)
+    assert json.loads(plain.stdout)["uses"] == json.loads(bom.stdout)["uses"]
+
+
+def test_verify_binds_every_call_of_bom_files_and_apply_keeps_the_bom(src: Sandbox) -> None:
+    _with_bom(src)
+    r = src.run("--vllm-version", "0.16")
+    assert r.returncode == 0, r.stderr
+    assert "verification partial: 20 calls bind (static); not checked: 2 imports" in r.stdout
+    for path in FACING:
+        assert (src.site / path).read_bytes().startswith(b"\xef\xbb\xbf")
+    assert src.run("verify").stdout.splitlines()[-1] == (
+        "verify speculators 0.3.0: partial: 20 calls bind (static); not checked: 2 imports (pydantic missing "
+        "in the target)")
+    rolled = src.run("rollback")
+    assert rolled.returncode == 0, rolled.stderr
+    assert all((src.site / p).read_bytes().startswith(b"\xef\xbb\xbf") for p in FACING)
+
+
+# ---------------------------------------------------------------- group 4: tracebacks
+
+
+def test_python_printing_non_utf8_bytes_is_one_line(tmp_path: Path) -> None:
+    liar = tmp_path / "python"
+    liar.write_text('#!/bin/sh\nprintf "\\377\\376junk\\n"\n')
+    liar.chmod(0o755)
+    code, out, err = _cli("--python", str(liar), "status")
+    assert (code, out) == (2, "")
+    assert err == f"{ERROR}interpreter {str(liar)!r} gave an unreadable answer: '\ufffd\ufffdjunk\\n'\n"
+
+
+def _deep_example(tmp_path: Path, terms: int = 20_000) -> Path:
+    expr = "+".join(["a"] * terms)
+    return _rule_file(tmp_path / "deep.yaml", f'    notice: n\n    examples:\n      - before: "x = {expr}"\n'
+                                             f'        after: "x = 1"\n')
+
+
+def test_a_20000_term_rule_example_is_one_line(tmp_path: Path) -> None:
+    rules = _deep_example(tmp_path)
+    code, _, err = _cli("rules", "check", str(rules))
+    assert code == 2
+    assert err == (f"{ERROR}{rules}:9: rule 'extra-notice': 'before' is nested too deeply for Python's parser: "
+                   "an example is a short hand-written snippet\n")
+
+
+def test_a_20000_term_rule_example_stops_apply_before_anything_is_recorded(sandbox: Sandbox, tmp_path: Path) -> None:
+    rules = _deep_example(tmp_path)
+    before = sandbox.snapshot()
+    r = sandbox.run("--rules", str(rules), "--vllm-version", "0.16")
+    assert r.returncode == 2
+    assert r.stderr.endswith("'before' is nested too deeply for Python's parser: an example is a short "
+                             "hand-written snippet\n")
+    assert "Traceback" not in r.stderr
+    assert not sandbox.state.exists()
+    assert sandbox.snapshot() == before
+
+
+DEEP = b"from vllm import LLM\n\nx = " + b"+".join([b"a"] * 2400) + b"\n"
+
+
+def test_audit_names_a_file_too_deep_to_scan_and_exits_1(src: Sandbox) -> None:
+    clean = src.run("audit")
+    assert clean.returncode == 0, clean.stdout  # the rules fix every mismatch of 0.3.0
+    rewrite(src, {"speculators/deep.py": DEEP})
+    assert subprocess.run([str(src.python), "-c", "compile(open(%r).read(), 'deep', 'exec')"
+                           % str(src.site / "speculators/deep.py")]).returncode == 0  # the target compiles it
+    r = src.run("audit")
+    assert r.returncode == 1, r.stderr
+    lines = r.stdout.splitlines()
+    assert "  speculators/deep.py: not audited: nested too deeply for the scanner (a generated expression?)" in lines
+    assert lines[-1].endswith("; 1 file not audited (above)")
+    data = json.loads(src.run("--json", "audit", "--no-rules").stdout)
+    assert data["not_audited"] == [{"path": "speculators/deep.py",
+                                    "reason": "nested too deeply for the scanner (a generated expression?)"}]
+
+
+def test_a_fifo_in_a_rules_folder_is_refused_not_waited_on(tmp_path: Path) -> None:
+    folder = tmp_path / "rules"
+    folder.mkdir()
+    _rule_file(folder / "a.yaml")
+    os.mkfifo(folder / "b.yaml")
+    result: list[tuple[int, str, str]] = []
+    worker = threading.Thread(target=lambda: result.append(_cli("--rules", str(folder), "rules", "list")),
+                              daemon=True)
+    worker.start()
+    worker.join(30)
+    assert result, "the loader waited on the FIFO"
+    code, out, err = result[0]
+    assert (code, out) == (2, "")
+    assert err == f"{ERROR}{folder}/b.yaml: not a regular file (a FIFO): a rule file is plain text\n"
+
+
+def test_the_same_rule_file_given_twice_is_loaded_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rules = _rule_file(tmp_path / "a.yaml")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _cli("--rules", "a.yaml", "--rules", f"{tmp_path}/../{tmp_path.name}/a.yaml",
+                          "--rules", str(tmp_path), "--json", "rules", "list")
+    assert code == 0, err
+    ids = [r["id"] for r in json.loads(out)]
+    assert ids.count("extra-notice") == 1
+    assert rules.exists()
