@@ -220,31 +220,29 @@ def _review(hunks: list[Hunk]) -> set[tuple[str, int, str]]:
 @main.command()
 @_VLLM_VERSION
 @_NO_GUARD
+@click.option("--installed", is_flag=True, default=None,
+              help="print the installed files' diff against their original instead")
 @common_options
 @click.pass_context
 def diff(ctx: click.Context, **options: Any) -> None:
-    """Print the diff apply would write, rule by hunk."""
-    c, _ = _context(ctx, options)
-    _diff(c)
+    """Print the diff apply would write, rule by hunk (--installed: the patch as installed)."""
+    c, given = _context(ctx, options)
+    _diff(c, installed=bool(given.get("installed")))
 
 
-def _diff(c: Context) -> NoReturn:
-    from .report.diff import colorize, render_diff
-    from .report.plan import plan_json, site_lines, summary
+def _diff(c: Context, installed: bool = False) -> NoReturn:
+    from .commands.diff import dry_run, installed_diff
+    from .report.diff import colorize
 
-    plan = c.plan()
+    outcome = installed_diff(c) if installed else dry_run(c)
     s = c.settings
     if s.as_json:
-        click.echo(json.dumps(plan_json(plan), indent=2, default=str))
+        click.echo(json.dumps(outcome.data, indent=2, default=str))
     else:
-        text = render_diff(plan)
-        click.echo(colorize(text) if sys.stdout.isatty() else text, nl=False)
-        if plan.version_note:
-            info(s, f"note: {plan.version_note}")
-        for line in site_lines(plan, verbose=s.verbose > 0):
+        click.echo(colorize(outcome.text) if sys.stdout.isatty() else outcome.text, nl=False)
+        for line in outcome.log:
             info(s, line)
-        info(s, summary(plan))
-    sys.exit(0 if plan.clean else 1)
+    sys.exit(outcome.exit_code)
 
 
 @main.command()

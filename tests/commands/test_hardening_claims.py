@@ -187,3 +187,54 @@ def test_the_same_rule_file_given_twice_is_loaded_once(tmp_path: Path, monkeypat
     ids = [r["id"] for r in json.loads(out)]
     assert ids.count("extra-notice") == 1
     assert rules.exists()
+
+
+# ---------------------------------------------------------------- group 3 (d): --package
+
+
+@pytest.mark.parametrize("args", [["--vllm-version", "0.16"], ["--check", "--vllm-version", "0.16"],
+                                  ["--dry-run", "--vllm-version", "0.16"], ["audit"]], ids=" ".join)
+def test_a_package_the_rules_are_not_for_is_refused_and_nothing_recorded(sandbox: Sandbox, args: list[str]) -> None:
+    before = sandbox.snapshot()
+    r = sandbox.run("--package", "pip", "--json", *args)
+    message = ("--package pip: the rules are for speculators only (a rule file's 'package:' names the "
+               "package it is for); nothing was recorded")
+    assert (r.returncode, r.stderr) == (2, f"{ERROR}{message}\n")
+    assert json.loads(r.stdout) == {"ok": False, "error": message, "kind": "UsageError"}
+    assert not sandbox.state.exists()
+    assert sandbox.snapshot() == before
+
+
+def test_package_names_compare_as_pep_503_does(src: Sandbox) -> None:
+    r = src.run("--package", "Speculators", "--dry-run", "--vllm-version", "0.16")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("--- a/speculators/")
+
+
+# ---------------------------------------------------------------- group 3 (e): --dry-run after apply
+
+
+def test_a_dry_run_after_apply_says_nothing_would_be_written(src: Sandbox) -> None:
+    first = src.run("--dry-run", "--vllm-version", "0.16")
+    assert first.returncode == 0 and first.stdout.count("+++ b/") == 2
+    assert src.run("--vllm-version", "0.16").returncode == 0
+    again = src.run("--dry-run", "--vllm-version", "0.16")
+    assert (again.returncode, again.stdout) == (0, "")
+    assert again.stderr.splitlines()[-1] == (
+        "speculators 0.3.0 is already patched for vLLM 0.16 (7 edits in 2 files, all installed): apply would "
+        "write nothing; patch-speculators diff --installed shows the patch")
+    data = json.loads(src.run("--json", "--dry-run", "--vllm-version", "0.16").stdout)
+    assert (data["already_patched"], data["writes"]) == (True, [])
+    # The patch stays visible: the installed files against the original, hunk for hunk the dry run's.
+    shown = src.run("diff", "--installed")
+    assert shown.returncode == 0
+    assert shown.stderr.splitlines()[-1] == "speculators 0.3.0 as installed: 2 files differ from the original"
+    strip = lambda text: [ln for ln in text.splitlines() if not ln.startswith("@@")]  # noqa: E731
+    assert strip(shown.stdout) == strip(first.stdout)
+
+
+def test_diff_installed_of_an_unpatched_package_is_empty(sandbox: Sandbox) -> None:
+    r = sandbox.run("diff", "--installed")
+    assert (r.returncode, r.stdout) == (0, "")
+    assert r.stderr == "speculators 0.3.0 as installed is its original: nothing to show\n"
+    assert not sandbox.state.exists()

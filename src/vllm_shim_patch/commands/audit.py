@@ -18,6 +18,7 @@ def audit(ctx: Context, *, verbose: bool = False, emit_rules: str | None = None,
     from ..report.text import plural
 
     if rules:
+        ctx.check_package()
         plan = ctx.plan(ctx.originals(), reuse=True)
         version = str(plan.version)
     else:

@@ -29,9 +29,15 @@ class Outcome:
     data: Any = field(default_factory=dict)  # a JSON object, or a list for the listing commands
     exit_code: int = 0
 
+    # Lines for stderr (progress, the summary under a diff) that the CLI prints before `text`.
+    log: tuple[str, ...] = ()
+
     @property
     def ok(self) -> bool:
         return self.exit_code == 0
+
+    def with_log(self, *lines: str) -> Outcome:
+        return Outcome(self.text, self.data, self.exit_code, (*self.log, *lines))
 
 
 class Context:
@@ -94,10 +100,21 @@ class Context:
         """Target and rules for a command that runs the engine: the target interpreter answers
         (`start_probe`) while the rules load and (`engine`) libcst imports here."""
         self.start_probe()
-        self.pack  # noqa: B018  (a bad rule file is reported before the target's answer is read)
+        self.check_package()  # a bad rule file, or a package no rule is for, before the target's answer
         if engine:
             import libcst  # noqa: F401  (the caller runs the engine next)
         self.check_version()
+
+    def check_package(self) -> None:
+        """Refuse --package naming a distribution the rules are not for: its files would be
+        recorded and called patched with no rule ever looking at them."""
+        from ..errors import UsageError
+        from ..report.text import listing
+
+        if not self.pack.targets(self.settings.package):
+            raise UsageError(f"--package {self.settings.package}: the rules are for "
+                             f"{listing(list(self.pack.packages))} only (a rule file's 'package:' "
+                             f"names the package it is for); nothing was recorded")
 
     def check_version(self) -> Any:
         """The vLLM version rules are for; fails on a --vllm-version that contradicts the installed

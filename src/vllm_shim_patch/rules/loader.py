@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import RuleError
 from ..rewrite.ops import OPERATIONS
 from ..rewrite.ops.base import QUALNAME_RE, is_identifier
-from .model import SCHEMA_VERSION, Example, Guard, OldSignature, Rule, RulePack
+from .model import DEFAULT_PACKAGE, SCHEMA_VERSION, Example, Guard, OldSignature, Rule, RulePack
 
 GENERIC_KEYS = ("id", "call", "in", "guard", "since", "why", "signature", "examples", "unchanged")
 RULE_KEYS = (*GENERIC_KEYS, *(key for op in OPERATIONS.values() for key in op.keys))
@@ -178,6 +178,7 @@ class NodeReader:
         self.path = str(path)
         self.yaml = yaml
         self.rule_id: str | None = None
+        self.package = DEFAULT_PACKAGE
 
     def fail(self, node: Any, message: str) -> RuleError:
         line = node.start_mark.line + 1 if node is not None else None
@@ -267,7 +268,9 @@ class NodeReader:
                 f"unsupported schema {getattr(schema_node, 'value', None)!r} (this tool reads schema {SCHEMA_VERSION})",
             )
         if "package" in top:
-            self.string(top["package"][1], "'package'")
+            self.package = self.string(top["package"][1], "'package'").strip()
+            if not self.package:
+                raise self.fail(top["package"][1], "'package' must name a distribution")
         if "rules" not in top:
             raise self.fail(root, "missing 'rules' list")
         rules_node = top["rules"][1]
@@ -353,6 +356,7 @@ class NodeReader:
             unchanged=unchanged,
             scope=scope,
             guard=guard,
+            package=self.package,
         )
 
     def calls(self, node: Any) -> tuple[str, ...]:
