@@ -238,3 +238,66 @@ def test_diff_installed_of_an_unpatched_package_is_empty(sandbox: Sandbox) -> No
     assert (r.returncode, r.stdout) == (0, "")
     assert r.stderr == "speculators 0.3.0 as installed is its original: nothing to show\n"
     assert not sandbox.state.exists()
+
+
+# ---------------------------------------------------------------- group 3 (a): a shadow copy on sys.path
+
+SHADOW_REASON = ("loaded from {loaded}, not from the installed {expected} (a copy earlier on sys.path, "
+                 "e.g. PYTHONPATH or the working folder, shadows the patched package)")
+
+
+def _shadow(sb: Sandbox, tmp_path: Path) -> tuple[dict[str, str], str, str]:
+    import shutil
+
+    shadow = tmp_path / "shadow"
+    shutil.copytree(sb.site / "speculators", shadow / "speculators")
+    reason = SHADOW_REASON.format(loaded=shadow / "speculators/__init__.py",
+                                  expected=sb.site / "speculators/__init__.py")
+    return {"PYTHONPATH": str(shadow)}, reason, str(shadow)
+
+
+def test_apply_fails_when_an_unpatched_copy_shadows_the_package(src: Sandbox, tmp_path: Path) -> None:
+    env, reason, _ = _shadow(src, tmp_path)
+    before = src.snapshot()
+    r = src.run("--vllm-version", "0.16", env=env)
+    assert r.returncode == 1, r.stderr
+    assert r.stdout.strip() == (f"verification failed: import speculators.data_generation.custom_worker: {reason}; "
+                                "restored 2 files, nothing recorded")
+    assert f"import speculators.data_generation.vllm_hidden_states_generator: FAILED: {reason}" in r.stderr
+    assert src.snapshot() == before
+
+
+def test_verify_after_apply_names_the_copy_that_was_imported(src: Sandbox, tmp_path: Path) -> None:
+    env, reason, _ = _shadow(src, tmp_path)
+    assert src.run("--vllm-version", "0.16").returncode == 0
+    r = src.run("verify", env=env)
+    assert r.returncode == 1
+    assert r.stdout.splitlines()[-1] == (
+        f"verify speculators 0.3.0: FAILED: import speculators.data_generation.custom_worker: {reason}")
+    assert src.run("verify").returncode == 0  # without the shadow: the patched files
+
+
+def _import_check(request: dict[str, object], pythonpath: str) -> list[dict[str, object]]:
+    script = Path(__import__("vllm_shim_patch").__file__).parent / "_remote" / "import_check.py"
+    proc = subprocess.run([sys.executable, str(script)], input=json.dumps(request), capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": pythonpath}, timeout=60, check=True)
+    return json.loads(proc.stdout)  # type: ignore[no-any-return]
+
+
+def test_the_import_check_compares_each_module_file(tmp_path: Path) -> None:
+    site, shadow = tmp_path / "site", tmp_path / "shadow"
+    for root, marker in ((site, "patched"), (shadow, "old")):
+        (root / "pkg").mkdir(parents=True)
+        (root / "pkg" / "__init__.py").write_text("")
+        (root / "pkg" / "mod.py").write_text(f"WHO = {marker!r}\n")
+    request = {"modules": ["pkg.mod"], "own": "pkg", "location": str(site)}
+    ok = _import_check(request, str(site))
+    assert [(r["module"], r["status"]) for r in ok] == [("pkg.mod", "ok")]
+    wrong = _import_check(request, f"{shadow}:{site}")
+    assert [(r["module"], r["status"], r["loaded"], r["expected"]) for r in wrong] == [
+        ("pkg.mod", "shadowed", str(shadow / "pkg/__init__.py"), str(site / "pkg/__init__.py"))]
+    # Only the module is elsewhere (the package's __path__ reaches another folder first).
+    (site / "pkg" / "__init__.py").write_text(f"__path__.insert(0, {str(shadow / 'pkg')!r})\n")
+    moved = _import_check(request, str(site))
+    assert [(r["status"], r["loaded"], r["expected"]) for r in moved] == [
+        ("shadowed", str(shadow / "pkg/mod.py"), str(site / "pkg/mod.py"))]

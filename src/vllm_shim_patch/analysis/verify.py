@@ -81,6 +81,12 @@ def bind_all(calls: Iterable[CallRecord], signatures: dict[str, Any], why_unknow
     return out
 
 
+def shadow_reason(r: Mapping[str, Any]) -> str:
+    loaded = r.get("loaded") or "a location without a file (a namespace or built-in module)"
+    return (f"loaded from {loaded}, not from the installed {r['expected']} (a copy earlier on sys.path, "
+            f"e.g. PYTHONPATH or the working folder, shadows the patched package)")
+
+
 def _import_lines(results: list[dict[str, Any]]) -> list[str]:
     lines = []
     for r in results:
@@ -88,6 +94,8 @@ def _import_lines(results: list[dict[str, Any]]) -> list[str]:
             lines.append(f"import {r['module']}: ok ({r['seconds']:.2f}s)")
         elif r["status"] == "missing-dependency":
             lines.append(f"import {r['module']}: not tested, {r['missing']} is not installed in the target")
+        elif r["status"] == "shadowed":
+            lines.append(f"import {r['module']}: FAILED: {shadow_reason(r)}")
         else:
             lines.append(f"import {r['module']}: FAILED\n{r['traceback'].rstrip()}")
     return lines
@@ -122,9 +130,11 @@ def run_checks(target: Target, bindings: Bindings, modules: list[str], calls: li
     notable = [*lines, *(b.line() for b in bound if b.status is not BindStatus.OK)]
     lines += [b.line() for b in bound]
     data: dict[str, Any] = {"imports": imports, "signatures": kind, "bindings": [b.as_dict() for b in bound]}
-    failed = [r for r in imports if r["status"] == "failed"]
+    failed = [r for r in imports if r["status"] in ("failed", "shadowed")]
     mismatches = [b for b in bound if b.status is BindStatus.MISMATCH]
-    if failed:
+    if failed and failed[0]["status"] == "shadowed":
+        reason = f"import {failed[0]['module']}: {shadow_reason(failed[0])}"
+    elif failed:
         last = failed[0]["traceback"].strip().splitlines()[-1]
         reason = f"import {failed[0]['module']} failed: {last}"
     elif mismatches:
