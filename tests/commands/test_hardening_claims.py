@@ -301,3 +301,130 @@ def test_the_import_check_compares_each_module_file(tmp_path: Path) -> None:
     moved = _import_check(request, str(site))
     assert [(r["status"], r["loaded"], r["expected"]) for r in moved] == [
         ("shadowed", str(shadow / "pkg/mod.py"), str(site / "pkg/mod.py"))]
+
+
+# ---------------------------------------------------------------- group 3 (b): --check's "patched"
+
+
+def _sourceless(sb: Sandbox) -> None:
+    subprocess.run([str(sb.python), "-m", "compileall", "-q", "-b", str(sb.site / "speculators")], check=True)
+    record = next(sb.site.glob("speculators-*.dist-info")) / "RECORD"
+    out = []
+    for line in record.read_text().splitlines():
+        path = line.rsplit(",", 2)[0]
+        if path.startswith("speculators/") and path.endswith(".py"):
+            (sb.site / path).unlink()
+            out.append(f"{path}c,,")
+        elif "__pycache__/" not in path:
+            out.append(line)
+    record.write_text("\n".join(out) + "\n")
+
+
+@pytest.mark.parametrize("args", [["--check"], [], ["--dry-run"]], ids=["check", "apply", "dry-run"])
+def test_a_sourceless_install_is_refused(src: Sandbox, args: list[str]) -> None:
+    _sourceless(src)
+    r = src.run(*args, "--vllm-version", "0.16")
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == (f"{ERROR}speculators 0.3.0 in {src.site} is installed without its source (RECORD lists 44 "
+                        ".pyc files and no .py file): the rules rewrite source; reinstall it from its wheel "
+                        "(pip install --force-reinstall --no-deps speculators==0.3.0)\n")
+    assert not src.state.exists()
+
+
+@pytest.mark.parametrize("applied", [False, True], ids=["unpatched", "after-apply"])
+def test_check_with_the_py_files_deleted_is_not_patched(src: Sandbox, applied: bool) -> None:
+    if applied:
+        assert src.run("--vllm-version", "0.16").returncode == 0
+    subprocess.run([str(src.python), "-m", "compileall", "-q", str(src.site / "speculators")], check=True)
+    for path in src.site.joinpath("speculators").rglob("*.py"):
+        path.unlink()
+    r = src.run("--check", "--vllm-version", "0.16")
+    assert r.returncode == 1, r.stderr
+    assert r.stdout == ("speculators 0.3.0 is not patched for vLLM 0.16: 44 source files RECORD lists are missing "
+                        "(speculators/__init__.py, speculators/__main__.py, speculators/config.py, "
+                        "speculators/convert/__init__.py, speculators/convert/eagle/__init__.py and 39 more); "
+                        "reinstall speculators and patch it again\n")
+    assert len(json.loads(src.run("--json", "--check", "--vllm-version", "0.16").stdout)["missing"]) == 44
+
+
+@pytest.mark.parametrize("args", [["--check"], ["--dry-run"], ["audit"]], ids=" ".join)
+def test_an_editable_install_is_not_judged(src: Sandbox, args: list[str]) -> None:
+    dist = next(src.site.glob("speculators-*.dist-info"))
+    (dist / "direct_url.json").write_text(json.dumps({"url": "file:///src/speculators", "dir_info": {"editable": True}}))
+    r = src.run(*args, "--vllm-version", "0.16")
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == (f"{ERROR}speculators is installed in editable mode from file:///src/speculators: "
+                        "patch that source checkout with git instead\n")
+
+
+def _unrecord(sb: Sandbox, path: str) -> None:
+    record = next(sb.site.glob("speculators-*.dist-info")) / "RECORD"
+    record.write_text("".join(ln for ln in record.read_text().splitlines(keepends=True) if not ln.startswith(path + ",")))
+
+
+def test_a_file_missing_from_record_where_a_rule_applies_is_not_patched(src: Sandbox) -> None:
+    _unrecord(src, WORKER)
+    r = src.run("--vllm-version", "0.16")
+    assert r.returncode == 1, r.stderr
+    assert (f"note: the rules apply to 1 file RECORD does not list, which apply does not edit: {WORKER} "
+            "(llama-model-embed-input-ids); reinstall speculators so RECORD lists it") in r.stderr.splitlines()
+    check = src.run("--check", "--vllm-version", "0.16")
+    assert check.returncode == 1
+    assert check.stdout == (f"speculators 0.3.0 is not patched for vLLM 0.16: the rules apply to 1 file RECORD does "
+                            f"not list, which apply never edits: {WORKER} (llama-model-embed-input-ids); reinstall "
+                            "speculators so RECORD lists it\n")
+
+
+def test_an_unrecorded_file_no_rule_touches_does_not_matter(src: Sandbox) -> None:
+    (src.site / "speculators" / "local_notes.py").write_text("NOTE = 'mine'\n")
+    assert src.run("--vllm-version", "0.16").returncode == 0
+    assert src.run("--check", "--vllm-version", "0.16").returncode == 0
+
+
+def _pyc(sb: Sandbox, source: bytes, rel: str, mode: str) -> Path:
+    """Compile `source` as `rel`'s bytecode in its __pycache__ (as the target's Python names it)."""
+    tmp = sb.root / "_src.py"
+    tmp.write_bytes(source)
+    tag = subprocess.run([str(sb.python), "-c", "import sys; print(sys.implementation.cache_tag)"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    dest = (sb.site / rel).parent / "__pycache__" / f"{Path(rel).stem}.{tag}.pyc"
+    subprocess.run([str(sb.python), "-c", "import py_compile, sys; py_compile.compile(sys.argv[1], sys.argv[2], "
+                    "doraise=True, invalidation_mode=py_compile.PycInvalidationMode[sys.argv[3]])",
+                    str(tmp), str(dest), mode], check=True)
+    tmp.unlink()
+    return dest
+
+
+def test_check_names_unchecked_hash_bytecode_of_the_old_source(src: Sandbox) -> None:
+    original = (src.site / WORKER).read_bytes()
+    assert src.run("--vllm-version", "0.16").returncode == 0
+    pyc = _pyc(src, original, WORKER, "CHECKED_HASH")
+    assert src.run("--check", "--vllm-version", "0.16").returncode == 0  # Python checks it: harmless
+    _pyc(src, original, WORKER, "UNCHECKED_HASH")
+    r = src.run("--check", "--vllm-version", "0.16")
+    assert r.returncode == 1
+    rel = pyc.relative_to(src.site)
+    assert r.stdout == ("speculators 0.3.0 is patched for vLLM 0.16, but Python runs 1 unchecked-hash .pyc file "
+                        f"instead of the patched source ({rel}): delete it\n")
+    # Compiled from the patched bytes it is current: nothing to say.
+    _pyc(src, (src.site / WORKER).read_bytes(), WORKER, "UNCHECKED_HASH")
+    assert src.run("--check", "--vllm-version", "0.16").returncode == 0
+
+
+def test_bytecode_apply_cannot_delete_is_reported(src: Sandbox) -> None:
+    original = (src.site / WORKER).read_bytes()
+    pyc = _pyc(src, original, WORKER, "UNCHECKED_HASH")
+    cache = pyc.parent
+    subprocess.run(["chattr", "+i", str(cache)], check=True)
+    try:
+        r = src.run("--vllm-version", "0.16")
+    finally:
+        subprocess.run(["chattr", "-i", str(cache)], check=True)
+    rel = pyc.relative_to(src.site)
+    assert r.returncode == 1, r.stderr
+    lines = r.stderr.splitlines()
+    assert (f"note: could not delete stale bytecode {rel}: unchecked-hash bytecode, which Python runs instead of "
+            "the patched source: delete it") in lines
+    gen = [ln for ln in lines if "vllm_hidden_states_generator" in ln and ln.startswith("note: could not delete")]
+    assert gen and all(ln.endswith("Python checks it against the patched source, so it will not run") for ln in gen)
+    assert src.run("--check", "--vllm-version", "0.16").returncode == 1

@@ -65,7 +65,7 @@ def apply(ctx: Context, *, verify: bool = True, rehearse: bool = True, accept_mo
         writes = pending_writes(ctx, desired_files(plan, originals))
         base = {"package": ctx.who, "vllm": str(plan.version), "signatures": plan.signature_kind,
                 "rules": plan.rule_ids, "files": sorted(writes), "sites": len(plan.edited)}
-        code = 0 if plan.clean else 1
+        code = 0 if plan.clean and not _skipped_unrecorded(ctx) else 1
         if not writes and _recorded(ctx):
             return _nothing_to_do(ctx, plan, base, code)
         head = ov.head_commit()
@@ -77,6 +77,8 @@ def apply(ctx: Context, *, verify: bool = True, rehearse: bool = True, accept_mo
             if failed is not None:
                 return failed
         _commit(ctx, plan, writes, verdict)
+    if _bytecode_left(ctx, sorted(writes)):
+        code = 1
     text = f"patched {ctx.who} for vLLM {plan.version}: {_summary(plan)}; verification {verdict}"
     return Outcome(text, {**base, "changed": True, "verify": verdict}, code)
 
@@ -105,6 +107,27 @@ def _summary(plan: Plan) -> str:
     from ..report.plan import summary
 
     return summary(plan)
+
+
+def _skipped_unrecorded(ctx: Context) -> bool:
+    """Say which files the rules would act on that RECORD does not list (apply edits none of them)."""
+    from ..report.check import unrecorded_note
+
+    skipped = ctx.unrecorded_with_rules()
+    if skipped:
+        ctx.log(unrecorded_note(skipped, ctx.target.package))
+    return bool(skipped)
+
+
+def _bytecode_left(ctx: Context, written: list[str]) -> bool:
+    """Say which stale bytecode could not be deleted; True if Python would run one of them."""
+    from ..analysis.bytecode import beside
+    from ..report.check import leftover_line
+
+    left = beside(ctx.target.location, written)
+    for b in left:
+        ctx.log(leftover_line(b.path, b.runs_instead))
+    return any(b.runs_instead for b in left)
 
 
 def _recorded(ctx: Context) -> bool:

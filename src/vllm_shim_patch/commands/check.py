@@ -12,13 +12,26 @@ _FOR_A_HUMAN = (Action.NEEDS_HUMAN, Action.NOTICE)
 
 
 def check(ctx: Context) -> Outcome:
+    from ..analysis.bytecode import beside
+    from ..report.check import missing_line, runs_instead_line, unrecorded_line
     from ..report.plan import problem_lines, site_line
 
     plan = ctx.plan()
-    pending = sorted(pending_writes(ctx, desired_files(plan, ctx.originals())))
+    missing = ctx.missing_sources()
+    pending = sorted(set(pending_writes(ctx, desired_files(plan, ctx.originals()))) - set(missing))
     human = [site_line(s) for s in plan.sites if s.action in _FOR_A_HUMAN] + problem_lines(plan)
-    data = {"ok": not pending and plan.clean, "pending": pending, "vllm": str(plan.version),
-            "rules": plan.rule_ids, "for_a_human": human}
+    unrecorded = ctx.unrecorded_with_rules()
+    stale = [b.path for b in beside(ctx.target.location, [r.path for r in plan.changed]) if b.runs_instead]
+    data = {"ok": not (pending or missing or unrecorded or stale) and plan.clean, "pending": pending,
+            "vllm": str(plan.version), "rules": plan.rule_ids, "for_a_human": human, "missing": missing,
+            "unrecorded": [p for p, _ in unrecorded], "bytecode_runs_instead": stale}
+    # What makes "patched" false even where every file RECORD lists holds the patched bytes.
+    if missing:
+        return Outcome(missing_line(ctx.who, plan.version, missing, ctx.target.package), data, 1)
+    if unrecorded:
+        return Outcome(unrecorded_line(ctx.who, plan.version, unrecorded, ctx.target.package), data, 1)
+    if stale and not pending:
+        return Outcome(runs_instead_line(ctx.who, plan.version, stale), data, 1)
     if pending:
         text = (f"{ctx.who} is not patched for vLLM {plan.version}: {plural(len(pending), 'file')} would change "
                 f"({listing(pending)}); run patch-speculators --vllm-version {plan.version}")
