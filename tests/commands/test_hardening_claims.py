@@ -428,3 +428,154 @@ def test_bytecode_apply_cannot_delete_is_reported(src: Sandbox) -> None:
     gen = [ln for ln in lines if "vllm_hidden_states_generator" in ln and ln.startswith("note: could not delete")]
     assert gen and all(ln.endswith("Python checks it against the patched source, so it will not run") for ln in gen)
     assert src.run("--check", "--vllm-version", "0.16").returncode == 1
+
+
+# ---------------------------------------------------------------- a second adversarial round
+
+
+def _script(tmp_path: Path, body: str, name: str = "python") -> Path:
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return path
+
+
+def test_python_printing_a_banner_before_the_answer_is_one_line(sandbox: Sandbox, tmp_path: Path) -> None:
+    wrapper = _script(tmp_path, f'echo "activating env"\nexec {sandbox.python} "$@"\n')
+    code, out, err = _cli("--python", str(wrapper), "--json", "status")
+    assert code == 2
+    assert err.startswith(f"{ERROR}interpreter {str(wrapper)!r} gave an unreadable answer: 'activating env\\n{{")
+    assert err.count("\n") == 1
+    assert json.loads(out)["kind"] == "TargetError"
+
+
+def test_python_that_is_not_executable_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "python"
+    path.write_text("print(1)\n")
+    assert _cli("--python", str(path), "status") == (2, "", f"{ERROR}interpreter {str(path)!r} is not executable\n")
+
+
+def test_python_that_never_answers_times_out_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import vllm_shim_patch.target as target
+
+    monkeypatch.setattr(target, "PROBE_TIMEOUT", 1.0)
+    hangs = _script(tmp_path, "exec sleep 30\n")
+    assert _cli("--python", str(hangs), "status") == (
+        2, "", f"{ERROR}interpreter {str(hangs)!r} did not answer within 1s\n")
+
+
+def test_a_package_without_record_is_one_line(sandbox: Sandbox) -> None:
+    (next(sandbox.site.glob("speculators-*.dist-info")) / "RECORD").unlink()
+    r = sandbox.run("--check", "--vllm-version", "0.16")
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == (f"{ERROR}speculators 0.3.0 in {sandbox.python} has no RECORD: not installed by a wheel "
+                        "installer\n")
+
+
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        pytest.param(lambda text: "\ufeff" + text, id="bom"),
+        pytest.param(lambda text: text.replace("\n", "\r\n"), id="crlf"),
+    ],
+)
+def test_a_rule_file_with_a_bom_or_crlf_loads(tmp_path: Path, mangle: object) -> None:
+    rules = _rule_file(tmp_path / "a.yaml")
+    rules.write_bytes(mangle(rules.read_text()).encode())  # type: ignore[operator]
+    code, out, err = _cli("--rules", str(rules), "--json", "rules", "list")
+    assert code == 0, err
+    assert "extra-notice" in [r["id"] for r in json.loads(out)]
+
+
+def test_a_rule_file_indented_with_tabs_is_one_line(tmp_path: Path) -> None:
+    rules = _rule_file(tmp_path / "a.yaml")
+    rules.write_text(rules.read_text().replace("\n  - id", "\n\t- id"))
+    assert _cli("--rules", str(rules), "rules", "list") == (
+        2, "", f"{ERROR}{rules}:3: YAML syntax error: found character '\\t' that cannot start any token\n")
+
+
+def test_rule_paths_that_are_no_files(tmp_path: Path) -> None:
+    loop = tmp_path / "loop.yaml"
+    loop.symlink_to(loop)
+    assert _cli("--rules", str(loop), "rules", "list") == (
+        2, "", f"{ERROR}{loop}: a symbolic link to nothing (or a loop of links)\n")
+    folder = tmp_path / "rules"
+    (folder / "nested.yaml").mkdir(parents=True)
+    assert _cli("--rules", str(folder), "rules", "list") == (
+        2, "", f"{ERROR}{folder}/nested.yaml: not a regular file (a folder): a rule file is plain text\n")
+    assert _cli("--rules", "/dev/null", "rules", "list") == (
+        2, "", f"{ERROR}/dev/null: not a regular file (a device or socket): a rule file is plain text\n")
+    (folder / "nested.yaml").rmdir()
+    (folder / "gone.yaml").symlink_to(tmp_path / "nowhere.yaml")
+    assert _cli("--rules", str(folder), "rules", "list") == (
+        2, "", f"{ERROR}{folder}/gone.yaml: cannot read: No such file or directory\n")
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        pytest.param("    add:\n      x: " + "+".join(["a"] * 20_000) + "\n", "'add' 'x': {v!r} is not a single Python "
+                     "expression", id="add-value"),
+        pytest.param('    signature: "(a=' + "+".join(["a"] * 20_000) + ')"\n    drop: [a]\n',
+                     "'signature' {s!r} is not a parameter list like (a, b, c=None)", id="signature"),
+    ],
+)
+def test_a_20000_term_operation_value_is_one_line(tmp_path: Path, body: str, message: str) -> None:
+    rules = _rule_file(tmp_path / "a.yaml", body)
+    code, out, err = _cli("rules", "check", str(rules))
+    assert (code, out) == (2, "")
+    value = "+".join(["a"] * 20_000)
+    assert err.startswith(f"{ERROR}{rules}:")
+    shown = f"(a={value})"[:77] + "..."  # a long value is cut, the line stays readable
+    assert err.endswith(message.format(v=value, s=shown) + "\n")
+    assert err.count("\n") == 1
+
+
+def test_a_package_file_that_is_not_utf8_is_named_by_the_audit(src: Sandbox) -> None:
+    rewrite(src, {"speculators/latin.py": b"from vllm import LLM\nNAME = 'caf\xe9'\n"})
+    r = src.run("audit")
+    assert r.returncode == 1
+    assert ("  speculators/latin.py: not audited: cannot decode ('utf-8' codec can't decode byte 0xe9 in position "
+            "32: invalid continuation byte)") in r.stdout.splitlines()
+
+
+def test_a_file_with_a_coding_cookie_is_audited(src: Sandbox) -> None:
+    rewrite(src, {"speculators/latin.py": b"# -*- coding: latin-1 -*-\nfrom vllm import LLM\nNAME = 'caf\xe9'\n"})
+    data = json.loads(src.run("--json", "audit").stdout)
+    assert data["not_audited"] == []
+    assert ("speculators/latin.py", "vllm.LLM", "ok") in [(u["path"], u["callee"], u["status"]) for u in data["uses"]]
+
+
+def test_verify_all_names_a_file_it_could_not_scan(src: Sandbox) -> None:
+    rewrite(src, {"speculators/deep.py": DEEP})
+    assert src.run("--vllm-version", "0.16").returncode == 0
+    r = src.run("verify", "--all")
+    assert r.returncode == 0, r.stdout
+    assert r.stdout.splitlines()[-1] == (
+        "verify speculators 0.3.0: partial: 20 calls bind (static); not checked: 44 imports (pydantic missing in "
+        "the target), the calls in 1 file (speculators/deep.py: nested too deeply for the scanner (a generated "
+        "expression?))")
+
+
+def test_a_file_too_deep_to_rewrite_is_skipped_and_named(src: Sandbox) -> None:
+    rewrite(src, {"speculators/deep.py": b"from vllm.v1.request import Request\nRequest(eos_token_id=1)\n"
+                  + DEEP.split(b"\n", 1)[1]})
+    r = src.run("--dry-run", "--vllm-version", "0.16")
+    assert r.returncode == 1
+    assert ("speculators/deep.py: skipped: nested too deeply to rewrite (a generated expression?): its calls were "
+            "not checked") in r.stderr.splitlines()
+    assert r.stderr.splitlines()[-1].endswith("; 1 file skipped")
+
+
+def test_a_codemod_printing_to_stdout_leaves_the_json_and_the_diff_clean(src: Sandbox, tmp_path: Path) -> None:
+    from conftest import scoped_codemod_rule
+
+    rules = scoped_codemod_rule(tmp_path, "chatty", "speculators.data_generation.custom_worker",
+                                "print('saw', original_node.value); return updated_node", "print('loading')\n")
+    dry = src.run("--rules", str(rules), "--dry-run", "--vllm-version", "0.16")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.startswith("--- a/speculators/") and "loading" not in dry.stdout
+    assert "loading" in dry.stderr and "saw logging" in dry.stderr
+    r = src.run("--rules", str(rules), "--json", "--vllm-version", "0.16")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["changed"] is True

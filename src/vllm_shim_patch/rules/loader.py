@@ -58,8 +58,8 @@ def load_pack(extra: Iterable[str | Path] = (), *, bundled: bool = True) -> Rule
             if not found:
                 raise RuleError(p, None, None, "folder holds no *.yaml rule file")
             paths.extend(found)
-        elif p.is_file():
-            paths.append(p)
+        elif p.is_file() or (p.exists() and not p.is_dir()):
+            paths.append(p)  # not a regular file (a FIFO, a device): load_file says so
         elif str(item) in bundled_optional_packs():
             paths.append(bundled_optional_packs()[str(item)])
         elif p.is_symlink():
