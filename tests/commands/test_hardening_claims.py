@@ -150,8 +150,9 @@ def test_audit_names_a_file_too_deep_to_scan_and_exits_1(src: Sandbox) -> None:
     clean = src.run("audit")
     assert clean.returncode == 0, clean.stdout  # the rules fix every mismatch of 0.3.0
     rewrite(src, {"speculators/deep.py": DEEP})
-    assert subprocess.run([str(src.python), "-c", "compile(open(%r).read(), 'deep', 'exec')"
-                           % str(src.site / "speculators/deep.py")]).returncode == 0  # the target compiles it
+    deep = str(src.site / "speculators/deep.py")
+    subprocess.run([str(src.python), "-c", f"compile(open({deep!r}).read(), 'deep', 'exec')"],
+                   check=True)  # the target compiles it
     r = src.run("audit")
     assert r.returncode == 1, r.stderr
     lines = r.stdout.splitlines()
@@ -229,7 +230,9 @@ def test_a_dry_run_after_apply_says_nothing_would_be_written(src: Sandbox) -> No
     shown = src.run("diff", "--installed")
     assert shown.returncode == 0
     assert shown.stderr.splitlines()[-1] == "speculators 0.3.0 as installed: 2 files differ from the original"
-    strip = lambda text: [ln for ln in text.splitlines() if not ln.startswith("@@")]  # noqa: E731
+    def strip(text: str) -> list[str]:
+        return [ln for ln in text.splitlines() if not ln.startswith("@@")]  # hunk headers name the rules
+
     assert strip(shown.stdout) == strip(first.stdout)
 
 
@@ -320,7 +323,8 @@ def _sourceless(sb: Sandbox) -> None:
     record.write_text("\n".join(out) + "\n")
 
 
-@pytest.mark.parametrize("args", [["--check"], [], ["--dry-run"]], ids=["check", "apply", "dry-run"])
+@pytest.mark.parametrize("args", [["--check"], [], ["--dry-run"], ["audit", "--no-rules"]],
+                         ids=["check", "apply", "dry-run", "audit"])
 def test_a_sourceless_install_is_refused(src: Sandbox, args: list[str]) -> None:
     _sourceless(src)
     r = src.run(*args, "--vllm-version", "0.16")
@@ -347,7 +351,7 @@ def test_check_with_the_py_files_deleted_is_not_patched(src: Sandbox, applied: b
     assert len(json.loads(src.run("--json", "--check", "--vllm-version", "0.16").stdout)["missing"]) == 44
 
 
-@pytest.mark.parametrize("args", [["--check"], ["--dry-run"], ["audit"]], ids=" ".join)
+@pytest.mark.parametrize("args", [["--check"], ["--dry-run"], ["audit"], ["audit", "--no-rules"]], ids=" ".join)
 def test_an_editable_install_is_not_judged(src: Sandbox, args: list[str]) -> None:
     dist = next(src.site.glob("speculators-*.dist-info"))
     (dist / "direct_url.json").write_text(json.dumps({"url": "file:///src/speculators", "dir_info": {"editable": True}}))
@@ -388,9 +392,9 @@ def _pyc(sb: Sandbox, source: bytes, rel: str, mode: str) -> Path:
     tag = subprocess.run([str(sb.python), "-c", "import sys; print(sys.implementation.cache_tag)"],
                          capture_output=True, text=True, check=True).stdout.strip()
     dest = (sb.site / rel).parent / "__pycache__" / f"{Path(rel).stem}.{tag}.pyc"
-    subprocess.run([str(sb.python), "-c", "import py_compile, sys; py_compile.compile(sys.argv[1], sys.argv[2], "
-                    "doraise=True, invalidation_mode=py_compile.PycInvalidationMode[sys.argv[3]])",
-                    str(tmp), str(dest), mode], check=True)
+    code = ("import py_compile, sys; py_compile.compile(sys.argv[1], sys.argv[2], doraise=True, "
+            "invalidation_mode=py_compile.PycInvalidationMode[sys.argv[3]])")
+    subprocess.run([str(sb.python), "-c", code, str(tmp), str(dest), mode], check=True)
     tmp.unlink()
     return dest
 
@@ -456,7 +460,7 @@ def test_python_that_is_not_executable_is_one_line(tmp_path: Path) -> None:
 
 
 def test_python_that_never_answers_times_out_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import vllm_shim_patch.target as target
+    from vllm_shim_patch import target
 
     monkeypatch.setattr(target, "PROBE_TIMEOUT", 1.0)
     hangs = _script(tmp_path, "exec sleep 30\n")

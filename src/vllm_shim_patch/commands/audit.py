@@ -23,6 +23,8 @@ def audit(ctx: Context, *, verbose: bool = False, emit_rules: str | None = None,
         version = str(plan.version)
     else:
         plan, version = None, str(ctx.check_version())
+        ctx.refuse_editable()  # RECORD lists no source of its own: "0 uses" would not be true
+        ctx.refuse_sourceless()
         ctx.overlay  # noqa: B018  (a damaged overlay stops every command, this one too)
     # The files as installed are what runs; the plan (from the original bytes) is what apply
     # would leave. A file the rules' edits are installed in has nothing pending.
