@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import TargetError
+from .errors import TargetError, UsageError
 
 REMOTE = Path(__file__).parent / "_remote"
 PROBE_TIMEOUT = 60.0
@@ -46,8 +46,11 @@ class Target:
 
 
 def resolve_python(python: str | None) -> str:
-    if not python:
+    if python is None:
         return sys.executable
+    if not python.strip():
+        # `--python "$ENV_PY"` with the variable unset: never fall back to the tool's own interpreter.
+        raise UsageError("--python is empty: give the path of the ML environment's python (or its venv folder)")
     path = Path(python).expanduser()
     if path.is_dir():
         # A venv folder: take its interpreter, as the user almost certainly meant.
@@ -99,7 +102,8 @@ def probe(python: str | None, package: str) -> Target:
     exe = resolve_python(python)
     proc = run_remote(exe, "probe_target.py", package, timeout=PROBE_TIMEOUT)
     if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        how = (f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}")
+        tail = (proc.stderr.strip().splitlines() or [f"(no output, {how})"])[-1]
         raise TargetError(f"interpreter {exe!r} failed to run the probe: {tail}")
     try:
         info = json.loads(proc.stdout)

@@ -583,3 +583,20 @@ def test_a_codemod_printing_to_stdout_leaves_the_json_and_the_diff_clean(src: Sa
     r = src.run("--rules", str(rules), "--json", "--vllm-version", "0.16")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["changed"] is True
+
+
+@pytest.mark.parametrize("value", ["", " "], ids=["empty", "blank"])
+def test_an_empty_python_never_falls_back_to_the_tools_own(value: str) -> None:
+    # `--python "$ENV_PY"` with the variable unset patched the tool's own environment's package.
+    message = "--python is empty: give the path of the ML environment's python (or its venv folder)"
+    code, out, err = _cli("--python", value, "--json", "--check", "--vllm-version", "0.16")
+    assert (code, err) == (2, f"{ERROR}{message}\n")
+    assert json.loads(out) == {"ok": False, "error": message, "kind": "UsageError"}
+
+
+@pytest.mark.parametrize(("body", "how"), [("exit 3\n", "exit 3"), ("kill -9 $$\n", "killed by signal 9")],
+                         ids=["exit-3", "sigkill"])
+def test_python_that_dies_silently_says_how(tmp_path: Path, body: str, how: str) -> None:
+    dies = _script(tmp_path, body)
+    assert _cli("--python", str(dies), "status") == (
+        2, "", f"{ERROR}interpreter {str(dies)!r} failed to run the probe: (no output, {how})\n")
