@@ -600,3 +600,11 @@ def test_python_that_dies_silently_says_how(tmp_path: Path, body: str, how: str)
     dies = _script(tmp_path, body)
     assert _cli("--python", str(dies), "status") == (
         2, "", f"{ERROR}interpreter {str(dies)!r} failed to run the probe: (no output, {how})\n")
+
+
+def test_the_import_check_accepts_a_namespace_package(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / "ns").mkdir(parents=True)
+    (site / "ns" / "mod.py").write_text("X = 1\n")
+    ok = _import_check({"modules": ["ns.mod"], "own": "ns", "location": str(site)}, str(site))
+    assert [(r["module"], r["status"]) for r in ok] == [("ns.mod", "ok")]

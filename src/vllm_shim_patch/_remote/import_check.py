@@ -45,8 +45,9 @@ def check(request):
         spec = importlib.util.find_spec(own)
     except Exception:  # noqa: BLE001  (a broken finder: the imports below report it)
         spec = None
-    if spec is not None and location and request["modules"]:
-        where = spec.origin if spec.has_location else None
+    # A namespace package has no file of its own: its modules are checked one by one below.
+    if spec is not None and spec.has_location and location and request["modules"]:
+        where = spec.origin
         top = _shadowed(location, own, where)
         if top is not None:
             # `expected` stays the package's own __init__: that is the file found elsewhere.
@@ -70,7 +71,13 @@ def check(request):
                             "seconds": time.perf_counter() - start,
                             "traceback": traceback.format_exc(limit=-8)})
         else:
-            wrong = _shadowed(location, name, getattr(module, "__file__", None))
+            loaded = getattr(module, "__file__", None)
+            paths = list(getattr(module, "__path__", None) or ())
+            if loaded is None and paths:  # a namespace package: where its folders are
+                inside = [p for p in paths if os.path.realpath(p) == os.path.realpath(os.path.join(
+                    location or "", *name.split(".")))]
+                loaded = os.path.join(inside[0] if inside else paths[0], "__init__.py")
+            wrong = _shadowed(location, name, loaded)
             results.append({**(wrong or {"module": name, "status": "ok"}), "seconds": time.perf_counter() - start})
     return results
 
