@@ -608,3 +608,33 @@ def test_the_import_check_accepts_a_namespace_package(tmp_path: Path) -> None:
     (site / "ns" / "mod.py").write_text("X = 1\n")
     ok = _import_check({"modules": ["ns.mod"], "own": "ns", "location": str(site)}, str(site))
     assert [(r["module"], r["status"]) for r in ok] == [("ns.mod", "ok")]
+
+
+def test_a_rule_example_too_deep_for_libcst_fails_its_test_in_one_line(tmp_path: Path) -> None:
+    expr = "+".join(["a"] * 900)  # Python's parser takes it; libcst's visitors do not
+    rules = _rule_file(tmp_path / "a.yaml", f'    drop: [eos_token_id]\n    examples:\n      - before: "from '
+                       f'vllm.v1.request import Request\\nRequest(eos_token_id={expr})"\n        after: "from '
+                       f'vllm.v1.request import Request\\nRequest()"\n', rule_id="deep")
+    code, out, err = _cli("rules", "test", str(rules))
+    assert (code, err) == (1, "")
+    assert f"FAIL deep-example-1 ({rules}): skipped: nested too deeply to rewrite (a generated expression?): its " \
+           "calls were not checked" in out.splitlines()
+    assert out.splitlines()[-1] == "1 example ok, 1 failing"
+
+
+def test_an_empty_package_key_is_one_line(tmp_path: Path) -> None:
+    rules = tmp_path / "a.yaml"
+    rules.write_text('schema: 1\npackage: ""\nrules:\n  - id: x\n    call: vllm.a.B\n    since: "0.1"\n'
+                     "    why: w\n    notice: n\n")
+    assert _cli("rules", "check", str(rules)) == (2, "", f"{ERROR}{rules}:2: 'package' must name a distribution\n")
+
+
+def test_a_rule_file_for_another_package_admits_it(tmp_path: Path) -> None:
+    from vllm_shim_patch.rules.loader import load_pack
+
+    rules = tmp_path / "a.yaml"
+    rules.write_text('schema: 1\npackage: My_Plugin\nrules:\n  - id: x\n    call: vllm.a.B\n    since: "0.1"\n'
+                     "    why: w\n    notice: n\n")
+    pack = load_pack([rules])
+    assert pack.packages == ("speculators", "My_Plugin")
+    assert pack.targets("my-plugin") and pack.targets("Speculators") and not pack.targets("pip")
