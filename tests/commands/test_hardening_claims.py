@@ -239,8 +239,14 @@ def test_a_dry_run_after_apply_says_nothing_would_be_written(src: Sandbox) -> No
 def test_diff_installed_of_an_unpatched_package_is_empty(sandbox: Sandbox) -> None:
     r = sandbox.run("diff", "--installed")
     assert (r.returncode, r.stdout) == (0, "")
-    assert r.stderr == "speculators 0.3.0 as installed is its original: nothing to show\n"
+    assert r.stderr == "speculators 0.3.0 as installed is its original (RECORD-exact): nothing to show\n"
     assert not sandbox.state.exists()
+    # Edited by hand and never recorded: no original to diff against, and it says so.
+    (sandbox.site / WORKER).write_bytes(b"# mine\n" + (sandbox.site / WORKER).read_bytes())
+    edited = sandbox.run("diff", "--installed")
+    assert (edited.returncode, edited.stdout) == (0, "")
+    assert edited.stderr == (f"speculators 0.3.0 is not tracked and 1 file differs from RECORD ({WORKER}): the tool "
+                             "never recorded the original bytes, so there is no diff to show\n")
 
 
 # ---------------------------------------------------------------- group 3 (a): a shadow copy on sys.path

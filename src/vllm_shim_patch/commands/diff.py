@@ -27,10 +27,24 @@ def dry_run(ctx: Context) -> Outcome:
 def installed_diff(ctx: Context) -> Outcome:
     """The installed files against their original bytes (the overlay's `original`, else RECORD's)."""
     from ..report.diff import file_diff
-    from ..report.text import plural
+    from ..report.text import agree, plural
     from ..rewrite.results import FileResult
     from ..settings import FileStatus
 
+    from ..fsutil import hash_file
+    from ..report.text import listing
+
+    ov = ctx.overlay
+    if not ov.exists() or ov.state() is None:
+        # Never recorded: the files are all there is, so RECORD is what they can be compared with.
+        t = ctx.target
+        listed = {e.path: e.hash for e in t.record}
+        differ = [p for p in t.python_files() if hash_file(t.location / p) != listed.get(p)]
+        n = len(differ)
+        line = (f"{ctx.who} is not tracked and {plural(n, 'file')} {agree(n, 'differs', 'differ')} from RECORD "
+                f"({listing(differ)}): the tool never recorded the original bytes, so there is no diff to show"
+                if differ else f"{ctx.who} as installed is its original (RECORD-exact): nothing to show")
+        return Outcome("", {"package": ctx.who, "files": [], "differ_from_record": differ}, 0).with_log(line)
     originals, installed = ctx.originals(), ctx.installed()
     changed = [FileResult(p, FileStatus.CHANGED, originals.get(p, b""), installed.get(p, b""))
                for p in sorted(set(originals) | set(installed)) if originals.get(p) != installed.get(p)]
