@@ -26,13 +26,11 @@ def dry_run(ctx: Context) -> Outcome:
 
 def installed_diff(ctx: Context) -> Outcome:
     """The installed files against their original bytes (the overlay's `original`, else RECORD's)."""
+    from ..fsutil import hash_file
     from ..report.diff import file_diff
-    from ..report.text import agree, plural
+    from ..report.text import agree, listing, plural
     from ..rewrite.results import FileResult
     from ..settings import FileStatus
-
-    from ..fsutil import hash_file
-    from ..report.text import listing
 
     ov = ctx.overlay
     if not ov.exists() or ov.state() is None:
