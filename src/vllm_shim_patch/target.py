@@ -35,6 +35,17 @@ class Target:
     editable: str | None  # the project URL of an editable install
     vllm_version: str | None
     vllm_location: Path | None
+    # Each top-level package and the file the interpreter would import it from (None: not found).
+    origins: tuple[tuple[str, str | None], ...] = ()
+
+    def shadowed(self) -> list[tuple[str, str | None]]:
+        """Top-level packages the interpreter would import from elsewhere than this install."""
+        out = []
+        for top, origin in self.origins:
+            expected = os.path.realpath(self.location / top / "__init__.py")
+            if origin is None or os.path.realpath(origin) != expected:
+                out.append((top, origin))
+        return out
 
     def python_files(self) -> list[str]:
         """The package's own .py files (RECORD paths), the only files the engine may edit."""
@@ -156,6 +167,9 @@ def _target(info: dict[str, Any], package: str) -> Target:
         record.append(RecordEntry(_str(f["path"]), _str(f["hash"], optional=True), size))
     if vllm is not None and not isinstance(vllm, dict):
         raise TypeError(f"'vllm' is a {type(vllm).__name__}")
+    origins = pkg.get("origins") or {}
+    if not isinstance(origins, dict):
+        raise TypeError(f"'origins' is a {type(origins).__name__}")
     return Target(
         python=python,
         python_version=_str(info["python_version"]),
@@ -166,5 +180,6 @@ def _target(info: dict[str, Any], package: str) -> Target:
         editable=_str(pkg["editable"], optional=True),
         vllm_version=_str(vllm["version"]) if vllm else None,
         vllm_location=Path(_str(vllm["location"])) if vllm else None,
+        origins=tuple((_str(k), _str(v, optional=True)) for k, v in sorted(origins.items())),
     )
 

@@ -644,3 +644,17 @@ def test_a_rule_file_for_another_package_admits_it(tmp_path: Path) -> None:
     pack = load_pack([rules])
     assert pack.packages == ("speculators", "My_Plugin")
     assert pack.targets("my-plugin") and pack.targets("Speculators") and not pack.targets("pip")
+
+
+def test_check_says_when_the_target_imports_another_copy(src: Sandbox, tmp_path: Path) -> None:
+    env, _, shadow = _shadow(src, tmp_path)
+    assert src.run("--vllm-version", "0.16").returncode == 0
+    assert src.run("--check", "--vllm-version", "0.16").returncode == 0
+    r = src.run("--check", "--vllm-version", "0.16", env=env)
+    assert r.returncode == 1
+    assert r.stdout == (f"speculators 0.3.0 in {src.site} is not what runs: the target imports speculators from "
+                        f"{shadow}/speculators/__init__.py (a copy earlier on sys.path, e.g. PYTHONPATH or the "
+                        "working folder, shadows it); remove that copy from the path\n")
+    data = json.loads(src.run("--json", "--check", "--vllm-version", "0.16", env=env).stdout)
+    assert (data["ok"], data["imported_from_elsewhere"]) == (
+        False, [{"package": "speculators", "origin": f"{shadow}/speculators/__init__.py"}])

@@ -13,7 +13,7 @@ _FOR_A_HUMAN = (Action.NEEDS_HUMAN, Action.NOTICE)
 
 def check(ctx: Context) -> Outcome:
     from ..analysis.bytecode import beside
-    from ..report.check import missing_line, runs_instead_line, unrecorded_line
+    from ..report.check import missing_line, runs_instead_line, shadowed_line, unrecorded_line
     from ..report.plan import problem_lines, site_line
 
     plan = ctx.plan()
@@ -26,6 +26,11 @@ def check(ctx: Context) -> Outcome:
             "vllm": str(plan.version), "rules": plan.rule_ids, "for_a_human": human, "missing": missing,
             "unrecorded": [p for p, _ in unrecorded], "bytecode_runs_instead": stale}
     # What makes "patched" false even where every file RECORD lists holds the patched bytes.
+    shadowed = [] if ctx.target.editable else ctx.target.shadowed()
+    data["imported_from_elsewhere"] = [{"package": top, "origin": origin} for top, origin in shadowed]
+    if shadowed:
+        data["ok"] = False
+        return Outcome(shadowed_line(ctx.who, ctx.target.location, shadowed), data, 1)
     if missing:
         return Outcome(missing_line(ctx.who, plan.version, missing, ctx.target.package), data, 1)
     if unrecorded:

@@ -38,3 +38,10 @@ def unrecorded_note(files: list[tuple[str, list[str]]], package: str) -> str:
     n = len(files)
     return (f"note: the rules apply to {plural(n, 'file')} RECORD does not list, which apply does not edit: "
             f"{shown}; reinstall {package} so RECORD lists {agree(n, 'it', 'them')}")
+
+
+def shadowed_line(who: str, location: Any, shadowed: list[tuple[str, str | None]]) -> str:
+    top, origin = shadowed[0]
+    where = f"from {origin}" if origin else "from nowhere it can name (not found)"
+    return (f"{who} in {location} is not what runs: the target imports {top} {where} (a copy earlier on "
+            f"sys.path, e.g. PYTHONPATH or the working folder, shadows it); remove that copy from the path")
