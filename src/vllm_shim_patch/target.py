@@ -43,7 +43,8 @@ class Target:
         out = []
         for top, origin in self.origins:
             expected = os.path.realpath(self.location / top / "__init__.py")
-            if origin is None or os.path.realpath(origin) != expected:
+            # None: found as a namespace, or not at all (its __init__.py deleted): that is said as missing.
+            if origin is not None and os.path.realpath(origin) != expected:
                 out.append((top, origin))
         return out
 

@@ -41,7 +41,7 @@ def unrecorded_note(files: list[tuple[str, list[str]]], package: str) -> str:
 
 
 def shadowed_line(who: str, location: Any, shadowed: list[tuple[str, str | None]]) -> str:
+    """`shadowed`: (top-level package, the file found instead), as `Target.shadowed` gives them."""
     top, origin = shadowed[0]
-    where = f"from {origin}" if origin else "from nowhere it can name (not found)"
-    return (f"{who} in {location} is not what runs: the target imports {top} {where} (a copy earlier on "
+    return (f"{who} in {location} is not what runs: the target imports {top} from {origin} (a copy earlier on "
             f"sys.path, e.g. PYTHONPATH or the working folder, shadows it); remove that copy from the path")
