@@ -21,6 +21,7 @@ from .settings import (
     AuditOptions,
     CliOptions,
     CommandOptions,
+    DiffOptions,
     NoOptions,
     RehearseOptions,
     RollbackOptions,
@@ -208,7 +209,7 @@ def apply(ctx: click.Context, /, **options: object) -> None:
     if opts.interactive and not sys.stdin.isatty():
         raise UsageError("--interactive needs a terminal on standard input")
     if opts.dry_run:
-        _emit_diff(c)
+        _emit_diff(c, DiffOptions())
     if opts.check:
         from .commands.check import check
 
@@ -244,19 +245,21 @@ def _review(hunks: list[Hunk]) -> set[tuple[str, int, str]]:
 @main.command()
 @_VLLM_VERSION
 @_NO_GUARD
+@click.option("--installed", is_flag=True, default=None,
+              help="print the installed files' diff against their original instead")
 @common_options
 @click.pass_context
 def diff(ctx: click.Context, /, **options: object) -> None:
-    """Print the diff apply would write, rule by hunk."""
-    c, _ = _context(ctx, options, NoOptions)
-    _emit_diff(c)
+    """Print the diff apply would write, rule by hunk (--installed: the patch as installed)."""
+    c, opts = _context(ctx, options, DiffOptions)
+    _emit_diff(c, opts)
 
 
-def _emit_diff(c: Context) -> NoReturn:
+def _emit_diff(c: Context, opts: DiffOptions) -> NoReturn:
     from .commands.diff import diff as run_diff
     from .report.diff import colorize
 
-    outcome = run_diff(c, NoOptions())
+    outcome = run_diff(c, opts)
     if not c.settings.as_json and sys.stdout.isatty():
         outcome = replace(outcome, text=colorize(outcome.text))
     emit(c.settings, outcome, exit=False)

@@ -141,7 +141,7 @@ class CommandOptions:
 
 @dataclass(frozen=True)
 class NoOptions(CommandOptions):
-    """A command with no options of its own (status, log, diff, rules list, rules docs)."""
+    """A command with no options of its own (status, log, rules list, rules docs)."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +153,11 @@ class ApplyOptions(CommandOptions):
     accept_modified: bool = False
     wait: bool = False
     interactive: bool = False  # review each hunk (the Context's `review`)
+
+
+@dataclass(frozen=True)
+class DiffOptions(CommandOptions):
+    installed: bool = False  # the installed files against their original, not the planned diff
 
 
 @dataclass(frozen=True)

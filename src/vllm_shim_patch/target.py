@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import TargetError
+from .errors import TargetError, UsageError
 
 REMOTE = Path(__file__).parent / "_remote"
 PROBE_TIMEOUT = 60.0
@@ -35,6 +35,18 @@ class Target:
     editable: str | None  # the project URL of an editable install
     vllm_version: str | None
     vllm_location: Path | None
+    # Each top-level package and the file the interpreter would import it from (None: not found).
+    origins: tuple[tuple[str, str | None], ...] = ()
+
+    def shadowed(self) -> list[tuple[str, str | None]]:
+        """Top-level packages the interpreter would import from elsewhere than this install."""
+        out: list[tuple[str, str | None]] = []
+        for top, origin in self.origins:
+            expected = os.path.realpath(self.location / top / "__init__.py")
+            # None: found as a namespace, or not at all (its __init__.py deleted): that is said as missing.
+            if origin is not None and os.path.realpath(origin) != expected:
+                out.append((top, origin))
+        return out
 
     def python_files(self) -> list[str]:
         """The package's own .py files (RECORD paths), the only files the engine may edit."""
@@ -46,8 +58,11 @@ class Target:
 
 
 def resolve_python(python: str | None) -> str:
-    if not python:
+    if python is None:
         return sys.executable
+    if not python.strip():
+        # `--python "$ENV_PY"` with the variable unset: never fall back to the tool's own interpreter.
+        raise UsageError("--python is empty: give the path of the ML environment's python (or its venv folder)")
     path = Path(python).expanduser()
     if path.is_dir():
         # A venv folder: take its interpreter, as the user almost certainly meant.
@@ -70,7 +85,10 @@ def run_remote(python: str, script: str, *args: str, stdin: str | None = None,
     try:
         return subprocess.run(
             [python, str(REMOTE / script), *args],
-            input=stdin, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,
+            input=stdin, capture_output=True, timeout=timeout, cwd=cwd, env=env,
+            # Our scripts answer in ASCII JSON; anything else (a wrapper printing Latin-1, a
+            # broken locale) must read as an unreadable answer, not crash the decoding.
+            encoding="utf-8", errors="replace",
         )
     except FileNotFoundError:
         raise TargetError(f"interpreter {python!r} not found (give --python the path of a python executable)") from None
@@ -94,9 +112,10 @@ def json_answer(proc: subprocess.CompletedProcess[str]) -> dict[str, Any] | None
 def probe(python: str | None, package: str) -> Target:
     """Find `package` and vLLM in the interpreter through importlib.metadata, importing neither."""
     exe = resolve_python(python)
-    proc = run_remote(exe, "probe_target.py", package)
+    proc = run_remote(exe, "probe_target.py", package, timeout=PROBE_TIMEOUT)
     if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        how = (f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}")
+        tail = (proc.stderr.strip().splitlines() or [f"(no output, {how})"])[-1]
         raise TargetError(f"interpreter {exe!r} failed to run the probe: {tail}")
     try:
         info = json.loads(proc.stdout)
@@ -149,6 +168,9 @@ def _target(info: dict[str, Any], package: str) -> Target:
         record.append(RecordEntry(_str(f["path"]), _str(f["hash"], optional=True), size))
     if vllm is not None and not isinstance(vllm, dict):
         raise TypeError(f"'vllm' is a {type(vllm).__name__}")
+    origins = pkg.get("origins") or {}
+    if not isinstance(origins, dict):
+        raise TypeError(f"'origins' is a {type(origins).__name__}")
     return Target(
         python=python,
         python_version=_str(info["python_version"]),
@@ -159,5 +181,6 @@ def _target(info: dict[str, Any], package: str) -> Target:
         editable=_str(pkg["editable"], optional=True),
         vllm_version=_str(vllm["version"]) if vllm else None,
         vllm_location=Path(_str(vllm["location"])) if vllm else None,
+        origins=tuple((_str(k), _str(v, optional=True)) for k, v in sorted(origins.items())),
     )
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from vllm_shim_patch.analysis.calls import scan, scan_uses
+import pytest
+
+from vllm_shim_patch.analysis.calls import Unscanned, scan, scan_uses
 
 SOURCE = b'''\
 from typing import Optional
@@ -102,8 +104,12 @@ def test_relative_imports_and_other_packages_are_not_vllm() -> None:
     assert scan_uses(src, "pkg/mod.py") == []
 
 
-def test_a_file_that_does_not_parse_has_no_uses() -> None:
-    assert scan_uses(b"import vllm\ndef broken(:\n", "pkg/bad.py") == []
+def test_a_file_that_does_not_parse_is_unscanned_not_empty() -> None:
+    # Issue 20: "no uses" for a file it could not read made the audit vouch for it.
+    with pytest.raises(Unscanned) as info:
+        scan_uses(b"import vllm\ndef broken(:\n", "pkg/bad.py")
+    assert (info.value.path, info.value.reason) == ("pkg/bad.py", "syntax error at line 2: invalid syntax")
+    assert scan_uses(b"def broken(:\n", "pkg/bad.py") == []  # no mention of vLLM: nothing to read
 
 
 def test_a_name_two_imports_bind_differently_is_not_typed_and_feature_tests_are_marked() -> None:
@@ -139,3 +145,38 @@ def test_the_walk_is_ast_walk_in_its_order() -> None:
     tree = ast.parse(Path(calls.__file__).read_bytes())
     assert [id(n) for n in calls._walk(tree)] == [id(n) for n in ast.walk(tree)]
     assert all(calls._children(n) == list(ast.iter_child_nodes(n)) for n in ast.walk(tree))
+
+
+# Issue 20: the scanner reads a file as Python does, and says when it cannot.
+_CALL = "from vllm.v1.request import Request\nRequest(eos_token_id=1)\n"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(b"\xef\xbb\xbf" + _CALL.encode(), id="utf8-bom"),
+        pytest.param(b"# -*- coding: latin-1 -*-\n# caf\xe9\n" + _CALL.encode(), id="latin-1-cookie"),
+        pytest.param(_CALL.replace("\n", "\r\n").encode(), id="crlf"),
+    ],
+)
+def test_a_file_python_reads_is_scanned_alike(data: bytes) -> None:
+    uses = [(u.kind, u.callee, u.keywords) for u in scan_uses(data, "pkg/m.py")]
+    assert ("call", "vllm.v1.request.Request", ("eos_token_id",)) in uses
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        pytest.param(b"import vllm\nx = 'caf\xe9'\n", "cannot decode ('utf-8' codec can't decode byte 0xe9 in "
+                     "position 20: invalid continuation byte)", id="not-utf8"),
+        pytest.param(b"# coding: klingon\nimport vllm\n", "cannot decode (unknown encoding: klingon)", id="unknown-cookie"),
+        pytest.param(b"import vllm\nx = " + b"+".join([b"a"] * 2400) + b"\n",
+                     "nested too deeply for the scanner (a generated expression?)", id="2400-terms"),
+        pytest.param(b"import vllm\nx = " + b"(" * 300 + b"1" + b")" * 300 + b"\n",
+                     "syntax error at line 2: too many nested parentheses", id="300-parentheses"),
+    ],
+)
+def test_a_file_the_scanner_cannot_read_is_unscanned(data: bytes, reason: str) -> None:
+    with pytest.raises(Unscanned) as info:
+        scan_uses(data, "pkg/m.py")
+    assert info.value.reason == reason

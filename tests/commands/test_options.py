@@ -16,6 +16,7 @@ from vllm_shim_patch.settings import (
     ApplyOptions,
     AuditOptions,
     CliOptions,
+    DiffOptions,
     NoOptions,
     RehearseOptions,
     RollbackOptions,
@@ -24,7 +25,7 @@ from vllm_shim_patch.settings import (
     VerifyOptions,
 )
 
-OPTIONS = [ApplyOptions, AuditOptions, NoOptions, RehearseOptions, RollbackOptions, RulesOptions, VerifyOptions]
+OPTIONS = [ApplyOptions, AuditOptions, DiffOptions, NoOptions, RehearseOptions, RollbackOptions, RulesOptions, VerifyOptions]
 
 
 @pytest.mark.parametrize("kind", [Settings, *OPTIONS], ids=lambda k: k.__name__)

@@ -1,7 +1,9 @@
 """Import modules in THIS interpreter and report each: ok, missing dependency, or failed.
 
 Standard library only, nothing of vllm_shim_patch: it runs inside the target environment.
-Reads {"modules": [...], "own": "speculators"} as JSON on stdin, prints JSON.
+Reads {"modules": [...], "own": "speculators", "location": site-packages} as JSON on stdin,
+prints JSON. A module loaded from anywhere but `location` (a copy earlier on sys.path) is
+"shadowed": the checks would be of another copy than the one patched.
 """
 
 import importlib
@@ -13,14 +15,48 @@ import time
 import traceback
 
 
+def _expected(location, name):
+    """The files `name` may be loaded from in the install being verified (module or package)."""
+    base = os.path.join(location, *name.split("."))
+    return [os.path.realpath(base + ".py"), os.path.realpath(os.path.join(base, "__init__.py"))]
+
+
+def _shadowed(location, name, loaded):
+    """The file `name` came from, when it is not the one in `location` (another copy earlier on
+    sys.path, e.g. PYTHONPATH or the working folder); else None."""
+    if not location:
+        return None
+    expected = _expected(location, name)
+    if loaded is None or os.path.realpath(loaded) not in expected:
+        # The file the patch wrote: a package's __init__.py when there is one, else the module.
+        return {"module": name, "status": "shadowed", "loaded": loaded,
+                "expected": expected[1] if os.path.exists(expected[1]) else expected[0]}
+    return None
+
+
 def check(request):
     """Import each of request["modules"]; one result per module."""
     own = request["own"]
+    location = request.get("location")
     results = []
+    # The package itself first, found without running it: a shadow copy is seen even where
+    # importing the modules fails for a missing dependency.
+    try:
+        spec = importlib.util.find_spec(own)
+    except Exception:  # noqa: BLE001  (a broken finder: the imports below report it)
+        spec = None
+    # A namespace package has no file of its own: its modules are checked one by one below.
+    if spec is not None and spec.has_location and location and request["modules"]:
+        where = spec.origin
+        top = _shadowed(location, own, where)
+        if top is not None:
+            # `expected` stays the package's own __init__: that is the file found elsewhere.
+            return [{**top, "module": name, "expected": _expected(location, own)[1], "seconds": 0.0}
+                    for name in request["modules"]]
     for name in request["modules"]:
         start = time.perf_counter()
         try:
-            importlib.import_module(name)
+            module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
             missing = (exc.name or "").split(".")[0]
             # Only an absent distribution is "not installed"; a missing submodule of an installed
@@ -35,7 +71,14 @@ def check(request):
                             "seconds": time.perf_counter() - start,
                             "traceback": traceback.format_exc(limit=-8)})
         else:
-            results.append({"module": name, "status": "ok", "seconds": time.perf_counter() - start})
+            loaded = getattr(module, "__file__", None)
+            paths = list(getattr(module, "__path__", None) or ())
+            if loaded is None and paths:  # a namespace package: where its folders are
+                inside = [p for p in paths if os.path.realpath(p) == os.path.realpath(os.path.join(
+                    location or "", *name.split(".")))]
+                loaded = os.path.join(inside[0] if inside else paths[0], "__init__.py")
+            wrong = _shadowed(location, name, loaded)
+            results.append({**(wrong or {"module": name, "status": "ok"}), "seconds": time.perf_counter() - start})
     return results
 
 

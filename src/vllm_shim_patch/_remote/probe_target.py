@@ -48,6 +48,24 @@ def _describe(dist, with_files):
             })
         out["files"] = files
         out["has_record"] = dist.read_text("RECORD") is not None
+        out["origins"] = _origins(files)
+    return out
+
+
+def _origins(files):
+    """Where this interpreter would import each top-level package of the distribution from
+    (found, not imported): a copy earlier on sys.path shows here."""
+    import importlib.util
+
+    tops = sorted({f["path"].split("/")[0] for f in files
+                   if f["path"].count("/") == 1 and f["path"].endswith("/__init__.py")})
+    out = {}
+    for top in tops:
+        try:
+            spec = importlib.util.find_spec(top)
+        except Exception:  # noqa: BLE001  (a broken finder: nothing to say where it is)
+            spec = None
+        out[top] = spec.origin if spec is not None and spec.has_location else None
     return out
 
 

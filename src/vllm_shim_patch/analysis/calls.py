@@ -19,6 +19,8 @@ this scan can tell (it never guesses a type).
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -535,17 +537,48 @@ def _lambda_args(node: ast.Lambda) -> set[str]:
 
 # ---------------------------------------------------------------------------- entry points
 
+class Unscanned(Exception):
+    """A file that mentions vLLM but cannot be read: never reported as "no uses"."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def source_text(source: bytes, path: str) -> str:
+    """`source` decoded as Python decodes it: a UTF-8 BOM dropped, a coding cookie honoured."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+        return source.decode(encoding)
+    except (SyntaxError, LookupError, UnicodeDecodeError) as exc:
+        raise Unscanned(path, f"cannot decode ({exc})") from None
+
+
 def scan_uses(source: bytes, path: str, prefixes: Iterable[str] = ("vllm.",)) -> list[CallRecord]:
-    """Every use of vLLM in `source` (imports, calls, method calls, attribute reads), by line."""
+    """Every use of vLLM in `source` (imports, calls, method calls, attribute reads), by line.
+
+    Raises `Unscanned` for a file that mentions vLLM but cannot be decoded, parsed or walked."""
     prefix = tuple(prefixes)
     if not any(p.split(".")[0].encode() in source for p in prefix):
         return []
+    text = source_text(source, path)
     try:
-        text = source.decode("utf-8")
         tree = ast.parse(text, filename=path)
-    except (SyntaxError, ValueError, UnicodeDecodeError):
-        return []
-    return _Scanner(text, path, prefix).run(tree)
+    except SyntaxError as exc:
+        raise Unscanned(path, f"syntax error at line {exc.lineno}: {exc.msg}") from None
+    except ValueError as exc:  # a NUL byte, on Python before 3.12
+        raise Unscanned(path, f"cannot parse ({exc})") from None
+    except (RecursionError, MemoryError):
+        raise Unscanned(path, _TOO_DEEP) from None
+    try:
+        return _Scanner(text, path, prefix).run(tree)
+    except RecursionError:
+        # The target compiles what CPython's parser accepts; this walk is recursive and stops sooner.
+        raise Unscanned(path, _TOO_DEEP) from None
+
+
+_TOO_DEEP = "nested too deeply for the scanner (a generated expression?)"
 
 
 def scan(source: bytes, path: str, prefixes: Iterable[str] = ("vllm.",)) -> list[CallRecord]:

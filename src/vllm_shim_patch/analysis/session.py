@@ -33,7 +33,9 @@ def run_session(target: Target, *, modules: list[str] | None = None, callees: li
                 rehearse: dict[str, Any] | None = None) -> SessionAnswer:
     """Ask the target interpreter, in one process, for what is given (None: not asked)."""
     request = {
-        "imports": None if modules is None else {"modules": modules, "own": _top(target.package)},
+        "imports": None if modules is None else {"modules": modules, "own": _top(target.package),
+                                                 # An editable install runs from its checkout.
+                                                 "location": None if target.editable else str(target.location)},
         "signatures": callees,
         "rehearse": rehearse,
     }

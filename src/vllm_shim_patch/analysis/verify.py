@@ -84,6 +84,12 @@ def bind_all(calls: Iterable[CallRecord], signatures: dict[str, Any], why_unknow
     return out
 
 
+def shadow_reason(r: Mapping[str, Any]) -> str:
+    loaded = r.get("loaded") or "a location without a file (a namespace or built-in module)"
+    return (f"loaded from {loaded}, not from the installed {r['expected']} (a copy earlier on sys.path, "
+            f"e.g. PYTHONPATH or the working folder, shadows the patched package)")
+
+
 def _import_lines(results: list[dict[str, Any]]) -> list[str]:
     lines = []
     for r in results:
@@ -91,6 +97,8 @@ def _import_lines(results: list[dict[str, Any]]) -> list[str]:
             lines.append(f"import {r['module']}: ok ({r['seconds']:.2f}s)")
         elif r["status"] == "missing-dependency":
             lines.append(f"import {r['module']}: not tested, {r['missing']} is not installed in the target")
+        elif r["status"] == "shadowed":
+            lines.append(f"import {r['module']}: FAILED: {shadow_reason(r)}")
         else:
             lines.append(f"import {r['module']}: FAILED\n{r['traceback'].rstrip()}")
     return lines
@@ -98,13 +106,15 @@ def _import_lines(results: list[dict[str, Any]]) -> list[str]:
 
 def run_checks(target: Target, bindings: Bindings, modules: list[str], calls: list[CallRecord],
                sites: Mapping[tuple[str, int], str] | None = None, *, live: bool = False,
-               rehearse: dict[str, Any] | None = None) -> VerifyResult:
+               rehearse: dict[str, Any] | None = None,
+               unscanned: Mapping[str, str] | None = None) -> VerifyResult:
     """Import `modules`, bind `calls` (live: asked in the same target process), and rehearse when
     `rehearse` is a request; fail on an import failure or a binding mismatch.
 
     What could not run (an import whose dependencies the target lacks, a call without a known
     signature) makes the verdict "partial", never "passed", and is named in the summary.
-    `sites` annotates calls a rule matched but left as they were: (path, line) -> why. The
+    `sites` annotates calls a rule matched but left as they were: (path, line) -> why;
+    `unscanned`, files whose calls could not be read (path -> why), are named as not checked. The
     rehearsal's answer is returned for the caller to judge (it knows the rules that match a failure).
     """
     callees = sorted({c.callee for c in calls})
@@ -123,9 +133,11 @@ def run_checks(target: Target, bindings: Bindings, modules: list[str], calls: li
     notable = [*lines, *(b.line() for b in bound if b.status is not BindStatus.OK)]
     lines += [b.line() for b in bound]
     data: dict[str, Any] = {"imports": imports, "signatures": kind, "bindings": [b.as_dict() for b in bound]}
-    failed = [r for r in imports if r["status"] == "failed"]
+    failed = [r for r in imports if r["status"] in ("failed", "shadowed")]
     mismatches = [b for b in bound if b.status is BindStatus.MISMATCH]
-    if failed:
+    if failed and failed[0]["status"] == "shadowed":
+        reason = f"import {failed[0]['module']}: {shadow_reason(failed[0])}"
+    elif failed:
         last = failed[0]["traceback"].strip().splitlines()[-1]
         reason = f"import {failed[0]['module']} failed: {last}"
     elif mismatches:
@@ -133,14 +145,14 @@ def run_checks(target: Target, bindings: Bindings, modules: list[str], calls: li
         reason = f"{plural(n, 'call')} {agree(n, 'does', 'do')} not bind: {mismatches[0].line()}"
     else:
         reason = ""
-    verdict, summary, not_checked = _verdict(imports, bound, kind, reason)
+    verdict, summary, not_checked = _verdict(imports, bound, kind, reason, unscanned or {})
     data.update(verdict=verdict, not_checked=not_checked)
     return VerifyResult(not reason, reason, lines, data, summary, verdict, not_checked, notable,
                         answer.rehearsal if answer else None)
 
 
 def _verdict(imports: list[dict[str, Any]], bound: list[Binding], kind: Any,
-             reason: str) -> tuple[str, str, list[str]]:
+             reason: str, unscanned: Mapping[str, str]) -> tuple[str, str, list[str]]:
     """(passed | partial | failed, the summary line, what could not be checked)."""
     missing = sorted({r["missing"] for r in imports if r["status"] == "missing-dependency"})
     untested = [r for r in imports if r["status"] == "missing-dependency"]
@@ -151,6 +163,9 @@ def _verdict(imports: list[dict[str, Any]], bound: list[Binding], kind: Any,
     if unknown:
         why = "no vLLM signatures" if kind is None else ", ".join(sorted({b.reason for b in unknown}))
         not_checked.append(f"{plural(len(unknown), 'call')} ({why})")
+    if unscanned:
+        files = "; ".join(f"{p}: {why}" for p, why in sorted(unscanned.items()))
+        not_checked.append(f"the calls in {plural(len(unscanned), 'file')} ({files})")
     if reason:
         return FAILED, f"failed: {reason}", not_checked
     checked = []
@@ -172,11 +187,14 @@ def verify_plan(target: Target, plan: Plan, bindings: Bindings, *, live: bool = 
     calls at every site a rule matched but left as it was (declined in review, left for a human,
     a notice, not needed), wherever they are; and the rehearsal when asked."""
     modules = sorted({module_name(r.path) for r in plan.changed})
-    calls, sites = plan_calls(plan)
-    return run_checks(target, bindings, modules, calls, sites, live=live, rehearse=rehearse)
+    unscanned: dict[str, str] = {}
+    calls, sites = plan_calls(plan, unscanned)
+    return run_checks(target, bindings, modules, calls, sites, live=live, rehearse=rehearse,
+                      unscanned=unscanned)
 
 
-def plan_calls(plan: Plan) -> tuple[list[CallRecord], dict[tuple[str, int], str]]:
+def plan_calls(plan: Plan, unscanned: dict[str, str] | None = None
+               ) -> tuple[list[CallRecord], dict[tuple[str, int], str]]:
     """The calls into vLLM apply must bind, and which of them a rule matched but did not change.
 
     A rewritten file is bound whole: a call the rules did not touch there may still miss what
@@ -184,7 +202,7 @@ def plan_calls(plan: Plan) -> tuple[list[CallRecord], dict[tuple[str, int], str]
     of each site a rule matched: the file is as installed, so those lines are the site's own.
     """
     from ..rewrite.scoped import line_map
-    from .calls import scan
+    from .calls import Unscanned, scan
 
     left: dict[str, list[Any]] = {}
     for s in plan.sites:
@@ -193,15 +211,19 @@ def plan_calls(plan: Plan) -> tuple[list[CallRecord], dict[tuple[str, int], str]
     calls: list[CallRecord] = []
     sites: dict[tuple[str, int], str] = {}
     for r in plan.results:
-        if r.changed:
+        if not r.changed and r.path not in left:
+            continue
+        try:
             found = scan(r.after, r.path)
+        except Unscanned as exc:
+            if unscanned is not None:
+                unscanned[r.path] = exc.reason
+            continue
+        if r.changed:
             to_original = line_map(r.before.decode("utf-8", "surrogateescape"),
                                    r.after.decode("utf-8", "surrogateescape"))
-        elif r.path in left:
-            found = scan(r.after, r.path)
-            to_original = int  # unchanged: its lines are the original's
         else:
-            continue
+            to_original = int  # unchanged: its lines are the original's
         for call in found:
             start, end = to_original(call.line), to_original(call.end_line or call.line)
             matched = [s for s in left.get(r.path, ()) if s.line <= end and start <= s.end_line]

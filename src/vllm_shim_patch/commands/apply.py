@@ -60,7 +60,7 @@ def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
         writes = pending_writes(ctx, desired_files(plan, originals))
         base = {"package": ctx.who, "vllm": str(plan.version), "signatures": plan.signature_kind,
                 "rules": plan.rule_ids, "files": sorted(writes), "sites": len(plan.edited)}
-        code = 0 if plan.clean else 1
+        code = 0 if plan.clean and not _skipped_unrecorded(ctx) else 1
         if not writes and _recorded(ctx):
             return _nothing_to_do(ctx, plan, base, code)
         head = ov.head_commit()
@@ -72,6 +72,8 @@ def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
             if refused is not None:
                 return refused
         _commit(ctx, plan, writes, verdict)
+    if _bytecode_left(ctx, sorted(writes)):
+        code = 1
     return Outcome(text.patched(ctx.who, plan.version, _summary(plan), verdict),
                    {**base, "changed": True, "verify": verdict}, code)
 
@@ -98,6 +100,27 @@ def _summary(plan: Plan) -> str:
     from ..report.plan import summary
 
     return summary(plan)
+
+
+def _skipped_unrecorded(ctx: Context) -> bool:
+    """Say which files the rules would act on that RECORD does not list (apply edits none of them)."""
+    from ..report.check import unrecorded_note
+
+    skipped = ctx.unrecorded_with_rules()
+    if skipped:
+        ctx.log(unrecorded_note(skipped, ctx.target.package))
+    return bool(skipped)
+
+
+def _bytecode_left(ctx: Context, written: list[str]) -> bool:
+    """Say which stale bytecode could not be deleted; True if Python would run one of them."""
+    from ..analysis.bytecode import beside
+    from ..report.check import leftover_line
+
+    left = beside(ctx.target.location, written)
+    for b in left:
+        ctx.log(leftover_line(b.path, b.runs_instead))
+    return any(b.runs_instead for b in left)
 
 
 def _recorded(ctx: Context) -> bool:

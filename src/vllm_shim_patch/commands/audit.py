@@ -19,14 +19,17 @@ def audit(ctx: Context, opts: AuditOptions) -> Outcome:
     from dataclasses import replace
 
     from ..analysis.audit import Checker, audit_plan
-    from ..analysis.calls import scan_uses
+    from ..analysis.calls import Unscanned, scan_uses
     from ..report import audit as report
 
     if not opts.no_rules:
+        ctx.check_package()
         plan = ctx.plan(ctx.originals(), reuse=True)
         version = str(plan.version)
     else:
         plan, version = None, str(ctx.check_version())
+        ctx.refuse_editable()  # RECORD lists no source of its own: "0 uses" would not be true
+        ctx.refuse_sourceless()
         ctx.overlay  # noqa: B018  (a damaged overlay stops every command, this one too)
     # The files as installed are what runs; the plan (from the original bytes) is what apply
     # would leave. A file the rules' edits are installed in has nothing pending.
@@ -39,8 +42,18 @@ def audit(ctx: Context, opts: AuditOptions) -> Outcome:
         else:
             # Edited since (by hand, or by older rules): which rule fixes which line is not known.
             pending.append(r if now == r.before else replace(r, sites=()))
-    uses = {p: scan_uses(d, p) for p, d in installed.items()}
-    after = {r.path: scan_uses(r.after, r.path) for r in pending}
+    unscanned: dict[str, str] = {}
+
+    def uses_in(data: bytes, path: str) -> list[Any]:
+        try:
+            return scan_uses(data, path)
+        except Unscanned as exc:
+            # What it could not read, it cannot vouch for: said, and exit 1 (a human reads it).
+            unscanned.setdefault(path, exc.reason)
+            return []
+
+    uses = {p: uses_in(d, p) for p, d in installed.items()}
+    after = {r.path: uses_in(r.after, r.path) for r in pending}
     callees = {u.callee for group in (*uses.values(), *after.values()) for u in group if u.is_call}
     signatures, sig_kind, note = ctx.bindings(callees)
     source = ctx.static_source
@@ -49,7 +62,8 @@ def audit(ctx: Context, opts: AuditOptions) -> Outcome:
     rows = audit_plan(pending, uses, after, checker, version)
     target = ctx.target
     against = report.against(target.vllm_version, version, plan is not None, applied, sig_kind)
-    text, data = report.render(rows, ctx.who, against, ctx.settings.verbose > 0, rules=plan is not None)
+    text, data = report.render(rows, ctx.who, against, ctx.settings.verbose > 0, rules=plan is not None,
+                               unscanned=unscanned)
     missing = [p for p in target.python_files() if p not in installed]
     text = report.with_notes(text, [(p, (target.location / p).exists()) for p in missing], note)
     data.update({"package": target.package, "version": target.version, "vllm": target.vllm_version,
@@ -58,7 +72,7 @@ def audit(ctx: Context, opts: AuditOptions) -> Outcome:
     if opts.emit_rules is not None:
         line, data["emitted"] = _emit(ctx, rows, signatures, version, opts.emit_rules)
         text = f"{text}\n{line}"
-    return Outcome(text, data, 1 if data["summary"]["remaining"] else 0)
+    return Outcome(text, data, 1 if data["summary"]["remaining"] or unscanned else 0)
 
 
 def _emit(ctx: Context, rows: list[AuditRow], signatures: dict[str, Any], version: str, dest: str

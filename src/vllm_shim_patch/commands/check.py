@@ -12,14 +12,32 @@ _FOR_A_HUMAN = (Action.NEEDS_HUMAN, Action.NOTICE)
 
 
 def check(ctx: Context, opts: ApplyOptions) -> Outcome:
-    """Exit 1 when a file would change, or a site is left for a human (`apply --check`)."""
+    """Exit 1 when a file would change, or a site is left for a human (`apply --check`), or when what
+    runs is not the patched source (a shadow copy, missing sources, unlisted files, stale bytecode)."""
+    from ..analysis.bytecode import beside
     from ..report.plan import problem_lines, site_line
 
     plan = ctx.plan()
-    pending = sorted(pending_writes(ctx, desired_files(plan, ctx.originals())))
+    missing = ctx.missing_sources()
+    pending = sorted(set(pending_writes(ctx, desired_files(plan, ctx.originals()))) - set(missing))
     human = [site_line(s) for s in plan.sites if s.action in _FOR_A_HUMAN] + problem_lines(plan)
-    data = {"ok": not pending and plan.clean, "pending": pending, "vllm": str(plan.version),
-            "rules": plan.rule_ids, "for_a_human": human}
+    unrecorded = ctx.unrecorded_with_rules()
+    stale = [b.path for b in beside(ctx.target.location, [r.path for r in plan.changed]) if b.runs_instead]
+    data = {"ok": not (pending or missing or unrecorded or stale) and plan.clean, "pending": pending,
+            "vllm": str(plan.version), "rules": plan.rule_ids, "for_a_human": human, "missing": missing,
+            "unrecorded": [p for p, _ in unrecorded], "bytecode_runs_instead": stale}
+    # What makes "patched" false even where every file RECORD lists holds the patched bytes.
+    shadowed = [] if ctx.target.editable else ctx.target.shadowed()
+    data["imported_from_elsewhere"] = [{"package": top, "origin": origin} for top, origin in shadowed]
+    if shadowed:
+        data["ok"] = False
+        return Outcome(text.shadowed_line(ctx.who, ctx.target.location, shadowed), data, 1)
+    if missing:
+        return Outcome(text.missing_line(ctx.who, plan.version, missing, ctx.target.package), data, 1)
+    if unrecorded:
+        return Outcome(text.unrecorded_line(ctx.who, plan.version, unrecorded, ctx.target.package), data, 1)
+    if stale and not pending:
+        return Outcome(text.runs_instead_line(ctx.who, plan.version, stale), data, 1)
     if pending:
         return Outcome(text.not_patched(ctx.who, str(plan.version), pending), data, 1)
     if not plan.clean:

@@ -175,10 +175,24 @@ class Context:
         """Target and rules for a command that runs the engine: the target interpreter answers
         (`start_probe`) while the rules load and (`engine`) libcst imports here."""
         self.start_probe()
-        self.pack  # noqa: B018  (a bad rule file is reported before the target's answer is read)
+        self.check_package()  # a bad rule file, or a package no rule is for, before the target's answer
         if engine:
             import libcst  # noqa: F401  (the caller runs the engine next)
         self.check_version()
+        # The rules read the .py files RECORD lists: without them, "0 edits" would read as patched.
+        self.refuse_editable()
+        self.refuse_sourceless()
+
+    def check_package(self) -> None:
+        """Refuse --package naming a distribution the rules are not for: its files would be
+        recorded and called patched with no rule ever looking at them."""
+        from ..errors import UsageError
+        from ..words import listing
+
+        if not self.pack.targets(self.settings.package):
+            raise UsageError(f"--package {self.settings.package}: the rules are for "
+                             f"{listing(list(self.pack.packages))} only (a rule file's 'package:' "
+                             f"names the package it is for); nothing was recorded")
 
     def check_version(self) -> Version:
         """The vLLM version rules are for; fails on a --vllm-version that contradicts the installed
@@ -334,6 +348,60 @@ class Context:
                 f"{self.target.package} is installed in editable mode from {self.target.editable}: "
                 f"patch that source checkout with git instead"
             )
+
+    def refuse_sourceless(self) -> None:
+        t = self.target
+        if t.python_files():
+            return
+        compiled = [e.path for e in t.record if e.path.endswith(".pyc") and "__pycache__/" not in e.path]
+        if compiled:
+            raise TargetError(
+                f"{t.package} {t.version} in {t.location} is installed without its source (RECORD lists "
+                f"{len(compiled)} .pyc files and no .py file): the rules rewrite source; reinstall it from "
+                f"its wheel (pip install --force-reinstall --no-deps {t.package}=={t.version})"
+            )
+
+    def missing_sources(self) -> list[str]:
+        """The .py files RECORD lists that are not on disk (deleted, e.g. to ship bytecode only)."""
+        return [p for p in self.target.python_files() if not (self.target.location / p).is_file()]
+
+    def unrecorded_sources(self) -> list[str]:
+        """.py files in the package's own folders that RECORD does not list: the rules never read them."""
+        t = self.target
+        listed = {e.path for e in t.record}
+        tops = sorted({e.path.split("/", 1)[0] for e in t.record
+                       if "/" in e.path and not e.path.startswith("..") and ".dist-info/" not in e.path
+                       and not e.path.split("/", 1)[0].endswith(".data")})
+        found = []
+        for top in tops:
+            root = t.location / top
+            if not root.is_dir() or root.is_symlink():
+                continue
+            for dirpath, dirnames, filenames in os.walk(root):
+                dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+                rel = os.path.relpath(dirpath, t.location).replace(os.sep, "/")
+                found += [f"{rel}/{f}" for f in sorted(filenames) if f.endswith(".py") and f"{rel}/{f}" not in listed]
+        return found
+
+    def unrecorded_with_rules(self) -> list[tuple[str, list[str]]]:
+        """The unrecorded .py files a rule would act on, each with the rules (apply skips them)."""
+        extra = {}
+        for path in self.unrecorded_sources():
+            try:
+                extra[path] = (self.target.location / path).read_bytes()
+            except OSError:
+                continue
+        if not extra:
+            return []
+        from ..settings import Action
+
+        plan = self.plan(extra)
+        out = []
+        for r in plan.results:
+            acting = [s.rule_id for s in r.sites if s.action not in (Action.NOT_NEEDED, Action.ALREADY)]
+            if r.changed or acting:
+                out.append((r.path, list(dict.fromkeys(acting))))
+        return out
 
     def check_mounted_writable(self) -> None:
         """Before the first write (the overlay): a package on a read-only mount cannot be patched at all."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..settings import VerifyOptions
 from .context import Context, Outcome
 
@@ -9,9 +11,18 @@ from .context import Context, Outcome
 def verify(ctx: Context, opts: VerifyOptions) -> Outcome:
     """The modules the patch changed, every call into vLLM in them, and every call a rule names
     elsewhere (a site left as installed still has to bind); --all: every module, every call."""
-    from ..analysis.calls import scan
+    from ..analysis.calls import Unscanned, scan
     from ..analysis.verify import module_name, run_checks
     from ..report.apply import nothing_to_verify, verified
+
+    unscanned: dict[str, str] = {}
+
+    def calls_in(data: bytes, path: str) -> list[Any]:
+        try:
+            return scan(data, path)
+        except Unscanned as exc:
+            unscanned[path] = exc.reason  # named as not checked: the verdict cannot be "passed"
+            return []
 
     target = ctx.target
     pyfiles = target.python_files()
@@ -23,14 +34,14 @@ def verify(ctx: Context, opts: VerifyOptions) -> Outcome:
     if opts.all_calls:
         # A package's __main__ runs its CLI when imported: it is not a module to smoke-test.
         modules = [module_name(p) for p in pyfiles if not p.endswith("/__main__.py")]
-        calls = [c for p in pyfiles if p in current for c in scan(current[p], p)]
+        calls = [c for p in pyfiles if p in current for c in calls_in(current[p], p)]
     else:
         modules = [module_name(p) for p in changed]
         if not changed:
             return Outcome(nothing_to_verify(ctx.who), {"ok": True, "imports": [], "signatures": None, "bindings": [],
                                   "verdict": "not patched", "not_checked": []}, 0)
         named = {c for r in ctx.pack.rules for c in r.calls}
-        calls = [c for p in pyfiles if p in current for c in scan(current[p], p) if p in changed or c.callee in named]
-    result = run_checks(target, ctx.bindings, modules, calls, live=ctx.live)
+        calls = [c for p in pyfiles if p in current for c in calls_in(current[p], p) if p in changed or c.callee in named]
+    result = run_checks(target, ctx.bindings, modules, calls, live=ctx.live, unscanned=unscanned)
     text = verified(result.lines, ctx.who, result.ok, result.summary, result.reason)
     return Outcome(text, {"ok": result.ok, **result.data}, 0 if result.ok else 1)

@@ -23,7 +23,9 @@ def line(b: Binding, after: Binding | None = None) -> str:
 
 
 def render(rows: list[AuditRow], who: str, against: str, verbose: bool,
-           rules: bool = True) -> tuple[str, dict[str, Any]]:
+           rules: bool = True, unscanned: dict[str, str] | None = None) -> tuple[str, dict[str, Any]]:
+    """`unscanned`: files that mention vLLM but could not be read (path -> why): not audited."""
+    unscanned = unscanned or {}
     counts = {k: sum(r.before.call.kind == k and not r.added for r in rows) for k in _KIND_NOUN}
     parts = ", ".join(plural(n, _KIND_NOUN[k]) for k, n in counts.items() if n)
     added = sum(r.added for r in rows)
@@ -53,10 +55,12 @@ def render(rows: list[AuditRow], who: str, against: str, verbose: bool,
     remaining = sum(r.remaining for r in rows)
     unknown = sum(r.unknown for r in rows)
     ok = len(rows) - fixed - remaining - unknown
+    lines += [f"  {path}: not audited: {why}" for path, why in sorted(unscanned.items())]
     lines.append(
-        f"{plural(len(rows), 'use')}: {ok} ok, {fixed} fixed by the rules, "
-        f"{remaining} still mismatched, {unknown} unknown"
-        if rules else f"{plural(len(rows), 'use')}: {ok} ok, {remaining} mismatched, {unknown} unknown"
+        (f"{plural(len(rows), 'use')}: {ok} ok, {fixed} fixed by the rules, "
+         f"{remaining} still mismatched, {unknown} unknown"
+         if rules else f"{plural(len(rows), 'use')}: {ok} ok, {remaining} mismatched, {unknown} unknown")
+        + (f"; {plural(len(unscanned), 'file')} not audited (above)" if unscanned else "")
     )
     data = {
         "uses": [
@@ -70,6 +74,7 @@ def render(rows: list[AuditRow], who: str, against: str, verbose: bool,
         "summary": {"uses": len(rows), "added": added, "ok": ok, "fixed": fixed, "remaining": remaining,
                     "unknown": unknown,
                     **{k: n for k, n in counts.items()}},
+        "not_audited": [{"path": p, "reason": why} for p, why in sorted(unscanned.items())],
     }
     return "\n".join(lines), data
 

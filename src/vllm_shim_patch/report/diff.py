@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..settings import Action
+from ..words import agree, listing, plural
 
 if TYPE_CHECKING:
     from ..rewrite.results import FileResult, Site
@@ -88,3 +89,18 @@ def colorize(diff: str) -> str:
         else:
             out.append(line)
     return "".join(out)
+
+
+def untracked_installed(who: str, differ: list[str]) -> str:
+    """`diff --installed` of a package never recorded: only RECORD to compare with."""
+    if not differ:
+        return f"{who} as installed is its original (RECORD-exact): nothing to show"
+    n = len(differ)
+    return (f"{who} is not tracked and {plural(n, 'file')} {agree(n, 'differs', 'differ')} from RECORD "
+            f"({listing(differ)}): the tool never recorded the original bytes, so there is no diff to show")
+
+
+def installed_summary(who: str, changed: int) -> str:
+    return (f"{who} as installed: {plural(changed, 'file')} {agree(changed, 'differs', 'differ')} from the original"
+            if changed
+            else f"{who} as installed is its original: nothing to show")

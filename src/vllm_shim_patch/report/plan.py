@@ -54,6 +54,12 @@ def summary(plan: Plan) -> str:
     return "; ".join(parts)
 
 
+def already_patched(who: str, plan: Plan) -> str:
+    edits = f"{plural(len(plan.edited), 'edit')} in {plural(len(plan.changed), 'file')}"
+    return (f"{who} is already patched for vLLM {plan.version} ({edits}, all installed): apply would "
+            f"write nothing; patch-speculators diff --installed shows the patch")
+
+
 def plan_json(plan: Plan) -> dict[str, Any]:
     t = plan.target
     return {

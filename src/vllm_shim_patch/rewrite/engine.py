@@ -7,7 +7,9 @@ caller fails closed on any failed file.
 from __future__ import annotations
 
 import ast
+import contextlib
 import re
+import sys
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -78,6 +80,11 @@ class Engine:
         return any(top in data and pattern.search(data) for top, pattern in self._needles.items())
 
     def transform(self, data: bytes, path: str = "<string>") -> FileResult:
+        # What a codemod prints goes to stderr: stdout is the diff or the JSON a script reads.
+        with contextlib.redirect_stdout(sys.stderr):
+            return self._transform(data, path)
+
+    def _transform(self, data: bytes, path: str) -> FileResult:
         module_name = module_of(path)
         # A rule example (no module) is the region's own module.
         scoped = [e for e in self._scoped if module_name is None or e[1].module == module_name]
@@ -90,6 +97,8 @@ class Engine:
             return FileResult(path, FileStatus.SKIPPED, data, data, reason=_syntax_error(data, path, exc))
         except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
             return FileResult(path, FileStatus.SKIPPED, data, data, reason=f"cannot decode: {exc}")
+        except (RecursionError, MemoryError):
+            return FileResult(path, FileStatus.SKIPPED, data, data, reason=_TOO_DEEP)
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         command = _CallRewriter(self, path, wrapper)
         scoped_pass = _ScopedPass(self, path, data)
@@ -119,6 +128,9 @@ class Engine:
             return FileResult(path, FileStatus.FAILED, data, data, tuple(command.sites), str(exc))
         except SyntaxError as exc:
             return FileResult(path, FileStatus.FAILED, data, data, tuple(command.sites), f"result does not compile: {exc}")
+        except RecursionError:
+            # libcst's visitors recurse per node: a generated expression thousands deep stops them.
+            return FileResult(path, FileStatus.SKIPPED, data, data, reason=_TOO_DEEP)
         except (Exception, SystemExit) as exc:  # a codemod's bug must not take the other files down (nor exit 0)
             return FileResult(path, FileStatus.FAILED, data, data, tuple(command.sites), _failure(exc))
         sites = (*command.sites, *scoped_pass.sites)
@@ -313,6 +325,9 @@ def _dotted(name: str) -> cst.Attribute | cst.Name:
     for part in name.split(".")[1:]:
         node = cst.Attribute(value=node, attr=cst.Name(part))
     return node
+
+
+_TOO_DEEP = "nested too deeply to rewrite (a generated expression?): its calls were not checked"
 
 
 def _syntax_error(data: bytes, path: str, exc: cst.ParserSyntaxError) -> str:

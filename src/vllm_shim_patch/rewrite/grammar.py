@@ -32,7 +32,8 @@ class TargetGrammar:
         try:
             self.proc: subprocess.Popen[str] | None = subprocess.Popen(
                 [self.python, str(REMOTE / "compile_check.py")], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding="utf-8",
+                errors="replace", env=env)  # a stray non-UTF-8 byte: an unreadable answer, not a crash
         except OSError as exc:
             raise TargetError(f"cannot run interpreter {self.python!r}: {exc.strerror or exc}") from None
 

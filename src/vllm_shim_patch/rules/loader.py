@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import ast
 import difflib
+import errno
+import os
 import re
+import stat
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
@@ -18,7 +21,7 @@ from ..errors import RuleError
 from ..rewrite.ops import OPERATIONS
 from ..rewrite.ops.base import QUALNAME_RE, is_identifier
 from ..vllm_source import parse_scope
-from .model import SCHEMA_VERSION, Example, Guard, OldSignature, Rule, RulePack
+from .model import DEFAULT_PACKAGE, SCHEMA_VERSION, Example, Guard, OldSignature, Rule, RulePack
 
 GENERIC_KEYS = ("id", "call", "in", "guard", "since", "why", "signature", "examples", "unchanged")
 RULE_KEYS = (*GENERIC_KEYS, *(key for op in OPERATIONS.values() for key in op.keys))
@@ -50,12 +53,17 @@ def load_pack(extra: Iterable[str | Path] = (), *, bundled: bool = True) -> Rule
             if not found:
                 raise RuleError(p, None, None, "folder holds no *.yaml rule file")
             paths.extend(found)
-        elif p.is_file():
-            paths.append(p)
+        elif p.is_file() or (p.exists() and not p.is_dir()):
+            paths.append(p)  # not a regular file (a FIFO, a device): load_file says so
+        elif p.is_symlink():
+            raise RuleError(p, None, None, "a symbolic link to nothing (or a loop of links)")
         else:
             raise RuleError(p, None, None, "no such rule file or folder")
     rules: list[Rule] = []
     seen: dict[str, Rule] = {}
+    # The same file named twice (`--rules a.yaml --rules ./a.yaml`, a folder and a file in it) is
+    # loaded once: its ids would otherwise clash with themselves.
+    paths = list({_identity(p): p for p in reversed(paths)}.values())[::-1]
     for path in paths:
         for rule in load_file(path):
             if rule.id in seen:
@@ -68,13 +76,31 @@ def load_pack(extra: Iterable[str | Path] = (), *, bundled: bool = True) -> Rule
     return RulePack(tuple(rules), tuple(str(p) for p in paths))
 
 
+def _identity(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a link loop: reported when the file is read
+        return path.absolute()
+
+
 def load_file(path: str | Path) -> list[Rule]:
     path = Path(path)
     try:
-        with path.open("rb") as f:
-            data = f.read(MAX_RULE_FILE_BYTES + 1)
+        # Non-blocking, so that a FIFO (or a device) named *.yaml is refused, not waited on forever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
-        raise RuleError(path, None, None, f"cannot read: {exc.strerror}") from None
+        why = "a symbolic link loop" if exc.errno == errno.ELOOP else exc.strerror
+        raise RuleError(path, None, None, f"cannot read: {why}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        what = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+        raise RuleError(path, None, None, f"not a regular file ({what}): a rule file is plain text")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            data = f.read(MAX_RULE_FILE_BYTES + 1)
+        except OSError as exc:
+            raise RuleError(path, None, None, f"cannot read: {exc.strerror}") from None
     if len(data) > MAX_RULE_FILE_BYTES:
         raise RuleError(path, None, None, f"larger than {MAX_RULE_FILE_BYTES // 1024} KiB: "
                                           f"rule files are hand-written; split it into several files")
@@ -144,6 +170,7 @@ class NodeReader:
         self.path = str(path)
         self.yaml = yaml
         self.rule_id: str | None = None
+        self.package = DEFAULT_PACKAGE
 
     def fail(self, node: Any, message: str) -> RuleError:
         line = node.start_mark.line + 1 if node is not None else None
@@ -233,7 +260,9 @@ class NodeReader:
                 f"unsupported schema {getattr(schema_node, 'value', None)!r} (this tool reads schema {SCHEMA_VERSION})",
             )
         if "package" in top:
-            self.string(top["package"][1], "'package'")
+            self.package = self.string(top["package"][1], "'package'").strip()
+            if not self.package:
+                raise self.fail(top["package"][1], "'package' must name a distribution")
         if "rules" not in top:
             raise self.fail(root, "missing 'rules' list")
         rules_node = top["rules"][1]
@@ -319,6 +348,7 @@ class NodeReader:
             unchanged=unchanged,
             scope=scope,
             guard=guard,
+            package=self.package,
         )
 
     def calls(self, node: Any) -> tuple[str, ...]:
@@ -376,8 +406,9 @@ class NodeReader:
         text = self.string(node, "'signature'").strip()
         try:
             fn = ast.parse(f"def _{text}: pass").body[0]
-        except SyntaxError:
-            raise self.fail(node, f"'signature' {text!r} is not a parameter list like (a, b, c=None)") from None
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            shown = text if len(text) <= 80 else text[:77] + "..."
+            raise self.fail(node, f"'signature' {shown!r} is not a parameter list like (a, b, c=None)") from None
         assert isinstance(fn, ast.FunctionDef)
         args = fn.args
         positional = tuple(a.arg for a in [*args.posonlyargs, *args.args])
@@ -396,6 +427,10 @@ class NodeReader:
             raise self.fail(node, f"{what} is not valid Python: {exc.msg}{where}") from None
         except ValueError as exc:  # a NUL byte, on Python before 3.12
             raise self.fail(node, f"{what} is not valid Python: {exc}") from None
+        except (RecursionError, MemoryError):
+            # CPython's parser gives up on a deeply nested expression (a generated 20,000-term sum).
+            raise self.fail(node, f"{what} is nested too deeply for Python's parser: "
+                                  f"an example is a short hand-written snippet") from None
         return code
 
     def examples(self, node: Any) -> tuple[Example, ...]:

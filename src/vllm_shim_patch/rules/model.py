@@ -6,6 +6,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SCHEMA_VERSION = 1
+DEFAULT_PACKAGE = "speculators"  # a rule file without `package:` is for it
+
+
+def canonical_name(name: str) -> str:
+    """A distribution name as PEP 503 compares them (`Foo_Bar` is `foo-bar`)."""
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,7 @@ class Rule:
     unchanged: tuple[str, ...] = ()
     scope: str | None = None  # `in: module:Qual.name`: a scoped rule (no `call`)
     guard: Guard = Guard()  # a scoped rule's guard, its operations' own guards included
+    package: str = DEFAULT_PACKAGE  # the distribution its file's `package:` names
 
     @property
     def operations(self) -> tuple[str, ...]:
@@ -79,6 +88,14 @@ class Rule:
 class RulePack:
     rules: tuple[Rule, ...]
     sources: tuple[str, ...] = field(default=())
+
+    @property
+    def packages(self) -> tuple[str, ...]:
+        """The distributions the rules are for, as their files name them."""
+        return tuple(dict.fromkeys(r.package for r in self.rules))
+
+    def targets(self, package: str) -> bool:
+        return canonical_name(package) in {canonical_name(p) for p in self.packages}
 
     def by_id(self, rule_id: str) -> Rule:
         for rule in self.rules:

@@ -71,7 +71,8 @@ class LiveSignatures:
                 [self.python, str(PROBE)],
                 input=json.dumps(names),
                 capture_output=True,
-                text=True,
+                encoding="utf-8",
+                errors="replace",  # a stray non-UTF-8 byte reads as a failed probe, not a crash
                 timeout=self.timeout,
                 env=self.env,
                 check=False,

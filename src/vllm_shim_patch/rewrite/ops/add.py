@@ -42,7 +42,7 @@ def parse(r: NodeReader, fields: Fields, parsed: dict[str, Any], signature: OldS
         probe = PLACEHOLDER_RE.sub(lambda m: f"__vsp_{m.group(1)}", expr)
         try:
             ast.parse(probe.strip(), mode="eval")
-        except SyntaxError:
+        except (SyntaxError, ValueError, RecursionError, MemoryError):  # ValueError: a NUL byte
             raise r.fail(value_node, f"'add' {name!r}: {expr!r} is not a single Python expression") from None
         out.append((name, expr.strip()))
     if not out:

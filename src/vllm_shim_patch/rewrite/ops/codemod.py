@@ -10,7 +10,9 @@ apply then writes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import sys
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,7 +63,8 @@ def _load(path: str, rule: Rule) -> Rewrite:
         raise CodemodError(rule.path, rule.line, rule.id, f"cannot load {where}")
     module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
+        with contextlib.redirect_stdout(sys.stderr):  # stdout is the diff or the JSON a script reads
+            spec.loader.exec_module(module)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # SystemExit too: a codemod must not end the run, let alone with 0

@@ -44,7 +44,7 @@ def parse(r: NodeReader, fields: Fields, parsed: dict[str, Any], signature: OldS
             texts[key] = r.scalar(entries[key][1], f"'pin' {name!r} {key}").strip()
             try:
                 ast.parse(texts[key], mode="eval")
-            except SyntaxError:
+            except (SyntaxError, ValueError, RecursionError, MemoryError):  # ValueError: a NUL byte
                 raise r.fail(entries[key][1], f"'pin' {name!r}: {key} {texts[key]!r} is not a Python expression") from None
         out.append(Pin(name, texts["value"], texts["if-default"]))
     if not out:
