@@ -5,10 +5,14 @@ tokens than one step's budget (0.3.0 sets max(8192, max_model_len)), vLLM's sche
 prompt across steps, and the abort throws away the rest of it: that prompt comes back short, and
 the rows after it shift (upstream issue 279, fixed in 0.4.0 by pull request 283). This counts
 each request's scheduled tokens against its prompt length and aborts it only when its prefill is
-complete. speculators 0.4.0 aborts after its loop instead and is left alone.
+complete, and fails loudly when vLLM preempts a request (its prompt would be computed again, its
+rows counted twice). A request of an earlier call that failed is aborted at once. speculators
+0.4.0 aborts after its loop instead and is left alone.
 """
 
 from __future__ import annotations
+
+import json
 
 import libcst as cst
 
@@ -17,6 +21,10 @@ from vllm_shim_patch.rewrite.scoped import ScopedTransform, load_beside, dotted,
 
 S = load_beside(__file__, "_speculators")
 NEW_NAMES = ("prompt_lens", "prefilled", "num_tokens")
+# A preempted request is computed again from its first token: counted as prefill twice, its rows
+# would come back doubled and cut, with no error. Too little KV cache causes it; say so.
+PREEMPTED = ("vLLM preempted requests (too little KV cache): their prompts would be computed twice and "
+             "their hidden states misattributed; raise gpu_memory_utilization or pass fewer prompts per call")
 
 
 def _abort_loop(stmt: cst.BaseStatement, so: str) -> str | None:
@@ -67,16 +75,21 @@ class Codemod(ScopedTransform):
         abort = inner[at].body.body[0]  # type: ignore[attr-defined]
         new_for = statements(f'''
 for {rid}, num_tokens in {so}.num_scheduled_tokens.items():
-    prefilled[{rid}] += num_tokens
-    if prefilled[{rid}] >= prompt_lens[{rid}]:
+    if getattr({so}, "preempted_req_ids", None):
+        raise RuntimeError(PREEMPTED)
+    prefilled[{rid}] = prefilled.get({rid}, 0) + num_tokens
+    if prefilled[{rid}] >= prompt_lens.get({rid}, 0):
         pass
 ''', self.module)[0]
         assert isinstance(new_for, cst.For)
-        guard = new_for.body.body[1]  # type: ignore[attr-defined]
+        first, count, guard = new_for.body.body  # type: ignore[attr-defined]
+        # The message as a literal in the generated code (no name of ours in speculators).
+        first = first.with_changes(body=first.body.with_changes(body=[cst.parse_statement(
+            f"raise RuntimeError({json.dumps(PREEMPTED)})", config=self.module.config_for_parsing)]))
         guard = guard.with_changes(body=guard.body.with_changes(body=[abort]))
         inner[at] = inner[at].with_changes(
             target=new_for.target, iter=new_for.iter,
-            body=new_for.body.with_changes(body=[new_for.body.body[0], guard]))  # type: ignore[attr-defined]
+            body=new_for.body.with_changes(body=[first, count, guard]))  # type: ignore[attr-defined]
         body[index] = loop.with_changes(body=loop.body.with_changes(body=inner))
         body[requests.index + 1:requests.index + 1] = statements(f'''
 

@@ -605,7 +605,7 @@ DIFF_016 = """\
  
          # Increment to ensure unique request IDs across calls
          # (prevents KV cache corruption with delayed block freeing)
-@@ -258,17 +265,29 @@ generator-abort-completed, generator-results-by-request, generator-flush-finished, executor-sample-tokens, collective-rpc-single-reply
+@@ -258,17 +265,31 @@ generator-abort-completed, generator-results-by-request, generator-flush-finished, executor-sample-tokens, collective-rpc-single-reply
                  f"{scheduler_output.total_num_scheduled_tokens}"
              )
  
@@ -620,8 +620,10 @@ DIFF_016 = """\
 +                model_output = self.executor.sample_tokens(None)
 +
 +            for req_id, num_tokens in scheduler_output.num_scheduled_tokens.items():
-+                prefilled[req_id] += num_tokens
-+                if prefilled[req_id] >= prompt_lens[req_id]:
++                if getattr(scheduler_output, "preempted_req_ids", None):
++                    raise RuntimeError("vLLM preempted requests (too little KV cache): their prompts would be computed twice and their hidden states misattributed; raise gpu_memory_utilization or pass fewer prompts per call")
++                prefilled[req_id] = prefilled.get(req_id, 0) + num_tokens
++                if prefilled[req_id] >= prompt_lens.get(req_id, 0):
 +                    self.scheduler.finish_requests([req_id], RequestStatus.FINISHED_ABORTED)
 +
 +        # The requests aborted in the last step reach the model runner only with a step: run the empty one.
@@ -640,7 +642,7 @@ DIFF_016 = """\
  
          if not aux_hidden_states:
              raise RuntimeError("Failed to capture hidden states from worker")
-@@ -280,7 +299,7 @@ generator-results-by-request
+@@ -280,7 +301,7 @@ generator-results-by-request
          offset = 0
          for i, seq_len in enumerate(seq_lens):
              layer_states = [
@@ -703,7 +705,7 @@ DIFF_017 = """\
  
          # Increment to ensure unique request IDs across calls
          # (prevents KV cache corruption with delayed block freeing)
-@@ -258,17 +264,29 @@ generator-abort-completed, generator-results-by-request, generator-flush-finished, executor-sample-tokens, collective-rpc-single-reply
+@@ -258,17 +264,31 @@ generator-abort-completed, generator-results-by-request, generator-flush-finished, executor-sample-tokens, collective-rpc-single-reply
                  f"{scheduler_output.total_num_scheduled_tokens}"
              )
  
@@ -718,8 +720,10 @@ DIFF_017 = """\
 +                model_output = self.executor.sample_tokens(None)
 +
 +            for req_id, num_tokens in scheduler_output.num_scheduled_tokens.items():
-+                prefilled[req_id] += num_tokens
-+                if prefilled[req_id] >= prompt_lens[req_id]:
++                if getattr(scheduler_output, "preempted_req_ids", None):
++                    raise RuntimeError("vLLM preempted requests (too little KV cache): their prompts would be computed twice and their hidden states misattributed; raise gpu_memory_utilization or pass fewer prompts per call")
++                prefilled[req_id] = prefilled.get(req_id, 0) + num_tokens
++                if prefilled[req_id] >= prompt_lens.get(req_id, 0):
 +                    self.scheduler.finish_requests([req_id], RequestStatus.FINISHED_ABORTED)
 +
 +        # The requests aborted in the last step reach the model runner only with a step: run the empty one.
@@ -738,7 +742,7 @@ DIFF_017 = """\
  
          if not aux_hidden_states:
              raise RuntimeError("Failed to capture hidden states from worker")
-@@ -280,7 +298,7 @@ generator-results-by-request
+@@ -280,7 +300,7 @@ generator-results-by-request
          offset = 0
          for i, seq_len in enumerate(seq_lens):
              layer_states = [
