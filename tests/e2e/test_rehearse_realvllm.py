@@ -301,11 +301,12 @@ def test_a_hang_in_speculators_code_path_is_a_failure(real: Sandbox, tmp_path: P
 
 
 DRIFT = {
-    # A new parameter upstream in the attention the stand-in replaces.
-    "attention-signature": ("from vllm.model_executor.models import llama\n"
-                            "def forward(self, positions, hidden_states, kv_cache=None): raise AssertionError\n"
-                            "llama.LlamaAttention.forward = forward\n",
-                            "stand-in StandInAttention.forward no longer matches vLLM's LlamaAttention.forward"),
+    # A new parameter upstream in the attention interface the stand-in backend implements.
+    "attention-signature": ("from vllm.v1.attention import backend\n"
+                            "def forward(self, layer, query, key, value, kv_cache, attn_metadata, output=None,\n"
+                            "            output_scale=None, output_block_scale=None, cu_seqlens=None): pass\n"
+                            "backend.AttentionImpl.forward = forward\n",
+                            "stand-in StandInAttentionImpl.forward no longer matches vLLM's AttentionImpl.forward"),
     # The runner's state guard gone: the stand-in must not invent a protocol vLLM no longer has.
     "runner-guard": ("from vllm.v1.worker import gpu_model_runner\n"
                      "def execute_model(self, scheduler_output, intermediate_tensors=None): return None\n"

@@ -157,22 +157,62 @@ def test_the_workload_is_a_value_built_from_the_request() -> None:
 
 def test_the_tiny_model_folder_holds_the_familys_config_and_a_tokenizer(tmp_path: Path) -> None:
     family = families.FAMILIES[families.DEFAULT]
-    model_folder.write(str(tmp_path), family.config())
+    words = model_folder.write(str(tmp_path), family.shrink(family.PRESET, 2048, vocab=128))
+    assert words == "a word-level tokenizer.json"
     assert sorted(os.listdir(tmp_path)) == ["config.json", "tokenizer.json", "tokenizer_config.json"]
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["architectures"] == ["LlamaForCausalLM"]
     vocab = json.loads((tmp_path / "tokenizer.json").read_text())["model"]["vocab"]
-    assert len(vocab) == config["vocab_size"]
+    assert len(vocab) == config["vocab_size"] == 128
+
+
+def test_shrinking_keeps_the_architecture_and_shrinks_the_sizes() -> None:
+    preset = families.FAMILIES["llama"].PRESET
+    tiny = families.FAMILIES["llama"].shrink(preset, 2048, vocab=128)
+    assert {k: tiny[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                                 "num_key_value_heads", "head_dim", "vocab_size", "torch_dtype")} == {
+        "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 128, "torch_dtype": "float32"}
+    # What makes it this architecture is kept as published.
+    assert tiny["rope_scaling"] == preset["rope_scaling"] and tiny["rope_theta"] == preset["rope_theta"]
+    assert tiny["max_position_embeddings"] == preset["max_position_embeddings"]
+    assert preset["hidden_size"] == 4096  # the preset itself is not changed
+    mha = families.common.shrink({**preset, "num_key_value_heads": 32}, 2048)
+    assert mha["num_key_value_heads"] == mha["num_attention_heads"] == 4  # multi-head stays multi-head
+    assert mha["vocab_size"] == preset["vocab_size"]  # a user's folder keeps its tokenizer's vocabulary
+    short = families.common.shrink({**preset, "max_position_embeddings": 1024,
+                                    "layer_types": ["sliding_attention", "full_attention"] * 16}, 2048)
+    assert short["max_position_embeddings"] == 2048  # the workload's prompts fit
+    assert short["layer_types"] == ["sliding_attention", "full_attention"] * 2
+
+
+def test_a_users_folder_is_copied_as_it_is_without_its_weights(tmp_path: Path) -> None:
+    src, dst = tmp_path / "Kimi-K2.5", tmp_path / "tiny"
+    src.mkdir()
+    dst.mkdir()
+    for name in ("config.json", "tokenizer_config.json", "tokenization_kimi.py", "tiktoken.model",
+                 "configuration_kimi_k25.py", "preprocessor_config.json", "model-00001-of-00064.safetensors",
+                 "model.safetensors.index.json", "pytorch_model.bin"):
+        (src / name).write_text(name)
+    (src / "sub").mkdir()
+    config = {"architectures": ["LlamaForCausalLM"], "vocab_size": 163840, "max_position_embeddings": 2048}
+    words = model_folder.write(str(dst), config, str(src))
+    assert words == "the folder's own tokenizer, code and configs"
+    assert sorted(os.listdir(dst)) == ["config.json", "configuration_kimi_k25.py", "preprocessor_config.json",
+                                       "tiktoken.model", "tokenization_kimi.py", "tokenizer_config.json"]
+    assert json.loads((dst / "config.json").read_text()) == config  # the shrunk config replaces theirs
+    assert (dst / "tokenization_kimi.py").read_text() == "tokenization_kimi.py"
 
 
 def test_each_table_has_todays_entry_first() -> None:
     assert families.DEFAULT == "llama"
     assert families.for_architecture("LlamaForCausalLM") is families.FAMILIES["llama"]
     assert families.for_architecture("NoSuchForCausalLM") is None
-    assert families.supported() == ["LlamaForCausalLM"]
     assert [a.NAME for a in releases.ADAPTERS] == ["v1-multiproc"]
     for module in (*families.FAMILIES.values(), *releases.ADAPTERS):
-        assert module.REAL and module.STOOD_IN, module.__name__
+        assert module.REAL, module.__name__
+    for module in releases.ADAPTERS:
+        assert module.STOOD_IN, module.__name__
 
 
 def test_no_adapter_fitting_names_each_adapter_and_the_member(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,7 @@ TOLERANCE = 1e-3
 SAME_ROW = 1e-5
 
 
-def _rel(a, b):
+def relative(a, b):
     scale = float(b.abs().max()) or 1.0
     return float((a.float() - b).abs().max()) / scale
 
@@ -73,7 +73,7 @@ def call_problems(prompts, results, layers, refs, tolerance=TOLERANCE):
             if tuple(h.shape) != tuple(ref.shape):
                 bad_layer = lid
                 break
-            diff = _rel(h, ref)
+            diff = relative(h, ref)
             worst = max(worst, diff)
             if diff > tolerance:
                 bad_layer = lid

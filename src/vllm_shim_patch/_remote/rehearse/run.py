@@ -1,11 +1,14 @@
 """The run: speculators' generator built and driven through the workload, every result checked
 against a forward of its own prompt through the same model."""
 
+import importlib
+import json
 import os
 import sys
 
-from . import check, device, families, model_folder, releases, workload
+from . import attention, check, device, families, model_folder, releases, workload
 from .answer import CannotRehearse, WrongOutput
+from .families import common
 
 REAL = [
     "speculators: VllmHiddenStatesGenerator.__init__/_create_vllm_config/_setup_capture/generate, "
@@ -47,31 +50,59 @@ def _import(run, req):
     return gen_mod
 
 
+def model_source(req):
+    """(family, its config as given, the user's folder or None): `model` (a checkpoint folder or
+    its config.json), `arch` (a family's published preset), or the default family's preset."""
+    path = req.get("model")
+    if path:
+        folder = path if os.path.isdir(path) else os.path.dirname(path)
+        config_path = os.path.join(path, "config.json") if os.path.isdir(path) else path
+        try:
+            with open(config_path) as f:
+                config = json.load(f)
+        except (OSError, ValueError) as e:
+            raise CannotRehearse(f"--model {path}: {e}") from None
+        archs = config.get("architectures") or []
+        family = next((families.for_architecture(a) for a in archs if families.for_architecture(a)), None)
+        if family is None:
+            raise CannotRehearse(f"--model {path}: architecture {', '.join(archs) or '(none)'} has no stand-ins "
+                                 f"here (supported: {', '.join(families.supported())})")
+        return family, config, folder
+    name = req.get("arch") or families.DEFAULT
+    if name not in families.FAMILIES:
+        raise CannotRehearse(f"--arch {name}: no such family (known: {', '.join(sorted(families.FAMILIES))})")
+    family = families.FAMILIES[name]
+    return family, family.PRESET, None
+
+
 def run(run, req):
     work = workload.from_request(req)
-    family = families.FAMILIES[families.DEFAULT]
+    family, source, folder = model_source(req)
     gen_mod = _import(run, req)
 
     run.stage = "setup"
     adapter, why = releases.select()
     if adapter is None:
         raise CannotRehearse(why)
-    run.real[:] = REAL + adapter.REAL + family.REAL
-    run.stood_in[:] = ([model_folder.STOOD_IN.format(description=family.DESCRIPTION)] + device.STOOD_IN
-                       + adapter.STOOD_IN + family.STOOD_IN + STOOD_IN)
-    run.extra["adapter"], run.extra["family"] = adapter.NAME, family.NAME
-    device.install()
-    parts = family.build()
-    S = adapter.build(run, family, parts)
-    run.standins = (adapter, S)
-    run.stage = "self-check"
-    family.self_check(run, parts)
-    adapter.self_check(run, S)
-
+    config = family.shrink(source, work.max_model_len, vocab=None if folder else common.VOCAB)
+    arch = (config.get("architectures") or ["?"])[0]
     model_dir = os.path.join(run.tmpdir, "model")
     os.mkdir(model_dir)
-    config = family.config()
-    model_folder.write(model_dir, config)
+    tokenizer = model_folder.write(model_dir, config, folder)
+    description = f"{config['num_hidden_layers']}-layer {arch}"
+    run.real[:] = REAL + adapter.REAL + family.REAL
+    run.stood_in[:] = ([model_folder.STOOD_IN.format(description=description, tokenizer=tokenizer)]
+                       + device.STOOD_IN + [attention.STOOD_IN] + adapter.STOOD_IN + family.STOOD_IN + STOOD_IN)
+    run.extra.update({"adapter": adapter.NAME, "family": family.NAME, "architecture": arch,
+                      "model": "folder" if folder else ("arch" if req.get("arch") else "default")})
+    device.install()
+    attention.install()
+    common.register_in_process([importlib.import_module(m) for m in family.MODULES])
+    S = adapter.build(run, family)
+    run.standins = (adapter, S)
+    run.stage = "self-check"
+    attention.self_check(run)
+    adapter.self_check(run, S)
 
     adapter.install(S)
     try:
@@ -91,6 +122,9 @@ def _drive(run, work, family, adapter, S, config):
     worker = adapter.worker_of(S)
     runner = worker.model_runner
     model = runner.model
+    base = family.base_model(model)
+    forward = adapter.forward_of(S)
+    family.self_check(run, model)
     warm_up = len(runner.steps)
     worst, wrong, earlier = 0.0, [], set()
     for b, call in enumerate(work.calls):
@@ -100,7 +134,9 @@ def _drive(run, work, family, adapter, S, config):
         prompts = workload.prompts(call, config["vocab_size"])
         results = run.generator.generate(prompts)
         run.stage = f"verify-{b + 1}"
-        refs = [family.reference_states(model, p, set(work.layers)) for p in prompts]
+        refs = [common.reference_states(model, base, p, work.layers, forward) for p in prompts]
+        if b == 0:
+            _sensitive(run, work, model, base, forward, prompts, results, refs)
         problems, diff = check.call_problems(prompts, results, work.layers, refs)
         for r in results:
             for lid, h in zip(work.layers, r.get("hidden_states") or ()):
@@ -131,6 +167,33 @@ def _drive(run, work, family, adapter, S, config):
         what += [f"state left behind after {len(leaks)} of {len(work.calls)} calls"] if leaks else []
         raise WrongOutput("; ".join(what))
     run.stage = "done"
+
+
+def _sensitive(run, work, model, base, forward, prompts, results, refs):
+    """The check proves itself on each run: a capture one row off must be caught, and the weights
+    must make attention matter (a 5% change of every attention scale, what a dropped q scaling does,
+    moves the states far beyond the tolerance). Otherwise "passed" would mean nothing."""
+    import torch
+
+    shifted = [dict(r) for r in results]
+    states = [h.clone() for h in shifted[0]["hidden_states"]]
+    states[0] = torch.roll(states[0], 1, dims=0)
+    shifted[0]["hidden_states"] = states
+    caught, _ = check.call_problems(prompts, shifted, work.layers, refs)
+    run.check("per-sequence check vs a capture one row off", bool(caught), "a shifted capture passed the check")
+    impls = [m.impl for m in model.modules() if hasattr(getattr(m, "impl", None), "scale")]
+    for impl in impls:
+        impl.scale *= 1.05
+    try:
+        scaled = common.reference_states(model, base, prompts[0], work.layers, forward)
+    finally:
+        for impl in impls:
+            impl.scale /= 1.05
+    moved = max(check.relative(scaled[lid], refs[0][lid]) for lid in work.layers)
+    run.extra["sensitivity"] = moved
+    run.check("per-sequence check vs attention numerics", impls and moved > 10 * check.TOLERANCE,
+              f"a 5% change of the attention scale moved the states by {moved:.2g} only "
+              f"(tolerance {check.TOLERANCE:g}): the weights leave attention uniform")
 
 
 def _capture_state(worker):

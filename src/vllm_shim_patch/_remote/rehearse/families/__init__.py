@@ -1,14 +1,16 @@
 """The model families the rehearsal can build: one module each, selected by architecture.
 
-A family module defines NAME, ARCHITECTURES, DESCRIPTION, REAL and STOOD_IN (reported
-verbatim), `config()` (the tiny config.json), `build()` (its stand-ins, after vLLM imports),
-`self_check(run, parts)` and `reference_states(model, prompt, layers)` (the independent
-per-prompt forward the captures are compared with). Adding a family: one module, one entry.
+A family module defines NAME, ARCHITECTURES, MODULES (vLLM's model modules, registered
+in-process), PRESET (a published full-size config.json: `--arch NAME`), REAL and STOOD_IN
+(reported verbatim), `shrink(config, max_model_len, vocab)` (the tiny config of the same
+architecture), `base_model(model)` (the decoder stack speculators captures from) and
+`self_check(run, model)` (its stand-ins against the real classes). Adding a family: one module,
+one entry here, and its architectures in the tool's analysis/rehearse.py FAMILIES.
 """
 
-from . import llama
+from . import llama, qwen
 
-FAMILIES = {llama.NAME: llama}
+FAMILIES = {f.NAME: f for f in (llama, qwen)}
 DEFAULT = llama.NAME
 
 

@@ -16,7 +16,9 @@ import time
 import types
 import weakref
 
+from .. import attention
 from ..answer import CannotRehearse, Drained
+from ..families import common
 from ..selfcheck import code_names, runner_attrs_used, self_attrs
 
 NAME = "v1-multiproc"
@@ -95,14 +97,13 @@ NOT_REACHED = {
 }
 
 
-def build(run, family, parts):
+def build(run, family):
     import torch
 
     from vllm.config import set_current_vllm_config
     from vllm.forward_context import set_forward_context
     from vllm.model_executor.custom_op import CustomOp
     from vllm.model_executor.model_loader.utils import get_model_architecture
-    from vllm.model_executor.model_loader.weight_utils import initialize_dummy_weights
     from vllm.utils.network_utils import get_distributed_init_method, get_loopback_ip, get_open_port
     from vllm.utils.torch_utils import set_default_torch_dtype
     from vllm.v1.executor import multiproc_executor as mpe
@@ -118,7 +119,6 @@ def build(run, family, parts):
         set_random_seed = getattr(gpu_worker, "set_random_seed", lambda seed: None)
 
     two_phase = hasattr(GPUModelRunner, "sample_tokens")
-    model_kwargs = dict(parts.model_kwargs)
 
     def input_batch(vllm_config, device):
         """vLLM's own persistent batch, built with the arguments GPUModelRunner.__init__ passes
@@ -160,7 +160,7 @@ def build(run, family, parts):
             "execute_model_state", "kv_connector_output", "use_async_scheduling", "input_batch",
             "kv_cache_config", "requests", "num_prompt_logprobs", "encoder_cache", "uses_mrope",
             "uses_xdrope_dim", "valid_sampled_token_count_event", "reorder_batch_threshold",
-            "forward_passes", "steps",
+            "forward_passes", "steps", "kv_history",
         }
 
         def __init__(self, vllm_config, device):  # deliberately not GPUModelRunner.__init__
@@ -195,17 +195,18 @@ def build(run, family, parts):
             self.reorder_batch_threshold = None
             self.forward_passes = 0
             self.steps = []  # one record per forward: what the run reports and checks
+            self.kv_history = {}  # the stand-in attention backend's KV cache: {layer: {req_id: (k, v)}}
 
         def load_model(self, eep_scale_up=False):
             # Same steps as vLLM's DummyModelLoader: resolve the architecture through the real
             # registry, build under set_default_torch_dtype + set_current_vllm_config, then
-            # vLLM's initialize_dummy_weights. Only the family's seams are passed to the class.
+            # vLLM's dummy initializer (drawn wide: see families.common.WIDTH).
             mc = self.model_config
             model_cls, _arch = get_model_architecture(mc)
             with set_default_torch_dtype(mc.dtype), torch.device("cpu"):
                 with set_current_vllm_config(self.vllm_config, check_compile=True, prefix=""):
-                    model = model_cls(vllm_config=self.vllm_config, prefix="", **model_kwargs)
-            initialize_dummy_weights(model, mc)
+                    model = model_cls(vllm_config=self.vllm_config, prefix="")
+            common.init_weights(model, mc)
             # CUDA kernels are chosen at construction; select vLLM's own forward_native instead.
             for m in model.modules():
                 if isinstance(m, CustomOp):
@@ -238,9 +239,13 @@ def build(run, family, parts):
                 raise RuntimeError(f"KV cache config layers {sorted(names)} != model layers {sorted(ours)}")
             self.kv_cache_config = kv_cache_config
 
-        def _forward(self, input_ids, positions):
+        def _forward(self, input_ids, positions, segments=None, history=None):
+            """segments: (req_id, first row, first position, rows) per request in token order;
+            None on the warm-up run (no attention metadata, as vLLM's _dummy_run)."""
             n = int(input_ids.shape[0])
-            with set_forward_context(None, self.vllm_config, num_tokens=n):
+            meta = None if segments is None else attention.Metadata(
+                segments, self.kv_history if history is None else history)
+            with set_forward_context(meta, self.vllm_config, num_tokens=n):
                 # same keywords as GPUModelRunner._model_forward / _dummy_run
                 return self.model(input_ids=input_ids, positions=positions,
                                   intermediate_tensors=None, inputs_embeds=None)
@@ -270,6 +275,9 @@ def build(run, family, parts):
                 return GPUModelRunner.execute_model(self, scheduler_output, intermediate_tensors)
             so = scheduler_output
             self._update_states(so)
+            for held in self.kv_history.values():  # the KV cache frees what the runner dropped
+                for rid in [r for r in held if r not in self.requests]:
+                    del held[rid]
             if not so.total_num_scheduled_tokens:
                 # As the real runner: the states are updated, nothing runs, nothing is kept.
                 return ModelRunnerOutput(req_ids=[], req_id_to_index={})
@@ -277,10 +285,11 @@ def build(run, family, parts):
             # order, positions from its num_computed_tokens_cpu, ids from its token_ids_cpu.
             batch = self.input_batch
             req_ids = list(batch.req_ids)
-            ids, pos, last_idx, chunked = [], [], [], False
+            ids, pos, last_idx, chunked, segments = [], [], [], False, []
             for idx, rid in enumerate(req_ids):
                 n = so.num_scheduled_tokens[rid]
                 start = int(batch.num_computed_tokens_cpu[idx])
+                segments.append((rid, len(ids), start, n))
                 ids += batch.token_ids_cpu[idx, start:start + n].tolist()
                 pos += range(start, start + n)
                 last_idx.append(len(ids) - 1)
@@ -289,7 +298,8 @@ def build(run, family, parts):
                                "tokens": len(ids), "chunked": chunked, "requests": sorted(self.requests)})
             self.forward_passes += 1
             run.iterations += 1
-            hidden = self._forward(torch.tensor(ids, dtype=torch.long), torch.tensor(pos, dtype=torch.long))
+            hidden = self._forward(torch.tensor(ids, dtype=torch.long), torch.tensor(pos, dtype=torch.long),
+                                   segments)
             if isinstance(hidden, tuple):
                 hidden = hidden[0]
             logits = self.model.compute_logits(hidden[torch.tensor(last_idx)])
@@ -582,6 +592,11 @@ def worker_of(S):
 def model_of(S):
     """The model the worker loaded (for the reference forward)."""
     return worker_of(S).model_runner.model
+
+
+def forward_of(S):
+    """The runner's model call: (input ids, positions, segments, KV history) -> hidden states."""
+    return worker_of(S).model_runner._forward
 
 
 def worker_failure(S):

@@ -1,0 +1,156 @@
+"""What every family shares: shrinking a config, registering classes in-process, the model's own
+forward with hooks (the reference), weights wide enough that attention is not uniform."""
+
+import collections
+import copy
+
+# The tiny model's sizes. Heads and head size keep grouped-query attention (2 query heads per KV head).
+HIDDEN = 64
+INTERMEDIATE = 128
+HEADS = 4
+KV_HEADS = 2
+HEAD_DIM = 16
+LAYERS = 4
+VOCAB = 128
+# Dummy weights of +-1e-3 (vLLM's default) make every attention softmax uniform: a forward that
+# drops a scaling of q would still match. +-WIDTH with norms near 1 gives peaked attention.
+WIDTH = 0.3
+SEED = 1234
+# Keys a config may carry that size the model; everything else (its architecture) is kept.
+_SIZES = {
+    "hidden_size": HIDDEN, "intermediate_size": INTERMEDIATE, "num_attention_heads": HEADS,
+    "head_dim": HEAD_DIM,
+}
+
+
+def shrink(config, max_model_len, *, vocab=None, layers=LAYERS):
+    """A copy of `config` with its sizes shrunk and its structure kept."""
+    out = copy.deepcopy(config)
+    for key, value in _SIZES.items():
+        if key in out or key in ("hidden_size", "num_attention_heads"):
+            out[key] = value
+    heads = config.get("num_attention_heads") or HEADS
+    kv = config.get("num_key_value_heads")
+    # Keep the kind of attention: multi-head stays multi-head, grouped stays grouped.
+    out["num_key_value_heads"] = HEADS if kv is None or kv >= heads else KV_HEADS
+    total = int(config.get("num_hidden_layers") or layers)
+    out["num_hidden_layers"] = min(total, layers)
+    if isinstance(config.get("layer_types"), list):  # per-layer attention kinds (full / sliding)
+        out["layer_types"] = config["layer_types"][:out["num_hidden_layers"]]
+    if vocab is not None:
+        out["vocab_size"] = vocab
+    out["max_position_embeddings"] = max(int(config.get("max_position_embeddings") or 0), max_model_len)
+    out["torch_dtype"] = "float32"
+    out.pop("dtype", None)
+    out.pop("quantization_config", None)
+    return out
+
+
+def register_in_process(modules):
+    """vLLM inspects a lazily registered architecture in a subprocess ("to avoid initializing
+    CUDA"), about 6 s here, unless ~/.cache/vllm/modelinfos has it. There is no CUDA to protect and
+    the rehearsal spawns no processes: register the family's already-imported classes, so vLLM's own
+    _ModelInfo.from_model_cls inspects them in-process."""
+    from vllm.model_executor.models import registry
+
+    names = {m.__name__: m for m in modules}
+    for arch, entry in list(registry.ModelRegistry.models.items()):
+        module = names.get(getattr(entry, "module_name", None))
+        if module is not None and hasattr(module, entry.class_name):
+            registry.ModelRegistry.models[arch] = registry._RegisteredModel.from_model_cls(
+                getattr(module, entry.class_name))
+
+
+def init_weights(model, model_config):
+    """vLLM's own dummy initializer, drawn +-WIDTH; norm weights near 1 as in a trained model."""
+    import inspect
+
+    import torch
+
+    from vllm.model_executor.model_loader import weight_utils
+
+    init = getattr(weight_utils, "initialize_dummy_weights", None)
+    params = inspect.signature(init).parameters if init is not None else {}
+    if "model_config" in params:
+        init(model, model_config, low=-WIDTH, high=WIDTH, seed=SEED)
+    elif init is not None and "low" in params:
+        init(model, low=-WIDTH, high=WIDTH, seed=SEED)
+    else:
+        gen = torch.Generator().manual_seed(SEED)
+        for p in model.state_dict().values():
+            if torch.is_floating_point(p):
+                p.copy_(torch.rand(p.shape, generator=gen, dtype=torch.float32).mul_(2 * WIDTH).sub_(WIDTH))
+    gen = torch.Generator().manual_seed(SEED + 1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name.rsplit(".", 2)[-2] and name.endswith("weight"):
+                p.copy_(torch.rand(p.shape, generator=gen).mul_(0.4).add_(0.8))
+
+
+def layer_output(output):
+    """The residual stream after a decoder layer: hidden + residual where the layer returns both."""
+    if isinstance(output, tuple):
+        hidden, residual = output[0], output[1] if len(output) > 1 else None
+        return hidden if residual is None else hidden + residual
+    return output
+
+
+class _Unhooked:
+    """The model exactly as vLLM built it, for the reference forward: speculators' forward bound on
+    the instance and every hook (speculators' capture) taken off, our own capture hooks on."""
+
+    _HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs",
+              "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called")
+
+    def __init__(self, model, base, layers):
+        self.model, self.base, self.layers = model, base, layers
+        self.captured = {}
+
+    def __enter__(self):
+        from torch.nn.modules import module as torch_module
+
+        self.saved = []
+        for m in self.model.modules():
+            self.saved.append((m, {h: getattr(m, h) for h in self._HOOKS if hasattr(m, h)},
+                               m.__dict__.pop("forward", None)))
+            for h in self._HOOKS:
+                if hasattr(m, h):
+                    setattr(m, h, collections.OrderedDict())
+        self.saved_global = {}
+        for g in ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_forward_hooks_always_called"):
+            if hasattr(torch_module, g):
+                self.saved_global[g] = getattr(torch_module, g)
+                setattr(torch_module, g, collections.OrderedDict())
+        self.handles = []
+        for i in self.layers:
+            def hook(_module, _args, output, i=i):
+                self.captured[i] = layer_output(output).float().clone()
+            self.handles.append(self.base.layers[i].register_forward_hook(hook))
+        return self
+
+    def __exit__(self, *exc):
+        from torch.nn.modules import module as torch_module
+
+        for h in self.handles:
+            h.remove()
+        for m, hooks, forward in self.saved:
+            for h, value in hooks.items():
+                setattr(m, h, value)
+            if forward is not None:
+                m.forward = forward
+        for g, value in self.saved_global.items():
+            setattr(torch_module, g, value)
+        return False
+
+
+def reference_states(model, base, prompt, layers, forward):
+    """The model's own forward over one prompt alone (a fresh KV cache), speculators' patch taken
+    off, the residual stream after each requested decoder layer read by hooks: the independent
+    reference each returned sequence is compared with."""
+    import torch
+
+    with torch.inference_mode(), _Unhooked(model, base, sorted(layers)) as taken:
+        ids = torch.tensor(prompt, dtype=torch.long)
+        pos = torch.arange(len(prompt), dtype=torch.long)
+        forward(ids, pos, [("__reference__", 0, 0, len(prompt))], {})
+    return taken.captured
