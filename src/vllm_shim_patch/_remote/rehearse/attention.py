@@ -17,6 +17,7 @@ STOOD_IN = (
 )
 
 BACKEND_NAME = "CPU_ATTN"  # a member of AttentionBackendEnum: the layer looks its name up
+MLA_BACKEND_NAME = "TRITON_MLA"
 
 
 class Metadata:
@@ -141,11 +142,72 @@ def build(module):
         def get_required_kv_cache_layout(cls):
             return None
 
-    StandInAttentionBackend.__module__ = module.__name__
-    StandInAttentionImpl.__module__ = module.__name__
-    module.StandInAttentionBackend = StandInAttentionBackend
-    module.StandInAttentionImpl = StandInAttentionImpl
+    class StandInMLAImpl(StandInAttentionImpl):
+        """What MLAAttention builds as its impl: it keeps the sizes; the layer's forward_impl
+        (stood in below) does the arithmetic from the layer's own kv_b_proj."""
+
+        def __init__(self, num_heads, head_size, scale, num_kv_heads=None, alibi_slopes=None,
+                     sliding_window=None, kv_cache_dtype="auto", logits_soft_cap=None,
+                     attn_type="decoder", kv_sharing_target_layer_name=None, **mla):
+            StandInAttentionImpl.__init__(self, num_heads, head_size, scale, num_kv_heads)
+            self.mla = mla
+
+    class StandInMLABackend(StandInAttentionBackend):
+        accept_output_buffer = False  # MLAAttention.forward then returns forward_impl's result
+
+        @staticmethod
+        def get_name():
+            return MLA_BACKEND_NAME
+
+        @staticmethod
+        def get_impl_cls():
+            return StandInMLAImpl
+
+        @classmethod
+        def is_mla(cls):
+            return True
+
+    for cls in (StandInAttentionBackend, StandInAttentionImpl, StandInMLAImpl, StandInMLABackend):
+        cls.__module__ = module.__name__
+        setattr(module, cls.__name__, cls)
     return StandInAttentionBackend, StandInAttentionImpl
+
+
+def mla_forward_impl(self, q, k_c_normed, k_pe, kv_cache, attn_metadata, output=None, output_scale=None,
+                     output_block_scale=None):
+    """MLAAttention.forward_impl on CPU: the latent KV history per request, keys and values
+    expanded by the layer's own kv_b_proj, causal attention (the arithmetic of MLA's prefill path)."""
+    import torch
+
+    n_tok, heads = q.shape[0], self.num_heads
+    nope, rope, v_dim = self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim
+    out = torch.empty(n_tok, heads * v_dim, dtype=q.dtype) if output is None else output
+    if attn_metadata is None:
+        return out.zero_()
+    q = q.view(n_tok, heads, nope + rope)
+    k_pe = k_pe.reshape(n_tok, rope)
+    history = attn_metadata.history.setdefault(self.layer_name, {})
+    for rid, row, start, n in attn_metadata.segments:
+        c_new, pe_new = k_c_normed[row:row + n], k_pe[row:row + n]
+        if start == 0:
+            latent, pe = c_new, pe_new
+        else:
+            held = history.get(rid)
+            have = 0 if held is None else held[0].shape[0]
+            if have != start:
+                raise RuntimeError(f"request {rid!r} continues at position {start} but the KV cache holds "
+                                   f"{have} of its positions in {self.layer_name}")
+            latent, pe = torch.cat([held[0], c_new]), torch.cat([held[1], pe_new])
+        history[rid] = (latent, pe)
+        kv = self.kv_b_proj(latent)[0].view(latent.shape[0], heads, nope + v_dim)
+        k_nope, v = kv.split([nope, v_dim], dim=-1)
+        k = torch.cat([k_nope, pe.unsqueeze(1).expand(-1, heads, rope)], dim=-1).double()
+        scores = torch.einsum("qhd,khd->hqk", q[row:row + n].double(), k) * self.impl.scale
+        q_pos = torch.arange(start, start + n).unsqueeze(1)
+        scores = scores.masked_fill(torch.arange(k.shape[0]).unsqueeze(0) > q_pos, float("-inf"))
+        o = torch.einsum("hqk,khd->qhd", torch.softmax(scores, dim=-1), v.double())
+        out[row:row + n] = o.reshape(n, heads * v_dim).to(out.dtype)
+    return out
 
 
 def _abstract_backend():
@@ -160,6 +222,7 @@ def _abstract_backend():
     return object
 
 
+_ORIGINAL = {}
 MODULE = "_rehearse_attention"  # where vLLM's resolve_obj_by_qualname finds the backend
 
 
@@ -176,13 +239,22 @@ def install():
 
     def get_attn_backend_cls(selected_backend=None, attn_selector_config=None, *args, **kwargs):
         config = attn_selector_config
-        if config is not None and (getattr(config, "use_mla", False) or getattr(config, "use_sparse", False)):
+        if config is not None and getattr(config, "use_sparse", False):
             from .answer import CannotRehearse
 
-            raise CannotRehearse("the stand-in attention backend has no MLA / sparse attention")
+            raise CannotRehearse("the stand-in attention backend has no sparse attention (DeepSeek-V3.2's indexer)")
+        if config is not None and getattr(config, "use_mla", False):
+            return f"{module.__name__}.StandInMLABackend"
         return qualname
 
     current_platform.get_attn_backend_cls = get_attn_backend_cls
+    try:
+        from vllm.model_executor.layers.attention import mla_attention
+    except ImportError:
+        mla_attention = None
+    if mla_attention is not None:
+        _ORIGINAL.setdefault("forward_impl", mla_attention.MLAAttention.forward_impl)
+        mla_attention.MLAAttention.forward_impl = mla_forward_impl
     return backend
 
 
@@ -206,3 +278,15 @@ def self_check(run):
         want = list(inspect.signature(getattr(real, method)).parameters)
         ours = list(inspect.signature(getattr(impl, method)).parameters)[:len(want)]
         run.check(f"StandInAttentionImpl.{method} vs AttentionImpl.{method}", ours == want, f"{want} != {ours}")
+    try:
+        from vllm.model_executor.layers.attention import mla_attention
+    except ImportError:
+        return
+    real = _ORIGINAL.get("forward_impl")
+    if real is not None:
+        want = list(inspect.signature(real).parameters)
+        run.check("mla_forward_impl vs MLAAttention.forward_impl",
+                  list(inspect.signature(mla_forward_impl).parameters) == want, str(want))
+    layer_attrs = {"num_heads", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_b_proj", "layer_name", "impl"}
+    missing = sorted(a for a in layer_attrs if a not in mla_attention.MLAAttention.__init__.__code__.co_names)
+    run.check("mla_forward_impl vs MLAAttention.__init__", not missing, f"MLAAttention no longer sets {missing}")

@@ -8,7 +8,7 @@ import sys
 
 from . import attention, check, device, families, model_folder, releases, workload
 from .answer import CannotRehearse, WrongOutput
-from .families import common
+from .families import common, moe
 
 REAL = [
     "speculators: VllmHiddenStatesGenerator.__init__/_create_vllm_config/_setup_capture/generate, "
@@ -69,10 +69,11 @@ def model_source(req):
                                  f"here (supported: {', '.join(families.supported())})")
         return family, config, folder
     name = req.get("arch") or families.DEFAULT
-    if name not in families.FAMILIES:
-        raise CannotRehearse(f"--arch {name}: no such family (known: {', '.join(sorted(families.FAMILIES))})")
-    family = families.FAMILIES[name]
-    return family, family.PRESET, None
+    found = families.preset(name)
+    if found is None:
+        raise CannotRehearse(f"--arch {name}: no such preset (known: {', '.join(families.presets())})")
+    family, config = found
+    return family, config, None
 
 
 def run(run, req):
@@ -92,16 +93,18 @@ def run(run, req):
     description = f"{config['num_hidden_layers']}-layer {arch}"
     run.real[:] = REAL + adapter.REAL + family.REAL
     run.stood_in[:] = ([model_folder.STOOD_IN.format(description=description, tokenizer=tokenizer)]
-                       + device.STOOD_IN + [attention.STOOD_IN] + adapter.STOOD_IN + family.STOOD_IN + STOOD_IN)
+                       + device.STOOD_IN + [attention.STOOD_IN, moe.STOOD_IN] + adapter.STOOD_IN + family.STOOD_IN + STOOD_IN)
     run.extra.update({"adapter": adapter.NAME, "family": family.NAME, "architecture": arch,
                       "model": "folder" if folder else ("arch" if req.get("arch") else "default")})
     device.install()
     attention.install()
+    moe.install()
     common.register_in_process([importlib.import_module(m) for m in family.MODULES])
     S = adapter.build(run, family)
     run.standins = (adapter, S)
     run.stage = "self-check"
     attention.self_check(run)
+    moe.self_check(run)
     adapter.self_check(run, S)
 
     adapter.install(S)
@@ -125,6 +128,7 @@ def _drive(run, work, family, adapter, S, config):
     base = family.base_model(model)
     forward = adapter.forward_of(S)
     family.self_check(run, model)
+    run.extra["layers"] = _layer_kinds(model)
     warm_up = len(runner.steps)
     worst, wrong, earlier = 0.0, [], set()
     for b, call in enumerate(work.calls):
@@ -167,6 +171,16 @@ def _drive(run, work, family, adapter, S, config):
         what += [f"state left behind after {len(leaks)} of {len(work.calls)} calls"] if leaks else []
         raise WrongOutput("; ".join(what))
     run.stage = "done"
+
+
+def _layer_kinds(model):
+    """How many of vLLM's attention and expert layers the model was built with, by class."""
+    kinds = {}
+    for m in model.modules():
+        name = type(m).__name__
+        if name in ("Attention", "MLAAttention", "FusedMoE", "SharedFusedMoE"):
+            kinds[name] = kinds.get(name, 0) + 1
+    return kinds
 
 
 def _sensitive(run, work, model, base, forward, prompts, results, refs):

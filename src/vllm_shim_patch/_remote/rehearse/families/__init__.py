@@ -8,14 +8,29 @@ architecture), `base_model(model)` (the decoder stack speculators captures from)
 one entry here, and its architectures in the tool's analysis/rehearse.py FAMILIES.
 """
 
-from . import llama, qwen
+from . import deepseek, llama, qwen
 
-FAMILIES = {f.NAME: f for f in (llama, qwen)}
+FAMILIES = {f.NAME: f for f in (llama, qwen, deepseek)}
 DEFAULT = llama.NAME
 
 
 def supported():
     return sorted(a for f in FAMILIES.values() for a in f.ARCHITECTURES)
+
+
+def presets():
+    """`--arch` names: each family's name (its PRESET) and its extra PRESETS."""
+    return sorted([*FAMILIES, *(n for f in FAMILIES.values() for n in getattr(f, "PRESETS", {}))])
+
+
+def preset(name):
+    """(family, config) of an `--arch` name, or None."""
+    if name in FAMILIES:
+        return FAMILIES[name], FAMILIES[name].PRESET
+    for family in FAMILIES.values():
+        if name in getattr(family, "PRESETS", {}):
+            return family, family.PRESETS[name]
+    return None
 
 
 def for_architecture(arch):

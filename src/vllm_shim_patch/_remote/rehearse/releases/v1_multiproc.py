@@ -18,7 +18,7 @@ import weakref
 
 from .. import attention
 from ..answer import CannotRehearse, Drained
-from ..families import common
+from ..families import common, moe
 from ..selfcheck import code_names, runner_attrs_used, self_attrs
 
 NAME = "v1-multiproc"
@@ -207,6 +207,7 @@ def build(run, family):
                 with set_current_vllm_config(self.vllm_config, check_compile=True, prefix=""):
                     model = model_cls(vllm_config=self.vllm_config, prefix="")
             common.init_weights(model, mc)
+            moe.after_weights(model)
             # CUDA kernels are chosen at construction; select vLLM's own forward_native instead.
             for m in model.modules():
                 if isinstance(m, CustomOp):
