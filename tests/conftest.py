@@ -35,8 +35,10 @@ WORKER = "speculators/data_generation/custom_worker.py"
 PARITY_PASSED = ("rehearsal passed: 6 calls, 40 sequences (32,697 tokens) match a per-prompt forward row by row; "
                  "chunked prefill in 3 of 9 steps; runner order differed from scheduler order in 3")
 # The default apply's edits of speculators 0.3.0 for vLLM 0.16: the vLLM rules' 7, the data rules'
-# 8 (worker 2, abort 2, results by request 3, flush 1) and sample_tokens after the flush's step.
-EDITS = 16
+# 8 (worker 2, abort 2, results by request 3, flush 1), sample_tokens after the flush's step, and
+# the family rules' 6 (no Eagle3 gate: gate, base model, import; capture hooks: the binding, the
+# hooks before the class, the `types` import).
+EDITS = 22
 
 
 @dataclass

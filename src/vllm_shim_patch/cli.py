@@ -91,6 +91,8 @@ _COMMON = [
     click.option("--skip", "skip", metavar="RULE", multiple=True, help="leave out the rule with this id (repeatable)"),
     click.option("--only", "only", metavar="RULE", multiple=True,
                  help="use only the rules with these ids (repeatable)"),
+    click.option("--trust-remote-code", is_flag=True, default=None,
+                 help="also run the rules that load the model's own code (its tokenizer)"),
     click.option("--state-dir", metavar="DIR", default=None,
                  help="overlay location; default: $XDG_STATE_HOME/vllm-shim-patch"),
     click.option("--vllm-source", metavar="PATH", default=None,

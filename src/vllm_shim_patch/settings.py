@@ -41,6 +41,12 @@ class Action(Word):
     SKIPPED = "skipped"  # a rule --skip or --only left out (named when a rehearsal needs it)
 
 
+class RuleOption(Word):
+    """An opt-in a rule may need (`option:` in its YAML): the rule runs only when it is given."""
+
+    TRUST_REMOTE_CODE = "trust-remote-code"  # run the model's own tokenizer code (Kimi-K2.5)
+
+
 class FileStatus(Word):
     CHANGED = "changed"
     UNCHANGED = "unchanged"
@@ -92,9 +98,15 @@ class Settings:
     vllm_version: str | None = None  # the series rules are selected for; default: installed
     static: bool = False  # bind against the source even when vLLM imports
     no_guard: bool = False  # rules by their `since` alone
+    trust_remote_code: bool = False  # the rules with `option: trust-remote-code` run
     as_json: bool = False
     verbose: int = 0
     quiet: bool = False
+
+    @property
+    def rule_options(self) -> frozenset[str]:
+        """The opt-ins given (`RuleOption` values): rules with one of them in `option:` run."""
+        return frozenset({RuleOption.TRUST_REMOTE_CODE.value} if self.trust_remote_code else ())
 
     @classmethod
     def from_options(cls, options: Mapping[str, object], base: Settings | None = None) -> Settings:

@@ -35,7 +35,7 @@ def test_guard_keeps_eos_token_id_on_a_017_nightly_built_before_the_change(
         + ": rules selected for the vLLM source given with --vllm-source (0.17.0.dev1)",
         f"{GENERATOR}:234: request-drop-eos-token-id [not-needed, guarded] not needed for this vLLM: "
         "Request still takes eos_token_id",
-        "16 edits in 2 files; vLLM 0.17.0.dev1 (static)",
+        "22 edits in 2 files; vLLM 0.17.0.dev1 (static)",
     ]
 
 
@@ -75,7 +75,7 @@ def test_apply_verifies_every_call_in_the_files_it_rewrote(sandbox: Sandbox, ref
     assert r.returncode == 0, r.stderr
     # pydantic is not installed (--no-deps): the imports were not tested, so the verdict is partial.
     assert r.stdout.strip() == (
-        "patched speculators 0.3.0 for vLLM 0.16: 16 edits in 2 files; vLLM 0.16 (static); verification partial: "
+        "patched speculators 0.3.0 for vLLM 0.16: 22 edits in 2 files; vLLM 0.16 (static); verification partial: "
         "20 calls bind (static); not checked: 2 imports (pydantic missing in the target); "
         "rehearsal not run (no vLLM in the target)"
     )

@@ -229,7 +229,7 @@ def test_a_dry_run_after_apply_says_nothing_would_be_written(src: Sandbox) -> No
     again = src.run("--dry-run", "--vllm-version", "0.16")
     assert (again.returncode, again.stdout) == (0, "")
     assert again.stderr.splitlines()[-1] == (
-        "speculators 0.3.0 is already patched for vLLM 0.16 (16 edits in 2 files, all installed): apply would "
+        "speculators 0.3.0 is already patched for vLLM 0.16 (22 edits in 2 files, all installed): apply would "
         "write nothing; patch-speculators diff --installed shows the patch")
     data = json.loads(src.run("--json", "--dry-run", "--vllm-version", "0.16").stdout)
     assert (data["already_patched"], data["writes"]) == (True, [])

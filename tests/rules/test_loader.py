@@ -357,13 +357,18 @@ def test_bundled_pack_loads() -> None:
     pack = load_pack()
     gen = "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.generate"
     assert [(r.id, str(r.since), r.operations, r.target) for r in pack.rules] == [
-        # speculators-data.yaml, then speculators-vllm.yaml (files in name order)
+        # speculators-data.yaml, speculators-families.yaml, then speculators-vllm.yaml (files in name order)
         ("worker-request-tracking", "0.10.0", ("codemod",),
          "in speculators.data_generation.custom_worker:HiddenStatesWorkerExtension"),
         ("generator-abort-completed", "0.10.0", ("codemod",), gen),
         ("generator-results-by-request", "0.10.0", ("codemod",), gen),
         ("generator-flush-finished", "0.10.0", ("codemod",), gen),
         ("generator-results-in-input-order", "0.10.0", ("codemod",), gen),
+        ("worker-no-eagle3-gate", "0.10.0", ("codemod",),
+         "in speculators.data_generation.custom_worker:HiddenStatesWorkerExtension._setup_hidden_states_capture"),
+        ("worker-capture-hooks", "0.10.0", ("codemod",), "in speculators.data_generation.custom_worker"),
+        ("tokenizer-trust-remote-code", "0.10.0", ("codemod",),
+         "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.__init__"),
         ("kv-cache-config-drop-specs", "0.12.0", ("drop",), "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups"),
         ("scheduler-add-block-size", "0.11.1", ("add",), "vllm.v1.core.sched.scheduler.Scheduler"),
         ("request-drop-eos-token-id", "0.17.0", ("drop",), "vllm.v1.request.Request"),

@@ -200,15 +200,19 @@ def _commit(ctx: Context, plan: Plan, writes: dict[str, bytes], verdict: str) ->
     guard = f"guarded by {kind} signatures" if kind else "unguarded"
     installed = f"installed {target.vllm_version}" if target.vllm_version else "no vLLM installed"
     skipped = ctx.skipped
+    options = sorted(ctx.settings.rule_options)
+    flags = ", ".join(f"--{o}" for o in options)
     message = commit_message(
         "patch",
-        f"patch {ctx.who} for vLLM {plan.version} ({guard}{'; skipped: ' + ', '.join(skipped) if skipped else ''})",
+        f"patch {ctx.who} for vLLM {plan.version} ({guard}{'; skipped: ' + ', '.join(skipped) if skipped else ''}"
+        f"{'; with ' + flags if options else ''})",
         [f"Rules: {', '.join(plan.rule_ids) or '(none: back to original bytes)'}",
          *([f"Skipped: {', '.join(skipped)} (--skip/--only)"] if skipped else []),
+         *([f"Options: {flags}"] if options else []),
          f"Files: {', '.join(sorted(writes))}"],
         {"Package": ctx.who, "Vllm": f"{plan.version} ({installed})", "Guard": str(kind or "unguarded"),
          "Rules": ",".join(plan.rule_ids), **({"Skipped": ",".join(skipped)} if skipped else {}),
-         "Verify": verdict},
+         **({"Options": ",".join(options)} if options else {}), "Verify": verdict},
     )
     ctx.overlay.commit(ctx.tracked, message, tag="patched")
     sync_state(ctx.overlay, target, ctx.tracked)

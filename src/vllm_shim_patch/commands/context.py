@@ -137,8 +137,15 @@ class Context:
         """The rules this run uses: every loaded rule, less --skip, or only --only's."""
         if self._pack is None:
             full = self.full_pack
-            self._pack = full.selected(self.settings.skip, self.settings.only)
+            self._pack = full.selected(self.settings.skip, self.settings.only, self.settings.rule_options)
         return self._pack
+
+    @property
+    def listed_pack(self) -> RulePack:
+        """The rules less --skip, or only --only's, opt-in ones kept whether given or not (`rules
+        list`, `rules docs`)."""
+        options = frozenset(r.option for r in self.full_pack.rules if r.option is not None)
+        return self.full_pack.selected(self.settings.skip, self.settings.only, options)
 
     @property
     def full_pack(self) -> RulePack:
@@ -157,14 +164,26 @@ class Context:
                     hint = (f"did you mean {', '.join(close)}?" if close
                             else f"the rules are {', '.join(known)}")
                     raise UsageError(f"{flag} {unknown[0]!r}: no loaded rule has this id; {hint}")
+            options = self.settings.rule_options
+            off = [r for r in full.rules if r.id in self.settings.only and r.option is not None
+                   and r.option not in options]
+            if off:
+                raise UsageError(f"--only {off[0].id!r}: the rule runs only with --{off[0].option}")
             self._full_pack = full
         return self._full_pack
 
     @property
     def skipped(self) -> tuple[str, ...]:
-        """The ids of the loaded rules this run leaves out (--skip, or not among --only's)."""
+        """The ids of the loaded rules this run leaves out (--skip, or not among --only's); a rule
+        whose opt-in was not given is not skipped but off (`not_opted`)."""
         kept = {r.id for r in self.pack.rules}
-        return tuple(r.id for r in self.full_pack.rules if r.id not in kept)
+        return tuple(r.id for r in self.full_pack.rules if r.id not in kept and r.id not in self.not_opted)
+
+    @property
+    def not_opted(self) -> tuple[str, ...]:
+        """The ids of the loaded rules left out because their opt-in (`option:`) was not given."""
+        options = self.settings.rule_options
+        return tuple(r.id for r in self.full_pack.rules if r.option is not None and r.option not in options)
 
     @property
     def loaded_pack(self) -> RulePack | None:

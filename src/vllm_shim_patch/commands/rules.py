@@ -7,13 +7,13 @@ from .context import Context, Outcome
 
 
 def rules_list(ctx: Context, opts: RulesOptions) -> Outcome:
-    """Every loaded rule: id, since, operations, target."""
+    """Every loaded rule: id, since, operations, target (opt-in ones too, their option named)."""
     from ..report.rules import listing
 
-    pack = ctx.pack
+    pack = ctx.listed_pack
     data = [
         {"id": r.id, "since": str(r.since), "calls": list(r.calls), "operations": list(r.operations),
-         "why": r.why, "file": r.path, "line": r.line}
+         "why": r.why, "file": r.path, "line": r.line, "option": r.option}
         for r in pack.rules
     ]
     return Outcome(listing(list(pack.rules)), data)
@@ -45,5 +45,5 @@ def rules_docs(ctx: Context, opts: RulesOptions) -> Outcome:
     """The rules as the README's Markdown table (--json: its rows)."""
     from ..report.rules import rows, table
 
-    rules = ctx.pack.rules
+    rules = ctx.listed_pack.rules
     return Outcome(table(rules), rows(rules))

@@ -51,11 +51,12 @@ def status(ctx: Context, opts: NoOptions) -> Outcome:
             rules = trailers.get("rules", "")
             names = rules.split(",") if rules else []
             skipped = [n for n in trailers.get("skipped", "").split(",") if n]
+            options = [n for n in trailers.get("options", "").split(",") if n]
             line = text.patched(who, trailers.get("vllm", "?"), trailers.get("guard", "unguarded"),
-                                str(state.get("when", "?")), names, skipped)
+                                str(state.get("when", "?")), names, skipped, options)
             return _outcome(PackageState.PATCHED, line, base, rules=names, vllm=trailers.get("vllm"),
                             guard=trailers.get("guard"), when=state.get("when"), verify=trailers.get("verify"),
-                            skipped=skipped)
+                            skipped=skipped, options=options)
         return _outcome(PackageState.ORIGINAL, text.original(who), base)
     line = text.drifted(target.package, state.get("version"), target.version, differs if same_install else None,
                         bool(off_record))

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 
 def _what(rule: Rule) -> str:
-    return "; ".join(OPERATIONS[name].describe(rule.op(name)) for name in rule.operations)
+    what = "; ".join(OPERATIONS[name].describe(rule.op(name)) for name in rule.operations)
+    return what + (f"; only with `--{rule.option}`" if rule.option else "")
 
 
 def rows(rules: Iterable[Rule]) -> list[dict[str, str]]:
@@ -36,7 +37,7 @@ def listing(rules: list[Rule]) -> str:
     """One line a rule: id, since, operations, the callable it rewrites."""
     width = max((len(r.id) for r in rules), default=2)
     return "\n".join(f"{r.id:<{width}}  since {str(r.since):<8} {', '.join(r.operations):<12} {r.target}"
-                     for r in rules)
+                     + (f" (only with --{r.option})" if r.option else "") for r in rules)
 
 
 def checked(rules: int, files: int) -> str:

@@ -20,11 +20,13 @@ def not_tracked(who: str, off_record: list[str]) -> str:
     return f"not tracked: {who} was never patched by this tool{extra}"
 
 
-def patched(who: str, vllm: str, guard: str, when: str, rules: list[str], skipped: list[str] | None = None) -> str:
+def patched(who: str, vllm: str, guard: str, when: str, rules: list[str], skipped: list[str] | None = None,
+            options: list[str] | None = None) -> str:
     guarded = "unguarded" if guard == "unguarded" else f"guarded by {guard} signatures"
     left_out = f"; skipped: {', '.join(skipped)}" if skipped else ""
+    opted = f"; with {', '.join('--' + o for o in options)}" if options else ""
     return (f"patched: {who} for vLLM {vllm}, {guarded}, at {when[:19].replace('T', ' ')}; "
-            f"rules: {', '.join(rules) if rules else '(none)'}{left_out}")
+            f"rules: {', '.join(rules) if rules else '(none)'}{left_out}{opted}")
 
 
 def original(who: str) -> str:

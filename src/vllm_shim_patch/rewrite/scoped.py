@@ -263,3 +263,33 @@ def load_beside(codemod_file: str, name: str) -> Any:
         sys.modules[key] = module  # before running it: a dataclass looks its module up
         spec.loader.exec_module(module)
     return sys.modules[key]
+
+
+def drop_unused_import(transform: ScopedTransform, original: cst.Module, updated: cst.Module,
+                       module: str, obj: str | None, what: str) -> cst.Module:
+    """`updated` without the import of `obj` from `module` (`import module` for None) where nothing
+    uses it any more (libcst's RemoveImportsVisitor decides); the import statement of `original`
+    that named it is recorded as an edit, so its diff hunk carries the rule."""
+    from libcst.codemod import CodemodContext
+    from libcst.codemod.visitors import RemoveImportsVisitor
+
+    def names(stmt: cst.CSTNode) -> bool:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            return False
+        for small in stmt.body:
+            if obj is None and isinstance(small, cst.Import):
+                if any(dotted(a.name) == module and a.asname is None for a in small.names):
+                    return True
+            if (obj is not None and isinstance(small, cst.ImportFrom) and small.module is not None
+                    and dotted(small.module) == module and not isinstance(small.names, cst.ImportStar)
+                    and any(isinstance(a.name, cst.Name) and a.name.value == obj for a in small.names)):
+                return True
+        return False
+
+    before = [s for s in original.body if names(s)]
+    context = CodemodContext()
+    RemoveImportsVisitor.remove_unused_import(context, module, obj)
+    result = RemoveImportsVisitor(context).transform_module(updated)
+    if before and not any(names(s) for s in result.body):
+        transform.edited(before[0], what)
+    return result

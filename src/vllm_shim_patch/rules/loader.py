@@ -23,7 +23,7 @@ from ..rewrite.ops.base import QUALNAME_RE, is_identifier
 from ..vllm_source import parse_scope
 from .model import DEFAULT_PACKAGE, SCHEMA_VERSION, Example, Guard, OldSignature, Rule, RulePack
 
-GENERIC_KEYS = ("id", "call", "in", "guard", "since", "why", "signature", "examples", "unchanged")
+GENERIC_KEYS = ("id", "call", "in", "guard", "since", "why", "signature", "examples", "unchanged", "option")
 RULE_KEYS = (*GENERIC_KEYS, *(key for op in OPERATIONS.values() for key in op.keys))
 TOP_KEYS = ("schema", "package", "rules")
 _ID_RE = re.compile(r"[a-z0-9][a-z0-9-]*")  # always fullmatch: `$` would let "id\\n" through
@@ -303,6 +303,7 @@ class NodeReader:
         except InvalidVersion:
             raise self.fail(since_node, f"'since' {since_text!r} is not a PEP 440 version") from None
         why = self.string(fields["why"][1], "'why'").strip()
+        option = self.option(fields["option"][1]) if "option" in fields else None
         if not any(name in fields for name in OPERATIONS):
             raise self.fail(node, f"rule has no operation (one of: {', '.join(OPERATIONS)})")
         for name, op in OPERATIONS.items():
@@ -349,7 +350,17 @@ class NodeReader:
             scope=scope,
             guard=guard,
             package=self.package,
+            option=option,
         )
+
+    def option(self, node: Any) -> str:
+        from ..settings import RuleOption
+
+        name = self.scalar(node, "'option'")
+        known = [o.value for o in RuleOption]
+        if name not in known:
+            raise self.fail(node, f"'option' {name!r} is not an opt-in the tool has (known: {', '.join(known)})")
+        return name
 
     def calls(self, node: Any) -> tuple[str, ...]:
         items = node.value if isinstance(node, self.yaml.SequenceNode) else [node]

@@ -65,6 +65,7 @@ class Rule:
     scope: str | None = None  # `in: module:Qual.name`: a scoped rule (no `call`)
     guard: Guard = Guard()  # a scoped rule's guard, its operations' own guards included
     package: str = DEFAULT_PACKAGE  # the distribution its file's `package:` names
+    option: str | None = None  # `option:`: applied only with this opt-in (settings.RuleOption)
 
     @property
     def operations(self) -> tuple[str, ...]:
@@ -108,7 +109,10 @@ class RulePack:
         known = {r.id for r in self.rules}
         return [i for i in dict.fromkeys(ids) if i not in known]
 
-    def selected(self, skip: tuple[str, ...] = (), only: tuple[str, ...] = ()) -> RulePack:
-        """The rules `--only` names (all, when none), less those `--skip` names (ids known)."""
-        keep = [r for r in self.rules if (not only or r.id in only) and r.id not in skip]
+    def selected(self, skip: tuple[str, ...] = (), only: tuple[str, ...] = (),
+                 options: frozenset[str] = frozenset()) -> RulePack:
+        """The rules `--only` names (all, when none), less those `--skip` names (ids known), less
+        those whose opt-in (`option:`) is not among `options`."""
+        keep = [r for r in self.rules if (not only or r.id in only) and r.id not in skip
+                and (r.option is None or r.option in options)]
         return RulePack(tuple(keep), self.sources)
