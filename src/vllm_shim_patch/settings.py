@@ -68,6 +68,7 @@ class SignatureKind(Word):
 class PackageState(Word):
     ORIGINAL = "original"
     PATCHED = "patched"
+    LOCAL = "local"  # the user's own edits (`local`) on the pristine original, no rule applied
     DRIFTED = "drifted"
     INTERRUPTED = "interrupted"
     BUSY = "busy"
@@ -162,7 +163,9 @@ class ApplyOptions(CommandOptions):
     check: bool = False  # exit 1 unless patched
     no_verify: bool = False
     no_rehearse: bool = False
-    accept_modified: bool = False
+    accept_modified: bool = False  # without a pristine copy of hand-edited files: take them as the original
+    wheel: str | None = None  # the installed release's wheel: the pristine bytes of hand-edited files
+    no_index: bool = False  # never ask the package index for them (the caches are still looked in)
     wait: bool = False
     interactive: bool = False  # review each hunk (the Context's `review`)
 

@@ -149,3 +149,35 @@ def test_recover_without_an_overlay_or_journal_does_nothing(ov: Overlay, site: P
     files = prepare(ov, _target(site), False, lambda _: None)
     recover(ov, _target(site), files, log.append)
     assert log == []
+
+
+def test_prepare_records_pristine_original_and_local_edits(ov: Overlay, site: Path) -> None:
+    from vllm_shim_patch.overlay.pristine import Pristine
+
+    (site / "pkg/mod.py").write_bytes(b"edited\n")
+    log: list[str] = []
+    asked: list[list[str]] = []
+
+    def find(paths: list[str]) -> Pristine:
+        asked.append(paths)
+        return Pristine("--wheel pkg-1.0-py3-none-any.whl", {"pkg/mod.py": FILES["pkg/mod.py"]})
+
+    target = _target(site)
+    prepare(ov, target, False, log.append, pristine=find)
+    assert asked == [["pkg/mod.py"]]
+    assert ov.tree_files(ov.resolve("original"), ["pkg/mod.py"]) == {"pkg/mod.py": FILES["pkg/mod.py"]}
+    assert ov.tree_files(ov.resolve("local"), ["pkg/mod.py"]) == {"pkg/mod.py": b"edited\n"}
+    assert ov.git("log", "--format=%s").splitlines() == [
+        "local: hand edits to pkg 1.0, not by this tool (pkg/mod.py)",
+        "original: pkg 1.0 as released (RECORD verified; 1 hand-edited file from --wheel pkg-1.0-py3-none-any.whl)",
+    ]
+    assert (site / "pkg/mod.py").read_bytes() == b"edited\n"  # the work tree untouched
+    state = ov.state()
+    assert state is not None and state.data["local_files"] == ["pkg/mod.py"]
+    # The rules plan from the hand edits, installed or only in git (a patched file on disk).
+    assert original_bytes(ov, target, ["pkg/mod.py"]) == {"pkg/mod.py": b"edited\n"}
+    (site / "pkg/mod.py").write_bytes(b"patched\n")
+    assert original_bytes(ov, target, ["pkg/mod.py"]) == {"pkg/mod.py": b"edited\n"}
+    # After a rollback to the pristine original, that is what is planned from.
+    (site / "pkg/mod.py").write_bytes(FILES["pkg/mod.py"])
+    assert original_bytes(ov, target, ["pkg/mod.py"]) == {"pkg/mod.py": FILES["pkg/mod.py"]}

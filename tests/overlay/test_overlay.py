@@ -135,20 +135,24 @@ def test_reinstall_after_apply_is_drift_then_rebaselined(sandbox: Sandbox, specu
 
 
 @pytest.mark.slow
-def test_hand_edited_install_is_refused_then_accepted(sandbox: Sandbox) -> None:
+def test_hand_edited_install_is_refused_then_accepted(sandbox: Sandbox, tmp_path: Path) -> None:
     config = sandbox.site / "speculators/config.py"
     config.write_bytes(config.read_bytes() + b"# local fix\n")
     before = sandbox.snapshot()
-    r = sandbox.run("--vllm-version", "0.16")
+    # No pristine copy to be had (empty caches, no index): today's choice, refuse or --accept-modified.
+    env = {"PIP_CACHE_DIR": str(tmp_path / "pip"), "UV_CACHE_DIR": str(tmp_path / "uv")}
+    r = sandbox.run("--vllm-version", "0.16", "--no-index", env=env)
     assert r.returncode == 2
     assert r.stderr.strip() == (
         "patch-speculators: error: 1 file of speculators 0.3.0 differs from its RECORD (edited by hand already?): "
-        "speculators/config.py; run again with --accept-modified to take them as the original, or reinstall "
+        "speculators/config.py; no pristine copy of speculators 0.3.0 was found (no --wheel, none in the pip or "
+        "uv cache, the package index not asked (--no-index)); pass --wheel PATH with its wheel, run again with "
+        "--accept-modified to take them as the original, or reinstall "
         "with pip install --force-reinstall --no-deps speculators==0.3.0"
     )
     assert sandbox.snapshot() == before
     assert not sandbox.state.exists() or not list(sandbox.state.glob("*/git"))
-    ok = sandbox.run("--vllm-version", "0.16", "--accept-modified")
+    ok = sandbox.run("--vllm-version", "0.16", "--accept-modified", "--no-index", env=env)
     assert ok.returncode == 0, ok.stderr
     assert git_log(sandbox)[-1] == (
         "original: speculators 0.3.0 as installed (accepted as modified: 1 file differs from RECORD)"

@@ -32,6 +32,7 @@ def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
     """Plan from the original bytes, write atomically, verify, then commit; restore on failure
     (`opts.interactive`: each hunk is offered to `ctx.review` first)."""
     from ..overlay.baseline import prepare
+    from ..overlay.pristine import check_wheel, finder
     from ..overlay.recovery import recover, settled_on_failure
     from ..rewrite.ops import compile_rule
     from ..rewrite.plan import select_version
@@ -45,10 +46,13 @@ def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
                    source=ctx.source_version)
     for rule in ctx.pack.rules:
         compile_rule(rule)  # a codemod that cannot load fails here, not after the original is recorded
+    if opts.wheel is not None:
+        check_wheel(opts.wheel, ctx.target)  # missing, or another release's: exit 2 before the lock
     ov = ctx.overlay
     with ov.locked(opts.wait), settled_on_failure(ov, ctx.target, ctx.tracked, ctx.log):
         recover(ov, ctx.target, ctx.tracked, ctx.log)
-        prepare(ov, ctx.target, opts.accept_modified, ctx.log)
+        prepare(ov, ctx.target, opts.accept_modified, ctx.log,
+                pristine=finder(ctx.target, opts.wheel, not opts.no_index, ctx.log))
         originals = ctx.originals()
         plan = _reviewed_plan(ctx, originals, ctx.review if opts.interactive else None)
         _report_plan(ctx, plan)
@@ -59,7 +63,7 @@ def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
                            {"package": ctx.who, "changed": False, "failed": [r.path for r in failed]}, 1)
         writes = pending_writes(ctx, desired_files(plan, originals))
         base = {"package": ctx.who, "vllm": str(plan.version), "signatures": plan.signature_kind,
-                "rules": plan.rule_ids, "files": sorted(writes), "sites": len(plan.edited)}
+                "rules": plan.rule_ids, "files": sorted(writes), "sites": len(plan.edited), **_local(ctx)}
         code = 0 if plan.clean and not _skipped_unrecorded(ctx) else 1
         if not writes and _recorded(ctx):
             return _nothing_to_do(ctx, plan, base, code)
@@ -76,6 +80,14 @@ def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
         code = 1
     return Outcome(text.patched(ctx.who, plan.version, _summary(plan), verdict),
                    {**base, "changed": True, "verify": verdict}, code)
+
+
+def _local(ctx: Context) -> dict[str, Any]:
+    """`local` in the JSON: the files edited by hand that the rules planned from (none: absent)."""
+    state = ctx.overlay.state()
+    if state is None or not state.data.get("local_commit"):
+        return {}
+    return {"local": {"commit": state.data["local_commit"], "files": state.data["local_files"]}}
 
 
 def _reviewed_plan(ctx: Context, originals: dict[str, bytes], review: Review | None) -> Plan:
@@ -202,6 +214,8 @@ def _commit(ctx: Context, plan: Plan, writes: dict[str, bytes], verdict: str) ->
     skipped = ctx.skipped
     options = sorted(ctx.settings.rule_options)
     flags = ", ".join(f"--{o}" for o in options)
+    state = ctx.overlay.state()
+    local = state.data.get("local_files") if state is not None and state.data.get("local_commit") else None
     message = commit_message(
         "patch",
         f"patch {ctx.who} for vLLM {plan.version} ({guard}{'; skipped: ' + ', '.join(skipped) if skipped else ''}"
@@ -209,7 +223,9 @@ def _commit(ctx: Context, plan: Plan, writes: dict[str, bytes], verdict: str) ->
         [f"Rules: {', '.join(plan.rule_ids) or '(none: back to original bytes)'}",
          *([f"Skipped: {', '.join(skipped)} (--skip/--only)"] if skipped else []),
          *([f"Options: {flags}"] if options else []),
-         f"Files: {', '.join(sorted(writes))}"],
+         f"Files: {', '.join(sorted(writes))}",
+         # The rules planned from the user's edits: the diff from `local` to this commit is the rules' alone.
+         *([f"On top of: local (hand edits not by this tool to {', '.join(local)})"] if local else [])],
         {"Package": ctx.who, "Vllm": f"{plan.version} ({installed})", "Guard": str(kind or "unguarded"),
          "Rules": ",".join(plan.rule_ids), **({"Skipped": ",".join(skipped)} if skipped else {}),
          **({"Options": ",".join(options)} if options else {}), "Verify": verdict},

@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..settings import DiffOptions
 from .apply import desired_files, pending_writes
+
+if TYPE_CHECKING:
+    from ..rewrite.results import FileResult
 from .context import Context, Outcome
 
 
@@ -45,6 +50,46 @@ def _installed(ctx: Context) -> Outcome:
     originals, installed = ctx.originals(), ctx.installed()
     changed = [FileResult(p, FileStatus.CHANGED, originals.get(p, b""), installed.get(p, b""))
                for p in sorted(set(originals) | set(installed)) if originals.get(p) != installed.get(p)]
-    return Outcome("".join(file_diff(r) for r in changed),
-                   {"package": ctx.who, "files": [{"path": r.path, "diff": file_diff(r)} for r in changed]}, 0,
-                   notes=(installed_summary(ctx.who, len(changed)),))
+    local = _local_edits(ctx, originals)
+    if not local:
+        return Outcome("".join(file_diff(r) for r in changed),
+                       {"package": ctx.who, "files": [{"path": r.path, "diff": file_diff(r)} for r in changed]}, 0,
+                       notes=(installed_summary(ctx.who, len(changed)),))
+    from ..report.diff import local_header, rules_header
+
+    # The rules' hunks name their rules when the plan from the hand-edited bytes is what is installed.
+    planned = _planned(ctx) if changed else {}
+    ours = [planned[r.path] if r.path in planned and planned[r.path].after == r.after else r for r in changed]
+    text = local_header() + "".join(file_diff(r) for r in local)
+    if ours:
+        text += rules_header() + "".join(file_diff(r) for r in ours)
+    files = ([{"path": r.path, "diff": file_diff(r), "by": "local"} for r in local]
+             + [{"path": r.path, "diff": file_diff(r), "by": "rules"} for r in ours])
+    return Outcome(text, {"package": ctx.who, "files": files}, 0,
+                   notes=(installed_summary(ctx.who, len(ours), len(local)),))
+
+
+def _planned(ctx: Context) -> dict[str, FileResult]:
+    """The plan's changed files, for the rule names; none when it cannot be made (no vLLM version)."""
+    from ..errors import PatchError
+
+    try:
+        return {r.path: r for r in ctx.plan(reuse=True).changed}
+    except PatchError:
+        return {}
+
+
+def _local_edits(ctx: Context, originals: dict[str, bytes]) -> list[FileResult]:
+    """The user's hand edits (`local`) that the installed files carry: pristine original -> local."""
+    from ..rewrite.results import FileResult
+    from ..settings import FileStatus
+
+    ov = ctx.overlay
+    state = ov.state()
+    if state is None or not state.data.get("local_commit"):
+        return []
+    paths = list(state.data["local_files"])
+    pristine = ov.tree_files(ov.resolve("original"), paths)
+    local = ov.tree_files(state.data["local_commit"], paths)
+    return [FileResult(p, FileStatus.CHANGED, pristine.get(p) or b"", local.get(p) or b"")
+            for p in paths if originals.get(p) == local.get(p) and local.get(p) != pristine.get(p)]

@@ -46,6 +46,9 @@ def status(ctx: Context, opts: NoOptions) -> Outcome:
     kind = trailers.get("kind", "baseline")
     same_install = state.get("version") == target.version and state["files"] == files
     differs = sorted(p for p in files if current[p] != head.get(p)) if same_install else files
+    local = state.get("local_files") if state.get("local_commit") else None
+    if local:
+        base["local"] = {"commit": state["local_commit"], "files": local}
     if not differs:
         if kind == "patch":
             rules = trailers.get("rules", "")
@@ -53,10 +56,12 @@ def status(ctx: Context, opts: NoOptions) -> Outcome:
             skipped = [n for n in trailers.get("skipped", "").split(",") if n]
             options = [n for n in trailers.get("options", "").split(",") if n]
             line = text.patched(who, trailers.get("vllm", "?"), trailers.get("guard", "unguarded"),
-                                str(state.get("when", "?")), names, skipped, options)
+                                str(state.get("when", "?")), names, skipped, options) + text.on_local(local)
             return _outcome(PackageState.PATCHED, line, base, rules=names, vllm=trailers.get("vllm"),
                             guard=trailers.get("guard"), when=state.get("when"), verify=trailers.get("verify"),
                             skipped=skipped, options=options)
+        if kind == "local":
+            return _outcome(PackageState.LOCAL, text.local(who, local or []), base)
         return _outcome(PackageState.ORIGINAL, text.original(who), base)
     line = text.drifted(target.package, state.get("version"), target.version, differs if same_install else None,
                         bool(off_record))

@@ -13,11 +13,13 @@ from ..errors import DamagedOverlayError, OverlayError, TargetError
 from ..fsutil import hash_file, linked_part, record_hash
 from ..words import agree, listing, plural
 from .layout import tracked_paths
+from .pristine import NotFound
 
 if TYPE_CHECKING:
     from ..settings import Log
     from ..target import Target
     from .layout import State
+    from .pristine import Finder, Pristine
     from .repo import Overlay
 
 
@@ -68,7 +70,10 @@ def sync_state(ov: Overlay, target: Target, files: list[str]) -> None:
     def hashes(commit: str) -> dict[str, str | None]:
         return {p: (record_hash(d) if d is not None else None) for p, d in ov.tree_files(commit, head_files).items()}
 
+    local = local_commit(ov, original)
     ov.save_state(
+        **({"local_commit": local, "local": hashes(local),
+            "local_files": read_trailers(ov, local).get("files", "").split(",")} if local else {}),
         files=head_files,
         head=hashes(head),
         original=hashes(original),
@@ -80,6 +85,19 @@ def sync_state(ov: Overlay, target: Target, files: list[str]) -> None:
         version=package[1],
         location=str(target.location),
     )
+
+
+def local_commit(ov: Overlay, original: str) -> str | None:
+    """The `local` commit (hand edits made before the tool first recorded the package) while it
+    sits right on the current `original`: a reinstall since (a new original) leaves it history."""
+    local = ov.tag_points_at("local")
+    if local is None:
+        return None
+    try:
+        parent = ov.git("rev-parse", "--verify", "-q", f"{local}^").strip()
+    except OverlayError:
+        return None
+    return local if parent == original and read_trailers(ov, local).get("kind") == "local" else None
 
 
 def refuse_links(target: Target, files: list[str]) -> None:
@@ -126,8 +144,11 @@ def refuse_foreign_edits(target: Target, recorded: str, mismatched: list[str], r
     )
 
 
-def prepare(ov: Overlay, target: Target, accept_modified: bool, log: Log) -> list[str]:
-    """Make sure the overlay's HEAD is what is installed: create it, or start a new baseline on drift."""
+def prepare(ov: Overlay, target: Target, accept_modified: bool, log: Log, pristine: Finder | None = None) -> list[str]:
+    """Make sure the overlay's HEAD is what is installed: create it, or start a new baseline on drift.
+
+    `pristine`: on a first record with files edited by hand, where to look for their RECORD-exact
+    bytes; found, they are the original and the edits a `local` commit on top of it."""
     files = tracked_paths(e.path for e in target.record)
     refuse_links(target, files)
     current = {p: hash_file(target.location / p) for p in files}
@@ -145,13 +166,22 @@ def prepare(ov: Overlay, target: Target, accept_modified: bool, log: Log) -> lis
                      f"{agree(len(mismatched), 'differs', 'differ')} from RECORD")
     trailers = {"Package": who, "Record": "verified" if not mismatched else "modified: " + ",".join(mismatched)}
     if state is None:
+        found = pristine(mismatched) if mismatched and pristine is not None else None
+        if found is not None and not isinstance(found, NotFound):
+            record_local(ov, target, files, mismatched, found, log)
+            return files
+        # Without the pristine bytes, today's choice: refuse, or take the edited files as the original.
+        searched = f"no pristine copy of {who} was found ({found.searched}); " if found is not None else ""
         if mismatched and not accept_modified:
             raise OverlayError(
                 f"{plural(len(mismatched), 'file')} of {who} {agree(len(mismatched), 'differs', 'differ')} "
                 f"from its RECORD (edited by hand already?): "
-                f"{listing(mismatched)}; run again with --accept-modified to take them as the original, or "
+                f"{listing(mismatched)}; {searched}{'pass --wheel PATH with its wheel, ' if found else ''}"
+                f"run again with --accept-modified to take them as the original, or "
                 f"reinstall with pip install --force-reinstall --no-deps {target.package}=={target.version}"
             )
+        if found is not None:
+            log(f"{searched}taking the installed files as the original (--accept-modified)")
         ov.create(files, commit_message("baseline", f"original: {who} as installed ({verified})",
                                         [f"Location: {target.location}"], trailers))
         sync_state(ov, target, files)
@@ -211,6 +241,32 @@ def prepare(ov: Overlay, target: Target, accept_modified: bool, log: Log) -> lis
     return files
 
 
+def record_local(ov: Overlay, target: Target, files: list[str], edited: list[str], found: Pristine,
+                 log: Log) -> None:
+    """The first record of a package edited by hand: `original` holds the pristine bytes (RECORD
+    verified), `local` the files as installed on top of it, in one step (see `Overlay.create`)."""
+    who = f"{target.package} {target.version}"
+    n = len(edited)
+    original = commit_message(
+        "baseline", f"original: {who} as released (RECORD verified; {plural(n, 'hand-edited file')} from {found.source})",
+        [f"Location: {target.location}",
+         f"Pristine: {found.source}: the RECORD-exact bytes of {listing(edited, limit=len(edited))} (sha256 "
+         f"checked against the installed RECORD); the installed {agree(n, 'file', 'files')} "
+         f"{agree(n, 'is', 'are')} the next commit, 'local'"],
+        {"Package": who, "Record": "verified", "Pristine": found.source})
+    local = commit_message(
+        "local", f"local: hand edits to {who}, not by this tool ({listing(edited)})",
+        ["The user's own edits, found installed when this tool first recorded the package. The rules "
+         "apply on top of them; `rollback` restores the pristine original, `rollback --to local` these edits.",
+         *[f"  {p}" for p in edited]],
+        {"Package": who, "Files": ",".join(edited)})
+    ov.create(files, original, replace=found.files, local=local)
+    sync_state(ov, target, files)
+    log(f"{plural(n, 'file')} of {who} {agree(n, 'differs', 'differ')} from its RECORD (edited by hand): "
+        f"{listing(edited)}; recorded the pristine original from {found.source} (sha256 checked against RECORD) "
+        f"and the installed {agree(n, 'file', 'files')} as 'local' on top of it in the overlay {ov.path}")
+
+
 def check_original(ov: Overlay, target: Target, commit: str, wanted: dict[str, bytes | None]) -> None:
     """Before rollback writes `original`: its bytes are RECORD's, except the files its own baseline
     commit says were accepted as modified (a moved tag or a planted commit is refused here)."""
@@ -228,12 +284,17 @@ def check_original(ov: Overlay, target: Target, commit: str, wanted: dict[str, b
 
 
 def original_bytes(ov: Overlay | None, target: Target, paths: list[str]) -> dict[str, bytes]:
-    """The original bytes of `paths`: from disk where they match `original`, else from git."""
+    """The bytes the rules plan from for `paths`: from disk where they match `original` (or the
+    `local` hand edits on top of it), else from git: `local`'s where there is one, else `original`'s.
+
+    So the rules never erase the user's edits (`local`), and a rollback to the pristine original
+    is kept as chosen: the next apply patches what is installed."""
     state = ov.state() if ov is not None and ov.exists() else None
     if state is not None and (state.data.get("package"), state.data.get("version")) != (target.package,
                                                                                       target.version):
         state = None  # the overlay describes another install: this one's files are their own original
     original = (state.original or state.head) if state else {}
+    local: dict[str, str | None] = dict(state.data.get("local") or {}) if state else {}
     out: dict[str, bytes] = {}
     from_git = []
     for path in paths:
@@ -243,13 +304,13 @@ def original_bytes(ov: Overlay | None, target: Target, paths: list[str]) -> dict
             if state is not None and original.get(path):
                 from_git.append(path)
             continue
-        if state is None or record_hash(data) == original.get(path):
+        if state is None or record_hash(data) in {original.get(path), local.get(path, "")}:
             out[path] = data
         else:
             from_git.append(path)
     if from_git:
-        assert ov is not None
-        commit = ov.resolve("original")
+        assert ov is not None and state is not None
+        commit = state.data.get("local_commit") or ov.resolve("original")
         for path, blob in ov.tree_files(commit, from_git).items():
             if blob is not None:
                 out[path] = blob

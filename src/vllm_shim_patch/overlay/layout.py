@@ -136,6 +136,13 @@ def read_state(overlay: Path) -> State | None:
         for key in ("head", "original", "trailers") for k, v in data[key].items()
     ):
         raise DamagedOverlayError(f"{overlay / STATE_FILE} is damaged (an entry of the wrong type)")
+    # The `local` hand edits (optional): what `original_bytes` plans from must be of the right shape too.
+    if "local_commit" in data and not (
+        isinstance(data["local_commit"], str) and isinstance(data.get("local"), dict)
+        and all(isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in data["local"].items())
+        and isinstance(data.get("local_files"), list) and all(isinstance(p, str) for p in data["local_files"])
+    ):
+        raise DamagedOverlayError(f"{overlay / STATE_FILE} is damaged (its 'local' entries are of the wrong type)")
     return State(data)
 
 

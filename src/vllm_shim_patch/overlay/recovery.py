@@ -31,7 +31,7 @@ def retag(ov: Overlay) -> None:
     if head is None:
         return
     kind = read_trailers(ov, head).get("kind")
-    tag = {"baseline": "original", "patch": "patched"}.get(kind or "")
+    tag = {"baseline": "original", "patch": "patched", "local": "local"}.get(kind or "")
     if tag and ov.tag_points_at(tag) != head:
         ov.git("tag", "-f", tag, head)
 

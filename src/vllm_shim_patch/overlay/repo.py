@@ -196,8 +196,12 @@ class Overlay:
 
     # ---------------------------------------------------------------- creation and commits
 
-    def create(self, files: list[str], message: str) -> str:
-        """A new overlay whose first commit is the files as they are; built aside, then renamed in."""
+    def create(self, files: list[str], message: str, replace: Mapping[str, bytes] | None = None,
+               local: str | None = None) -> str:
+        """A new overlay whose first commit is the files as they are (`replace`: some of them with
+        other bytes, the work tree untouched), and with `local` a second commit of the files as
+        they are, tagged `local`; built aside, then renamed in, so a killed run leaves no overlay
+        rather than an `original` without the user's edits on top."""
         if shutil.which("git") is None:
             raise GitMissingError(_NO_GIT)
         self.path.mkdir(parents=True, exist_ok=True)
@@ -221,7 +225,9 @@ class Overlay:
             ):
                 self.git("config", key, value)
             checkpoint("overlay:init")
-            commit = self.commit(files, message, tag="original")
+            commit = self.commit(files, message, tag="original", replace=replace)
+            if local is not None:
+                self.commit(files, local, tag="local")
         except BaseException:
             self.gitdir = final
             shutil.rmtree(tmp, ignore_errors=True)
@@ -231,12 +237,16 @@ class Overlay:
         checkpoint("overlay:created")
         return commit
 
-    def commit(self, files: Iterable[str], message: str, tag: str | None = None, allow_empty: bool = False) -> str:
+    def commit(self, files: Iterable[str], message: str, tag: str | None = None, allow_empty: bool = False,
+               replace: Mapping[str, bytes] | None = None) -> str:
+        """Commit the listed files as the work tree has them (`replace`: these with other bytes)."""
         spec = self.path / "pathspec"
         write_private(spec, "".join(f"{p}\n" for p in files).encode("utf-8", "surrogateescape"))
         # -A with the explicit list: deletions of listed files are recorded, nothing else is looked at.
         self.git("add", "-A", "-f", f"--pathspec-from-file={spec}")
         checkpoint("git:added")
+        if replace:
+            self._stage(replace)
         args = ["commit", "-q", "--no-verify", "-m", message]
         if allow_empty:
             args.append("--allow-empty")
@@ -272,6 +282,20 @@ class Overlay:
             for leftover in (index, blob):
                 leftover.unlink(missing_ok=True)
         return commit
+
+    def _stage(self, replace: Mapping[str, bytes]) -> None:
+        """Put `replace`'s bytes in the index in place of the work tree's, keeping each file's mode."""
+        self.check_writes(replace)
+        blob = self.path / "blob.partial"
+        try:
+            for path, data in sorted(replace.items()):
+                staged = self.git("ls-files", "-s", "--", path).split()
+                mode = staged[0] if staged else "100644"  # a file the user deleted: pip writes 0644
+                write_private(blob, data)
+                sha = self.git("hash-object", "-w", "--", str(blob)).strip()
+                self.git("update-index", "--add", "--cacheinfo", f"{mode},{sha},{path}")
+        finally:
+            blob.unlink(missing_ok=True)
 
     def reset_index(self) -> None:
         """After a crash: drop git's stale index lock (we hold our own lock) and resync the index."""

@@ -100,7 +100,19 @@ def untracked_installed(who: str, differ: list[str]) -> str:
             f"({listing(differ)}): the tool never recorded the original bytes, so there is no diff to show")
 
 
-def installed_summary(who: str, changed: int) -> str:
+def local_header() -> str:
+    """`diff --installed` above the user's own hunks (`patch` skips lines before a `---`)."""
+    return "# local edits (not by this tool): the pristine original -> 'local'\n"
+
+
+def rules_header() -> str:
+    return "# this tool's rules (each hunk names its rules): 'local' -> installed\n"
+
+
+def installed_summary(who: str, changed: int, local: int = 0) -> str:
+    if local:
+        return (f"{who} as installed: {plural(local, 'file')} with hand edits not by this tool (local), "
+                f"{plural(changed, 'file')} changed by the rules on top")
     return (f"{who} as installed: {plural(changed, 'file')} {agree(changed, 'differs', 'differ')} from the original"
             if changed
             else f"{who} as installed is its original: nothing to show")

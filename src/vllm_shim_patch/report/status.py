@@ -29,6 +29,16 @@ def patched(who: str, vllm: str, guard: str, when: str, rules: list[str], skippe
             f"rules: {', '.join(rules) if rules else '(none)'}{left_out}{opted}")
 
 
+def on_local(files: list[str] | None) -> str:
+    """After `patched: ...`: the hand edits the rules were applied on top of."""
+    return f"; on top of hand edits not by this tool (local): {', '.join(files[:5])}" if files else ""
+
+
+def local(who: str, files: list[str]) -> str:
+    return (f"local: {who} with its hand edits not by this tool ({', '.join(files[:5])}), no rule applied; "
+            f"apply patches on top of them, rollback restores the pristine original")
+
+
 def original(who: str) -> str:
     return f"original: {who} as installed"
 

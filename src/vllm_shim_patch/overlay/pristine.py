@@ -1,0 +1,228 @@
+"""The pristine bytes of files edited by hand before the overlay first recorded the package.
+
+Looked for in order: `--wheel PATH`, a wheel in pip's cache (its `wheels/` folder and the raw
+bodies of its `http-v2/` cache), an unpacked wheel in uv's cache, then the package index
+(`pip download --no-deps`, unless `--no-index`). Every file taken is checked against the sha256
+the installed RECORD lists before it is used: a source that holds other bytes is not used at all.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import UsageError
+from ..fsutil import record_hash
+
+if TYPE_CHECKING:
+    from ..settings import Log
+    from ..target import Target
+
+# `pip download` gives up this soon: offline, apply must fail over to the next step, not hang.
+_INDEX_TIMEOUT_S = 120
+# Raw bodies in pip's http cache are scanned up to this many (a cache of years holds thousands).
+_HTTP_BODIES_MAX = 20000
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+@dataclass(frozen=True)
+class Pristine:
+    """RECORD-exact bytes of the edited files, and where they came from (said in the output and
+    the overlay's commit)."""
+
+    source: str
+    files: dict[str, bytes]
+
+
+@dataclass(frozen=True)
+class NotFound:
+    """Nothing held RECORD-exact bytes of every edited file: `searched` says where it looked."""
+
+    searched: str
+
+
+Finder = Callable[[list[str]], "Pristine | NotFound"]
+
+
+def dist_info(target: Target) -> str:
+    """The installed `.dist-info` folder's name (a wheel of the same release has the same)."""
+    for entry in target.record:
+        head, _, rest = entry.path.partition("/")
+        if head.endswith(".dist-info") and rest == "RECORD":
+            return head
+    return f"{target.package.replace('-', '_')}-{target.version}.dist-info"
+
+
+def _exact(target: Target, paths: list[str], read: Callable[[str], bytes | None]) -> tuple[dict[str, bytes], str | None]:
+    """The bytes `read` gives for each path if all are RECORD's; else ({}, the first path that is not)."""
+    record = {e.path: e.hash for e in target.record}
+    out = {}
+    for path in paths:
+        data = read(path)
+        if data is None:
+            return {}, f"{path} is not in it"
+        if record_hash(data) != record.get(path):
+            return {}, f"{path} in it does not match the installed RECORD's sha256"
+        out[path] = data
+    return out, None
+
+
+def _from_zip(path: Path, target: Target, paths: list[str]) -> tuple[dict[str, bytes], str | None]:
+    """(the files, None) from a wheel of the installed release, or ({}, why not)."""
+    wanted = dist_info(target)
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = set(zf.namelist())
+            if f"{wanted}/RECORD" not in names:
+                found = sorted({n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".dist-info")})
+                what = found[0].removesuffix(".dist-info").replace("-", " ") if found else "not a wheel"
+                return {}, f"it is {what}, but {target.package} {target.version} is installed"
+
+            def read(p: str) -> bytes | None:
+                return zf.read(p) if p in names else None
+
+            return _exact(target, paths, read)
+    except (OSError, zipfile.BadZipFile, EOFError) as exc:
+        return {}, f"cannot read it as a wheel ({exc})"
+
+
+def from_wheel(wheel: str, target: Target, paths: list[str]) -> Pristine:
+    """`--wheel PATH`: the user named it, so anything wrong with it is exit 2, nothing written."""
+    path = Path(wheel)
+    if not path.is_file():
+        raise UsageError(f"--wheel {wheel}: no such file (give the {target.package} {target.version} wheel); "
+                         f"nothing was written")
+    files, why = _from_zip(path, target, paths)
+    if why is not None:
+        raise UsageError(f"--wheel {wheel}: {why}; give the {target.package} {target.version} wheel the "
+                         f"package was installed from; nothing was written")
+    return Pristine(f"--wheel {wheel}", files)
+
+
+def check_wheel(wheel: str, target: Target) -> None:
+    """Before the lock: a --wheel that is missing or of another release is refused at once."""
+    from_wheel(wheel, target, [])
+
+
+def _pip_cache_dir() -> Path | None:
+    env = os.environ.get("PIP_CACHE_DIR")
+    if env:
+        return Path(env)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pip", "cache", "dir"], capture_output=True, text=True,
+                              timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        proc = None
+    if proc is not None and proc.returncode == 0 and proc.stdout.strip():
+        return Path(proc.stdout.strip().splitlines()[-1])
+    # pip is not importable here (or its cache is off): its default place, in case another pip filled it.
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pip"
+
+
+def _uv_cache_dir() -> Path:
+    env = os.environ.get("UV_CACHE_DIR")
+    return Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "uv"
+
+
+_Reader = Callable[[list[str]], "tuple[dict[str, bytes], str | None]"]
+
+
+def _zip_reader(path: Path, target: Target) -> _Reader:
+    return lambda paths: _from_zip(path, target, paths)
+
+
+def _cached(target: Target) -> Iterator[tuple[str, _Reader]]:
+    """(label, reader) for every cached copy of the installed release, cheapest first."""
+    info = dist_info(target)
+    stem = info.removesuffix(".dist-info").lower()
+    pip = _pip_cache_dir()
+    if pip is not None and (pip / "wheels").is_dir():
+        for whl in sorted((pip / "wheels").rglob("*.whl")):
+            if whl.name.lower().startswith(stem + "-"):
+                yield f"the pip cache ({whl})", _zip_reader(whl, target)
+    uv = _uv_cache_dir()
+    if uv.is_dir():
+        # uv keeps each wheel unpacked under archive-v*/<id>/, its dist-info folder as installed.
+        for folder in sorted(uv.glob(f"archive-v*/*/{info}")):
+            root = folder.parent
+
+            def read_folder(paths: list[str], root: Path = root) -> tuple[dict[str, bytes], str | None]:
+                def read(p: str) -> bytes | None:
+                    try:
+                        return (root / p).read_bytes()
+                    except OSError:
+                        return None
+
+                return _exact(target, paths, read)
+
+            yield f"the uv cache ({root})", read_folder
+    if pip is not None and (pip / "http-v2").is_dir():
+        # pip >= 23.3 keeps each response's body as is in a `.body` file: a wheel's is the wheel.
+        for n, body in enumerate(sorted((pip / "http-v2").rglob("*.body"))):
+            if n >= _HTTP_BODIES_MAX:
+                break
+            try:
+                with body.open("rb") as f:
+                    if f.read(4) != _ZIP_MAGIC:
+                        continue
+                with zipfile.ZipFile(body) as zf:
+                    if f"{info}/RECORD" not in zf.namelist():
+                        continue
+            except (OSError, zipfile.BadZipFile, EOFError):
+                continue
+            yield f"the pip cache ({body})", _zip_reader(body, target)
+
+
+def _from_index(target: Target, paths: list[str], log: Log) -> tuple[Pristine | None, str]:
+    """(the files from `pip download`, or None; what happened, for the message)."""
+    spec = f"{target.package}=={target.version}"
+    with tempfile.TemporaryDirectory(prefix="vsp-pristine-") as tmp:
+        # `pip --python`: the target's tags and pip configuration (its index), the tool's own pip.
+        command = [sys.executable, "-m", "pip", "--python", target.python, "download", "--quiet", "--no-deps",
+                   "--only-binary=:all:", "--retries", "0", "--timeout", "15", "-d", tmp, spec]
+        log(f"looking for the pristine {target.package} {target.version} on the package index (pip download "
+            f"{spec}; --no-index skips it)")
+        try:
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=_INDEX_TIMEOUT_S, check=False,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return None, f"the package index did not answer within {_INDEX_TIMEOUT_S} s"
+        except OSError as exc:
+            return None, f"pip could not run ({exc.strerror or exc})"
+        if proc.returncode != 0:
+            errors = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+            last = next((ln for ln in reversed(errors) if ln.startswith("ERROR:")), errors[-1] if errors else "")
+            return None, f"pip download {spec} failed: {last.removeprefix('ERROR: ') or f'exit {proc.returncode}'}"
+        for whl in sorted(Path(tmp).glob("*.whl")):
+            files, why = _from_zip(whl, target, paths)
+            if why is None:
+                return Pristine(f"the package index (pip download {spec}: {whl.name})", files), ""
+            return None, f"the package index's {whl.name}: {why}"
+        return None, f"pip download {spec} gave no wheel"
+
+
+def finder(target: Target, wheel: str | None, use_index: bool, log: Log) -> Finder:
+    """The pristine-bytes search apply runs for the files that differ from RECORD, in order."""
+
+    def find(paths: list[str]) -> Pristine | NotFound:
+        if wheel is not None:
+            return from_wheel(wheel, target, paths)
+        for label, read in _cached(target):
+            files, why = read(paths)
+            if why is None:
+                return Pristine(label, files)
+            log(f"not the pristine {target.package} {target.version}: {label}: {why}")
+        searched = "no --wheel, none in the pip or uv cache"
+        if not use_index:
+            return NotFound(f"{searched}, the package index not asked (--no-index)")
+        found, why = _from_index(target, paths, log)
+        return found if found is not None else NotFound(f"{searched}, {why}")
+
+    return find
