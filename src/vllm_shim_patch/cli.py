@@ -110,8 +110,16 @@ _NO_GUARD = click.option("--no-guard", is_flag=True, default=None,
                          help="ignore the installed signatures: rules apply by their since alone")
 _WAIT = click.option("--wait", is_flag=True, default=None, help="wait for another running patch-speculators")
 
+_MODEL = [
+    click.option("--model", metavar="PATH", default=None,
+                 help="rehearse on this model's architecture: the folder you give speculators, or its config.json"),
+    click.option("--arch", metavar="NAME", default=None,
+                 help="rehearse on a family's published config (llama, qwen, deepseek, ...; see rehearse --help)"),
+]
+
 _APPLY = [
     _VLLM_VERSION,
+    *_MODEL,
     click.option("--dry-run", is_flag=True, default=None, help="print the diff apply would write; change nothing"),
     click.option("--check", is_flag=True, default=None, help="exit 1 if the package is not patched for this vLLM"),
     click.option("--no-verify", is_flag=True, default=None, help="skip verification (and the rehearsal) after writing"),
@@ -324,6 +332,7 @@ def verify(ctx: click.Context, /, **options: object) -> None:
               help="give up after this long (default: 300)")
 @click.option("--quick", is_flag=True, default=None,
               help="short prompts only (a smoke run; no chunked prefill)")
+@_options(_MODEL)
 @common_options
 @click.pass_context
 def rehearse(ctx: click.Context, /, **options: object) -> None:

@@ -100,6 +100,8 @@ class Settings:
     static: bool = False  # bind against the source even when vLLM imports
     no_guard: bool = False  # rules by their `since` alone
     trust_remote_code: bool = False  # the rules with `option: trust-remote-code` run
+    model: str | None = None  # the rehearsal builds this checkpoint's architecture (folder or config.json)
+    arch: str | None = None  # the rehearsal builds this family preset (no checkpoint at hand)
     as_json: bool = False
     verbose: int = 0
     quiet: bool = False

@@ -167,3 +167,77 @@ def test_rehearse_without_vllm_in_the_target_exits_2(sandbox) -> None:  # type: 
     j = sandbox.run("rehearse", "--json")
     assert j.returncode == 2
     assert json.loads(j.stdout)["ok"] is False
+
+
+def test_the_tool_knows_the_rehearsals_families_and_presets() -> None:
+    from vllm_shim_patch._remote.rehearse import families
+    from vllm_shim_patch.analysis import rehearse as tool_side
+
+    assert {name: tuple(f.ARCHITECTURES) for name, f in families.FAMILIES.items()} == tool_side.FAMILIES
+    assert tuple(families.presets()) == tool_side.PRESETS
+    assert tool_side.supported_architectures() == families.supported()
+
+
+def test_a_model_folder_or_its_config_is_sent_as_an_absolute_path(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from vllm_shim_patch.analysis.rehearse import model_request
+
+    folder = tmp_path / "Kimi-K2"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"]}))
+    monkeypatch.chdir(tmp_path)
+    assert model_request("Kimi-K2", None) == {"model": str(folder)}
+    assert model_request("Kimi-K2/config.json", None) == {"model": str(folder / "config.json")}
+    assert model_request(None, "mistral-large-3") == {"arch": "mistral-large-3"}
+    assert model_request(None, None) == {}
+    assert request(model={"arch": "deepseek"})["arch"] == "deepseek"
+
+
+@pytest.mark.parametrize(("config", "arch", "message"), [
+    (None, None, "--model {m}: {m}/config.json does not exist (give the model folder or its config.json)"),
+    ('{"architectures": ["LlamaForCausalLM"],\n  oops}', None, "--model {m}: {m}/config.json:2: not JSON "
+                                                               "(Expecting property name enclosed in double quotes)"),
+    ('{"model_type": "llama"}', None, "--model {m}: {m}/config.json names no architectures"),
+    ('{"architectures": ["MambaForCausalLM"]}', None,
+     "--model {m}: the rehearsal has no stand-ins for MambaForCausalLM (supported: DeepseekV2ForCausalLM, "
+     "DeepseekV3ForCausalLM, LlamaForCausalLM, MistralForCausalLM, MistralLarge3ForCausalLM, Qwen2ForCausalLM, "
+     "Qwen3ForCausalLM)"),
+    ('{"architectures": ["LlamaForCausalLM"]}', "llama", "--model and --arch: give one (--arch builds a preset "
+                                                          "where no checkpoint is at hand)"),
+])
+def test_a_model_the_rehearsal_cannot_build_is_a_usage_error(tmp_path: Path, config: str | None, arch: str | None,
+                                                             message: str) -> None:
+    from vllm_shim_patch.analysis.rehearse import model_request
+    from vllm_shim_patch.errors import UsageError
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    if config is not None:
+        (folder / "config.json").write_text(config)
+    with pytest.raises(UsageError) as e:
+        model_request(str(folder), arch)
+    assert str(e.value) == message.format(m=folder)
+
+
+def test_an_unknown_preset_names_the_known_ones() -> None:
+    from vllm_shim_patch.analysis.rehearse import model_request
+    from vllm_shim_patch.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"^--arch gemma: no such preset \(known: deepseek, llama, "
+                                         r"mistral-large-3, qwen\)$"):
+        model_request(None, "gemma")
+
+
+@pytest.mark.slow
+def test_apply_with_a_model_it_cannot_rehearse_is_exit_2_and_writes_nothing(sandbox, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["MambaForCausalLM"]}))
+    before = {p: p.read_bytes() for p in sandbox.site.rglob("*.py")}
+    r = sandbox.run("--vllm-version", "0.16", "--model", str(tmp_path))
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr.startswith(f"patch-speculators: error: --model {tmp_path}: the rehearsal has no stand-ins for "
+                               "MambaForCausalLM (supported: DeepseekV2ForCausalLM, ")
+    assert {p: p.read_bytes() for p in sandbox.site.rglob("*.py")} == before
+    assert not sandbox.state.exists() or not any(sandbox.state.rglob("HEAD"))
+    j = sandbox.run("--vllm-version", "0.16", "--arch", "gemma", "--json")
+    assert j.returncode == 2
+    assert json.loads(j.stdout)["error"].startswith("--arch gemma: no such preset")

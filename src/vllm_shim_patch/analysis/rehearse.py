@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ..errors import TargetError
+from ..errors import TargetError, UsageError
 from ..settings import Action
 from ..vllm_source import parse_scope
 
@@ -87,9 +87,58 @@ def check_can_run(target: Target) -> None:
         raise TargetError(f"cannot rehearse: {why[1]}")
 
 
-def request(*, verbose: bool = False, timeout: float = TIMEOUT, quick: bool = False) -> dict[str, Any]:
+# The model families the rehearsal builds (`_remote/rehearse/families/`, which a test holds equal):
+# family -> the architectures its stand-ins cover; and the `--arch` presets.
+FAMILIES = {
+    "llama": ("LlamaForCausalLM", "MistralForCausalLM"),
+    "qwen": ("Qwen2ForCausalLM", "Qwen3ForCausalLM"),
+    "deepseek": ("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM", "MistralLarge3ForCausalLM"),
+}
+PRESETS = ("deepseek", "llama", "mistral-large-3", "qwen")
+
+
+def supported_architectures() -> list[str]:
+    return sorted(a for archs in FAMILIES.values() for a in archs)
+
+
+def model_request(model: str | None, arch: str | None) -> dict[str, Any]:
+    """What the rehearsal builds, checked before anything is written: `--model` (a checkpoint
+    folder or its config.json, whose architecture must be one the rehearsal has stand-ins for),
+    `--arch` (a preset), or neither (the default, a tiny Llama)."""
+    import json
+    from pathlib import Path
+
+    if model and arch:
+        raise UsageError("--model and --arch: give one (--arch builds a preset where no checkpoint is at hand)")
+    if arch:
+        if arch not in PRESETS:
+            raise UsageError(f"--arch {arch}: no such preset (known: {', '.join(PRESETS)})")
+        return {"arch": arch}
+    if not model:
+        return {}
+    path = Path(model).expanduser().absolute()
+    config = path / "config.json" if path.is_dir() else path
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"--model {model}: {config} does not exist (give the model folder or its config.json)") from None
+    except json.JSONDecodeError as e:
+        raise UsageError(f"--model {model}: {config}:{e.lineno}: not JSON ({e.msg})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"--model {model}: {config}: {e}") from None
+    archs = data.get("architectures") if isinstance(data, dict) else None
+    if not isinstance(archs, list) or not archs:
+        raise UsageError(f"--model {model}: {config} names no architectures")
+    if not any(a in supported_architectures() for a in archs):
+        raise UsageError(f"--model {model}: the rehearsal has no stand-ins for {', '.join(map(str, archs))} "
+                         f"(supported: {', '.join(supported_architectures())})")
+    return {"model": str(path)}
+
+
+def request(*, verbose: bool = False, timeout: float = TIMEOUT, quick: bool = False,
+            model: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"timeout": timeout, "layers": list(LAYERS), **(QUICK if quick else PARITY).as_request(),
-            "verbose": verbose, "supported": list(SUPPORTED)}
+            "verbose": verbose, "supported": list(SUPPORTED), **(model or {})}
 
 
 @dataclass(frozen=True)

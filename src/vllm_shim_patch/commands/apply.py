@@ -31,6 +31,7 @@ def pending_writes(ctx: Context, desired: dict[str, bytes]) -> dict[str, bytes]:
 def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
     """Plan from the original bytes, write atomically, verify, then commit; restore on failure
     (`opts.interactive`: each hunk is offered to `ctx.review` first)."""
+    from ..analysis.rehearse import model_request
     from ..overlay.baseline import prepare
     from ..overlay.pristine import check_wheel, finder
     from ..overlay.recovery import recover, settled_on_failure
@@ -48,6 +49,7 @@ def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
         compile_rule(rule)  # a codemod that cannot load fails here, not after the original is recorded
     if opts.wheel is not None:
         check_wheel(opts.wheel, ctx.target)  # missing, or another release's: exit 2 before the lock
+    model_request(ctx.settings.model, ctx.settings.arch)  # a --model the rehearsal cannot build: exit 2 now
     ov = ctx.overlay
     with ov.locked(opts.wait), settled_on_failure(ov, ctx.target, ctx.tracked, ctx.log):
         recover(ov, ctx.target, ctx.tracked, ctx.log)
@@ -162,7 +164,7 @@ def _write(ctx: Context, writes: dict[str, bytes], head: str) -> None:
 def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
             base: dict[str, Any], rehearse: bool) -> tuple[Outcome | None, str]:
     """(a failure outcome after restoring, or None; the verdict for the commit)."""
-    from ..analysis.rehearse import interpret, refusal, request
+    from ..analysis.rehearse import interpret, model_request, refusal, request
     from ..analysis.verify import verify_plan
     from ..report.rehearse import headline, lines
 
@@ -171,7 +173,9 @@ def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
     why_not = ("--no-rehearse" if not rehearse else refused[0] if refused else None)
     try:
         result = verify_plan(ctx.target, plan, ctx.bindings, live=ctx.live,
-                             rehearse=request(verbose=ctx.settings.verbose > 0) if why_not is None else None)
+                             rehearse=request(verbose=ctx.settings.verbose > 0,
+                                              model=model_request(ctx.settings.model, ctx.settings.arch))
+                             if why_not is None else None)
         rehearsal = None
         if result.ok and result.rehearsal is not None:
             rehearsal = interpret(result.rehearsal, None)

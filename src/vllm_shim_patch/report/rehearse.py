@@ -117,6 +117,19 @@ def _workload(a: dict[str, Any]) -> str:
     return text
 
 
+def _model(a: dict[str, Any]) -> str:
+    """Which architecture was rehearsed, and what that leaves unsaid."""
+    arch = a.get("architecture")
+    if not arch:
+        return ""
+    how = a.get("model")
+    if how == "folder":
+        return f"; on a tiny {arch} built from your config (--model)"
+    if how == "arch":
+        return f"; on a tiny {arch} (--arch preset)"
+    return f"; rehearsed on a tiny {arch}; pass --model to rehearse your model's architecture"
+
+
 def headline(r: Rehearsal) -> str:
     """One line: the verdict (used in apply's summary and as the rehearse command's last line)."""
     a = r.answer
@@ -124,14 +137,14 @@ def headline(r: Rehearsal) -> str:
         if "workload" not in a:
             return (f"rehearsal passed: {plural(int(a.get('iterations', 0)), 'scheduler iteration')}, "
                     f"hidden states captured ({_shapes(a)})")
-        return f"rehearsal passed: {_workload(a)}"
+        return f"rehearsal passed: {_workload(a)}{_model(a)}"
     failure = r.failure
     if r.failed and a.get("wrong"):
-        return f"rehearsal failed: {wrong_data(a)}"
+        return f"rehearsal failed: {wrong_data(a)}{_model(a)}"
     if r.failed:
         where = failure.get("speculators_frame")
         at = f" at {where['file']}:{where['line']}" if where else ""
-        return f"rehearsal failed in {a.get('stage')}{at}: {failure.get('exception', '?')}"
+        return f"rehearsal failed in {a.get('stage')}{at}: {failure.get('exception', '?')}{_model(a)}"
     return f"rehearsal could not run: {failure.get('exception', a.get('outcome'))}"
 
 
