@@ -200,8 +200,9 @@ def test_a_model_folder_or_its_config_is_sent_as_an_absolute_path(tmp_path: Path
     ('{"model_type": "llama"}', None, "--model {m}: {m}/config.json names no architectures"),
     ('{"architectures": ["MambaForCausalLM"]}', None,
      "--model {m}: the rehearsal has no stand-ins for MambaForCausalLM (supported: DeepseekV2ForCausalLM, "
-     "DeepseekV3ForCausalLM, LlamaForCausalLM, MistralForCausalLM, MistralLarge3ForCausalLM, Qwen2ForCausalLM, "
-     "Qwen3ForCausalLM)"),
+     "DeepseekV3ForCausalLM, GptOssForCausalLM, KimiK25ForConditionalGeneration, LlamaForCausalLM, "
+     "MistralForCausalLM, MistralLarge3ForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, "
+     "Qwen3MoeForCausalLM)"),
     ('{"architectures": ["LlamaForCausalLM"]}', "llama", "--model and --arch: give one (--arch builds a preset "
                                                           "where no checkpoint is at hand)"),
 ])
@@ -223,8 +224,8 @@ def test_an_unknown_preset_names_the_known_ones() -> None:
     from vllm_shim_patch.analysis.rehearse import model_request
     from vllm_shim_patch.errors import UsageError
 
-    with pytest.raises(UsageError, match=r"^--arch gemma: no such preset \(known: deepseek, llama, "
-                                         r"mistral-large-3, qwen\)$"):
+    with pytest.raises(UsageError, match=r"^--arch gemma: no such preset \(known: deepseek, gpt-oss, kimi-k2.5, "
+                                         r"llama, mistral-large-3, qwen, qwen3-moe\)$"):
         model_request(None, "gemma")
 
 

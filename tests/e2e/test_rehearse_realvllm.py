@@ -83,10 +83,35 @@ def test_apply_rehearses_and_the_patched_package_passes(real: Sandbox) -> None:
     assert data["max_rel_diff"] == 0.0  # the captured states equal a per-prompt forward of the same model
     assert data["steps"] == {"total": 9, "chunked": 3, "reordered": 3}
     assert data["workload"] == {"name": "parity", "calls": 6, "sequences": 40, "tokens": 32697, "reorder": [1, 128]}
-    assert all(c["ok"] for c in data["checks"]) and len(data["checks"]) == 20
-    assert (data["adapter"], data["family"]) == ("v1-multiproc", "llama")
+    assert all(c["ok"] for c in data["checks"])
+    assert [c["check"] for c in data["checks"]] == SELF_CHECKS
+    assert (data["adapter"], data["family"], data["architecture"], data["model"]) == (
+        "v1-multiproc", "llama", "LlamaForCausalLM", "default")
+    assert data["layers"] == {"Attention": 4}  # vLLM's own attention layers, over the stand-in backend
+    # The check is sensitive: a 5% change of the attention scale moves the states far past the tolerance.
+    assert data["sensitivity"] > 0.05
     assert real.run("rollback").returncode == 0
     assert real.snapshot() == before
+
+
+# Every self-check of a run, in order: the stand-ins against what they replace, then the check itself.
+SELF_CHECKS = [
+    "StandInAttentionImpl.__init__ vs AttentionImpl.__init__", "StandInAttentionImpl.forward vs AttentionImpl.forward",
+    "mla_forward_impl vs MLAAttention.forward_impl", "mla_forward_impl vs MLAAttention.__init__",
+    "MoE stand-in vs UnquantizedFusedMoEMethod", "MoE stand-in vs CPUFusedMOE.__init__",
+    "StandInModelRunner state guard vs GPUModelRunner.execute_model",
+    "StandInModelRunner no-state sample_tokens vs GPUModelRunner.sample_tokens",
+    "StandInModelRunner two-phase protocol vs GPUModelRunner.execute_model",
+    "StandInModelRunner vs Worker's use of model_runner", "StandInModelRunner.load_model vs GPUModelRunner.load_model",
+    "StandInModelRunner.initialize_kv_cache vs GPUModelRunner.initialize_kv_cache",
+    "StandInModelRunner.execute_model vs GPUModelRunner.execute_model",
+    "StandInModelRunner.sample_tokens vs GPUModelRunner.sample_tokens",
+    "StandInModelRunner vs GPUModelRunner._update_states", "StandInModelRunner token order vs GPUModelRunner._prepare_inputs",
+    "in-process queues vs MultiprocExecutor.collective_rpc", "InProcWorkerProc vs WorkerProc.__init__",
+    "InProcWorkerProc._init_message_queues vs WorkerProc._init_message_queues",
+    "BroadcastMQ vs WorkerProc.worker_busy_loop", "RehearsalWorker vs init_worker_distributed_environment",
+    "per-sequence check vs a capture one row off", "per-sequence check vs attention numerics",
+]
 
 
 # Each fix taken back alone, in the order the breaks surface: (rule, stage, exception, speculators

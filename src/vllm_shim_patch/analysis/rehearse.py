@@ -92,9 +92,12 @@ def check_can_run(target: Target) -> None:
 FAMILIES = {
     "llama": ("LlamaForCausalLM", "MistralForCausalLM"),
     "qwen": ("Qwen2ForCausalLM", "Qwen3ForCausalLM"),
+    "qwen3-moe": ("Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM"),
     "deepseek": ("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM", "MistralLarge3ForCausalLM"),
+    "kimi-k2.5": ("KimiK25ForConditionalGeneration",),
+    "gpt-oss": ("GptOssForCausalLM",),
 }
-PRESETS = ("deepseek", "llama", "mistral-large-3", "qwen")
+PRESETS = ("deepseek", "gpt-oss", "kimi-k2.5", "llama", "mistral-large-3", "qwen", "qwen3-moe")
 
 
 def supported_architectures() -> list[str]:

@@ -51,6 +51,9 @@ def prepare(req):
     os.mkdir(inner)
     os.environ["TMPDIR"] = tempfile.tempdir = inner
     os.environ["VLLM_CACHE_ROOT"] = os.path.join(tmp, "vllm-cache")
+    # A model's remote code (a --model folder's tokenizer, a config stand-in) is copied into
+    # transformers' module cache: ours, not ~/.cache/huggingface/modules.
+    os.environ["HF_MODULES_CACHE"] = os.path.join(tmp, "hf-modules")
     if not req.get("verbose"):
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     for k, v in ENVIRONMENT:

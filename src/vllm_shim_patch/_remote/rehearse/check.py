@@ -25,7 +25,9 @@ def segments(rows, refs, tolerance=SAME_ROW):
 
     if rows.shape[0] == 0:
         return []
-    table = torch.cat(refs, dim=0).float()
+    # float64: cdist takes the |a|^2 + |b|^2 - 2ab route for batches, which in float32 loses the
+    # last digits of states of norm ~100 and would call an exact row a stranger's.
+    table = torch.cat(refs, dim=0).double()
     starts = [0]
     for r in refs:
         starts.append(starts[-1] + r.shape[0])
@@ -33,7 +35,7 @@ def segments(rows, refs, tolerance=SAME_ROW):
     limit = tolerance * scale * (table.shape[1] ** 0.5)
     out = []
     for lo in range(0, rows.shape[0], 512):
-        dist = torch.cdist(rows[lo:lo + 512].float(), table)
+        dist = torch.cdist(rows[lo:lo + 512].double(), table)
         for k in range(dist.shape[0]):
             # A row equal to the next row of the current run continues it: two prompts can hold
             # the same state at a row, and the run is the likelier explanation.

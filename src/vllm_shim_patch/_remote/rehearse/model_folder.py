@@ -13,10 +13,12 @@ WORD_LEVEL = "a word-level tokenizer.json"
 WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".h5", ".msgpack", ".onnx")
 
 
-def tokenizer(vocab_size, model_max_length):
+def tokenizer(vocab_size, model_max_length, specials=None):
+    """specials: more special tokens by id (a model's processor looks its placeholders up by id)."""
     vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    by_id = {i: t for t, i in (specials or {}).items()}
     for i in range(3, vocab_size):
-        vocab[f"w{i}"] = i
+        vocab[by_id.get(i, f"w{i}")] = i
     tok = {
         "version": "1.0",
         "truncation": None,
@@ -24,7 +26,7 @@ def tokenizer(vocab_size, model_max_length):
         "added_tokens": [
             {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
              "normalized": False, "special": True}
-            for t, i in (("<unk>", 0), ("<s>", 1), ("</s>", 2))
+            for t, i in (("<unk>", 0), ("<s>", 1), ("</s>", 2), *sorted((specials or {}).items()))
         ],
         "normalizer": None,
         "pre_tokenizer": {"type": "Whitespace"},
@@ -57,13 +59,20 @@ def copy_folder(source, path):
         shutil.copyfile(src, os.path.join(path, name))
 
 
-def write(path, config, source=None):
-    """Write the folder; the words for STOOD_IN's {tokenizer}."""
+def write(path, config, source=None, extra=None, text=None, specials=None):
+    """Write the folder (`extra`: more files by name; `text`: the language model's config where
+    `config` wraps it); the words for STOOD_IN's {tokenizer}."""
     if source is not None:
         copy_folder(source, path)
+    for name, content in (extra or {}).items():
+        if os.path.exists(os.path.join(path, name)):
+            continue  # the folder's own file, not a stand-in
+        with open(os.path.join(path, name), "w") as f:
+            f.write(content)
     words = "the folder's own tokenizer, code and configs"
     if source is None or not has_tokenizer(source):
-        tok, tok_cfg = tokenizer(config["vocab_size"], config["max_position_embeddings"])
+        text = config if text is None else text
+        tok, tok_cfg = tokenizer(text["vocab_size"], text["max_position_embeddings"], specials)
         for name, obj in (("tokenizer.json", tok), ("tokenizer_config.json", tok_cfg)):
             with open(os.path.join(path, name), "w") as f:
                 json.dump(obj, f)

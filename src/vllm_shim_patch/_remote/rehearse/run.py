@@ -89,8 +89,13 @@ def run(run, req):
     arch = (config.get("architectures") or ["?"])[0]
     model_dir = os.path.join(run.tmpdir, "model")
     os.mkdir(model_dir)
-    tokenizer = model_folder.write(model_dir, config, folder)
-    description = f"{config['num_hidden_layers']}-layer {arch}"
+    # Stand-ins for what a checkpoint ships (remote code, processor configs) fill only what the
+    # folder lacks: the user's own files are used as they are.
+    tokenizer = model_folder.write(model_dir, config, folder,
+                                   family.files(config) if hasattr(family, "files") else {},
+                                   families.text(family, config),
+                                   family.special_tokens(config) if hasattr(family, "special_tokens") else None)
+    description = f"{families.text(family, config)['num_hidden_layers']}-layer {arch}"
     run.real[:] = REAL + adapter.REAL + family.REAL
     run.stood_in[:] = ([model_folder.STOOD_IN.format(description=description, tokenizer=tokenizer)]
                        + device.STOOD_IN + [attention.STOOD_IN, moe.STOOD_IN] + adapter.STOOD_IN + family.STOOD_IN + STOOD_IN)
@@ -135,7 +140,7 @@ def _drive(run, work, family, adapter, S, config):
         run.stage = f"generate-{b + 1}"
         runner.reorder_batch_threshold = call.reorder
         first_step = len(runner.steps)
-        prompts = workload.prompts(call, config["vocab_size"])
+        prompts = workload.prompts(call, families.text(family, config)["vocab_size"])
         results = run.generator.generate(prompts)
         run.stage = f"verify-{b + 1}"
         refs = [common.reference_states(model, base, p, work.layers, forward) for p in prompts]

@@ -8,14 +8,19 @@ architecture), `base_model(model)` (the decoder stack speculators captures from)
 one entry here, and its architectures in the tool's analysis/rehearse.py FAMILIES.
 """
 
-from . import deepseek, llama, qwen
+from . import deepseek, gpt_oss, kimi, llama, qwen, qwen_moe
 
-FAMILIES = {f.NAME: f for f in (llama, qwen, deepseek)}
+FAMILIES = {f.NAME: f for f in (llama, qwen, qwen_moe, deepseek, kimi, gpt_oss)}
 DEFAULT = llama.NAME
 
 
 def supported():
     return sorted(a for f in FAMILIES.values() for a in f.ARCHITECTURES)
+
+
+def text(family, config):
+    """The language model's config (a multimodal wrapper keeps it under text_config)."""
+    return family.text(config) if hasattr(family, "text") else config
 
 
 def presets():
