@@ -202,7 +202,7 @@ def test_a_model_folder_or_its_config_is_sent_as_an_absolute_path(tmp_path: Path
      "--model {m}: the rehearsal has no stand-ins for MambaForCausalLM (supported: DeepseekV2ForCausalLM, "
      "DeepseekV3ForCausalLM, GptOssForCausalLM, KimiK25ForConditionalGeneration, LlamaForCausalLM, "
      "MistralForCausalLM, MistralLarge3ForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, "
-     "Qwen3MoeForCausalLM)"),
+     "Qwen3MoeForCausalLM, Qwen3VLForConditionalGeneration)"),
     ('{"architectures": ["LlamaForCausalLM"]}', "llama", "--model and --arch: give one (--arch builds a preset "
                                                           "where no checkpoint is at hand)"),
 ])
@@ -225,7 +225,7 @@ def test_an_unknown_preset_names_the_known_ones() -> None:
     from vllm_shim_patch.errors import UsageError
 
     with pytest.raises(UsageError, match=r"^--arch gemma: no such preset \(known: deepseek, gpt-oss, kimi-k2.5, "
-                                         r"llama, mistral-large-3, qwen, qwen3-moe\)$"):
+                                         r"llama, mistral-large-3, qwen, qwen3-moe, qwen3-vl\)$"):
         model_request(None, "gemma")
 
 

@@ -96,8 +96,9 @@ FAMILIES = {
     "deepseek": ("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM", "MistralLarge3ForCausalLM"),
     "kimi-k2.5": ("KimiK25ForConditionalGeneration",),
     "gpt-oss": ("GptOssForCausalLM",),
+    "qwen3-vl": ("Qwen3VLForConditionalGeneration",),
 }
-PRESETS = ("deepseek", "gpt-oss", "kimi-k2.5", "llama", "mistral-large-3", "qwen", "qwen3-moe")
+PRESETS = ("deepseek", "gpt-oss", "kimi-k2.5", "llama", "mistral-large-3", "qwen", "qwen3-moe", "qwen3-vl")
 
 
 def supported_architectures() -> list[str]:

@@ -13,8 +13,9 @@ WORD_LEVEL = "a word-level tokenizer.json"
 WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".h5", ".msgpack", ".onnx")
 
 
-def tokenizer(vocab_size, model_max_length, specials=None):
-    """specials: more special tokens by id (a model's processor looks its placeholders up by id)."""
+def tokenizer(vocab_size, model_max_length, specials=None, tokenizer_class="PreTrainedTokenizerFast"):
+    """specials: more special tokens by id (a model's processor looks its placeholders up by id);
+    tokenizer_class: the fast class a model's processor insists on."""
     vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
     by_id = {i: t for t, i in (specials or {}).items()}
     for i in range(3, vocab_size):
@@ -35,7 +36,7 @@ def tokenizer(vocab_size, model_max_length, specials=None):
         "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"},
     }
     cfg = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
+        "tokenizer_class": tokenizer_class,
         "bos_token": "<s>",
         "eos_token": "</s>",
         "unk_token": "<unk>",
@@ -59,7 +60,7 @@ def copy_folder(source, path):
         shutil.copyfile(src, os.path.join(path, name))
 
 
-def write(path, config, source=None, extra=None, text=None, specials=None):
+def write(path, config, source=None, extra=None, text=None, specials=None, tokenizer_class=None):
     """Write the folder (`extra`: more files by name; `text`: the language model's config where
     `config` wraps it); the words for STOOD_IN's {tokenizer}."""
     if source is not None:
@@ -72,7 +73,8 @@ def write(path, config, source=None, extra=None, text=None, specials=None):
     words = "the folder's own tokenizer, code and configs"
     if source is None or not has_tokenizer(source):
         text = config if text is None else text
-        tok, tok_cfg = tokenizer(text["vocab_size"], text["max_position_embeddings"], specials)
+        tok, tok_cfg = tokenizer(text["vocab_size"], text["max_position_embeddings"], specials,
+                                 tokenizer_class or "PreTrainedTokenizerFast")
         for name, obj in (("tokenizer.json", tok), ("tokenizer_config.json", tok_cfg)):
             with open(os.path.join(path, name), "w") as f:
                 json.dump(obj, f)

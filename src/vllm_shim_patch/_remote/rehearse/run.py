@@ -94,7 +94,8 @@ def run(run, req):
     tokenizer = model_folder.write(model_dir, config, folder,
                                    family.files(config) if hasattr(family, "files") else {},
                                    families.text(family, config),
-                                   family.special_tokens(config) if hasattr(family, "special_tokens") else None)
+                                   family.special_tokens(config) if hasattr(family, "special_tokens") else None,
+                                   getattr(family, "TOKENIZER_CLASS", None))
     description = f"{families.text(family, config)['num_hidden_layers']}-layer {arch}"
     run.real[:] = REAL + adapter.REAL + family.REAL
     run.stood_in[:] = ([model_folder.STOOD_IN.format(description=description, tokenizer=tokenizer)]

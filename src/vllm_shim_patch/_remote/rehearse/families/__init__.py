@@ -8,9 +8,9 @@ architecture), `base_model(model)` (the decoder stack speculators captures from)
 one entry here, and its architectures in the tool's analysis/rehearse.py FAMILIES.
 """
 
-from . import deepseek, gpt_oss, kimi, llama, qwen, qwen_moe
+from . import deepseek, gpt_oss, kimi, llama, qwen, qwen_moe, qwen_vl
 
-FAMILIES = {f.NAME: f for f in (llama, qwen, qwen_moe, deepseek, kimi, gpt_oss)}
+FAMILIES = {f.NAME: f for f in (llama, qwen, qwen_moe, deepseek, kimi, gpt_oss, qwen_vl)}
 DEFAULT = llama.NAME
 
 
