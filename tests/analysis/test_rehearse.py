@@ -242,3 +242,30 @@ def test_apply_with_a_model_it_cannot_rehearse_is_exit_2_and_writes_nothing(sand
     j = sandbox.run("--vllm-version", "0.16", "--arch", "gemma", "--json")
     assert j.returncode == 2
     assert json.loads(j.stdout)["error"].startswith("--arch gemma: no such preset")
+
+
+def test_a_rules_symptoms_name_it_where_no_edit_is_on_the_failing_line() -> None:
+    from vllm_shim_patch.report.rehearse import lines
+    from vllm_shim_patch.rules.loader import load_pack
+
+    rules = load_pack(()).rules
+    worker = "speculators/data_generation/custom_worker.py"
+    hooks = Site("worker-capture-hooks", worker, 127, 127, "speculators.data_generation.custom_worker",
+                 Action.EDITED, "", True)
+    crash = {"outcome": "failed", "failure": {
+        "exception": "TypeError: _patched_forward() got an unexpected keyword argument 'deepstack_input_embeds'",
+        "speculators_frame": {"file": GEN, "line": 156, "code": "...", "function": "__init__"}}}
+    r = interpret(crash, _plan(*SITES, hooks), rules=rules, skipped=frozenset({"worker-capture-hooks"}))
+    assert [(s.rule_id, s.action) for s in r.fixes] == [("worker-capture-hooks", Action.SKIPPED)]
+    # An opt-in rule the run did not select: the report says which option runs it.
+    refused = {"outcome": "failed", "failure": {
+        "exception": "ValueError: The repository /tmp/m contains custom code which must be executed to correctly "
+                     "load the model. Please pass the argument `trust_remote_code=True` to allow custom code to be run.",
+        "speculators_frame": {"file": GEN, "line": 84, "code": "...", "function": "__init__"}}}
+    r = interpret(refused, _plan(*SITES), rules=rules)
+    assert (r.fixes, r.opt_ins) == ((), (("tokenizer-trust-remote-code", "trust-remote-code"),))
+    assert "  fix:         rule tokenizer-trust-remote-code (opt-in: run again with --trust-remote-code)" in lines(r)
+    assert r.as_dict()["opt_in_fixes"] == [{"rule": "tokenizer-trust-remote-code", "option": "trust-remote-code"}]
+    # With the option given the rule is in the plan; no hint to give it again.
+    r = interpret(refused, _plan(*SITES), rules=rules, options=frozenset({"trust-remote-code"}))
+    assert r.opt_ins == ()

@@ -58,6 +58,8 @@ CORPUS: dict[str, tuple[int | None, str | None, str]] = {
     ),
     "call-listed-twice.yaml": (6, "twice-called", "'call' lists 'vllm.v1.request.Request' twice"),
     "bad-version.yaml": (5, "bad-since", "'since' '0.17-nightly' is not a PEP 440 version"),
+    "bad-symptom.yaml": (7, "bad-symptom", "'symptoms' entry 'unexpected keyword (argument' is not a regular "
+                                           "expression (missing ), unterminated subpattern at position 19)"),
     "add-not-an-expression.yaml": (
         8,
         "add-statement",

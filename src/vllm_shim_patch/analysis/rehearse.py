@@ -7,6 +7,8 @@ rule matches the site where it failed.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +17,7 @@ from ..settings import Action
 from ..vllm_source import parse_scope
 
 if TYPE_CHECKING:
+    from ..rules.model import Rule
     from ..rewrite.results import Site
     from ..rewrite.plan import Plan
     from ..target import Target
@@ -152,6 +155,7 @@ class Rehearsal:
     answer: dict[str, Any]
     fixes: tuple[Site, ...] = ()
     pending: tuple[str, ...] = ()  # rules that would still edit the package as it is now
+    opt_ins: tuple[tuple[str, str], ...] = ()  # (rule, option): opt-in rules whose symptoms match
 
     @property
     def outcome(self) -> str:
@@ -174,11 +178,13 @@ class Rehearsal:
         return {**self.answer,
                 "fixes": [{"rule": s.rule_id, "path": s.path, "line": s.line, "action": str(s.action)}
                           for s in self.fixes],
-                "pending_rules": list(self.pending)}
+                "pending_rules": list(self.pending),
+                "opt_in_fixes": [{"rule": r, "option": o} for r, o in self.opt_ins]}
 
 
 def interpret(answer: dict[str, Any], plan: Plan | None, declined: frozenset[str] = frozenset(),
-              skipped: frozenset[str] = frozenset()) -> Rehearsal:
+              skipped: frozenset[str] = frozenset(), rules: Sequence[Rule] = (),
+              options: frozenset[str] = frozenset()) -> Rehearsal:
     """Attach the rule that matches the failing site, from `plan` (the rules on the files as they
     are now): pending sites that span the speculators frame's line, else a pending scoped edit in
     the same function at most NEAR_LINES above it. `declined`: rules the reviewer said no to in this
@@ -204,8 +210,21 @@ def interpret(answer: dict[str, Any], plan: Plan | None, declined: frozenset[str
         near = [s for s in here if ":" in s.callee and s.end_line <= line <= s.end_line + NEAR_LINES
                 and parse_scope(s.callee)[1][-1:] == (frame["function"],)]
         fixes = sorted(near, key=lambda s: line - s.end_line)[:1]
+    opt_ins: list[tuple[str, str]] = []
+    if not fixes:
+        # No rule's edit is on the failing line: the rules whose symptoms match the exception (a
+        # keyword a replaced function does not take fails at the caller's line, not the rule's).
+        text = str((answer.get("failure") or {}).get("exception") or "")
+        for rule in rules:
+            if not any(re.search(p, text) for p in rule.symptoms):
+                continue
+            sites = [s for s in pending if s.rule_id == rule.id]
+            if sites:
+                fixes.append(sites[0])
+            elif rule.option is not None and rule.option not in options:
+                opt_ins.append((rule.id, rule.option))
     fixes = _marked(fixes, declined, skipped)
-    return Rehearsal(answer, tuple(fixes), tuple(dict.fromkeys(s.rule_id for s in pending)))
+    return Rehearsal(answer, tuple(fixes), tuple(dict.fromkeys(s.rule_id for s in pending)), tuple(opt_ins))
 
 
 def _marked(fixes: list[Site], declined: frozenset[str], skipped: frozenset[str]) -> list[Site]:

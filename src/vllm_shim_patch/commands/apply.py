@@ -184,7 +184,7 @@ def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
                 declined = frozenset(s.rule_id for s in plan.sites if s.action is Action.DECLINED)
                 skipped = frozenset(ctx.skipped)
                 rehearsal = interpret(result.rehearsal, ctx.plan({**ctx.originals(), **writes}, everything=bool(skipped)),
-                                      declined, skipped)
+                                      declined, skipped, ctx.full_pack.rules, ctx.settings.rule_options)
     except BaseException:
         # Verification could not run (or was interrupted): leave nothing half-done behind.
         ov.restore(head, sorted(writes))

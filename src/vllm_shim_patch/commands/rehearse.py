@@ -24,7 +24,8 @@ def rehearse(ctx: Context, opts: RehearseOptions) -> Outcome:
     result = interpret(answer, None)
     if result.failed:
         skipped = frozenset(ctx.skipped)
-        result = interpret(answer, ctx.plan(ctx.installed(), everything=bool(skipped)), skipped=skipped)
+        result = interpret(answer, ctx.plan(ctx.installed(), everything=bool(skipped)), skipped=skipped,
+                           rules=ctx.full_pack.rules, options=ctx.settings.rule_options)
     code = 0 if result.passed else 1 if result.failed else 2
     text = rehearsed(lines(result, verbose=verbose), ctx.who, target.vllm_version, headline(result))
     return Outcome(text, {"ok": result.passed, "package": ctx.who, "vllm": target.vllm_version,

@@ -149,6 +149,8 @@ def headline(r: Rehearsal) -> str:
 
 
 def _fixes(r: Rehearsal) -> list[str]:
+    if r.opt_ins and not r.fixes:
+        return [f"  fix:         rule {rule} (opt-in: run again with --{option})" for rule, option in r.opt_ins]
     if r.fixes:
         return [f"  fix:         rule {site.rule_id} ({_pending(site)} {site.path}:{site.line})" for site in r.fixes]
     if r.pending:

@@ -23,7 +23,8 @@ from ..rewrite.ops.base import QUALNAME_RE, is_identifier
 from ..vllm_source import parse_scope
 from .model import DEFAULT_PACKAGE, SCHEMA_VERSION, Example, Guard, OldSignature, Rule, RulePack
 
-GENERIC_KEYS = ("id", "call", "in", "guard", "since", "why", "signature", "examples", "unchanged", "option")
+GENERIC_KEYS = ("id", "call", "in", "guard", "since", "why", "signature", "examples", "unchanged", "option",
+                "symptoms")
 RULE_KEYS = (*GENERIC_KEYS, *(key for op in OPERATIONS.values() for key in op.keys))
 TOP_KEYS = ("schema", "package", "rules")
 _ID_RE = re.compile(r"[a-z0-9][a-z0-9-]*")  # always fullmatch: `$` would let "id\\n" through
@@ -304,6 +305,7 @@ class NodeReader:
             raise self.fail(since_node, f"'since' {since_text!r} is not a PEP 440 version") from None
         why = self.string(fields["why"][1], "'why'").strip()
         option = self.option(fields["option"][1]) if "option" in fields else None
+        symptoms = self.symptoms(fields["symptoms"][1]) if "symptoms" in fields else ()
         if not any(name in fields for name in OPERATIONS):
             raise self.fail(node, f"rule has no operation (one of: {', '.join(OPERATIONS)})")
         for name, op in OPERATIONS.items():
@@ -351,7 +353,24 @@ class NodeReader:
             guard=guard,
             package=self.package,
             option=option,
+            symptoms=symptoms,
         )
+
+    def symptoms(self, node: Any) -> tuple[str, ...]:
+        """Regular expressions of the failures the rule fixes (searched in the rehearsal's exception)."""
+        import re
+
+        if not isinstance(node, self.yaml.SequenceNode) or not node.value:
+            raise self.fail(node, "'symptoms' must be a list of regular expressions")
+        out = []
+        for item in node.value:
+            text = self.scalar(item, "each 'symptoms' entry")
+            try:
+                re.compile(text)
+            except re.error as e:
+                raise self.fail(item, f"'symptoms' entry {text!r} is not a regular expression ({e})") from None
+            out.append(text)
+        return tuple(out)
 
     def option(self, node: Any) -> str:
         from ..settings import RuleOption

@@ -66,6 +66,9 @@ class Rule:
     guard: Guard = Guard()  # a scoped rule's guard, its operations' own guards included
     package: str = DEFAULT_PACKAGE  # the distribution its file's `package:` names
     option: str | None = None  # `option:`: applied only with this opt-in (settings.RuleOption)
+    # `symptoms:`: patterns of the rehearsal failures the rule fixes where no site of it is on the
+    # failing line (a keyword a replaced function no longer takes, an opt-in's error).
+    symptoms: tuple[str, ...] = ()
 
     @property
     def operations(self) -> tuple[str, ...]:
