@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from realdata import REFERENCE_VLLM
-from conftest import EDITS, GENERATOR, PARITY_PASSED, Sandbox
+from conftest import DEFAULT_MODEL, EDITS, GENERATOR, PARITY_PASSED, Sandbox
 
 from vllm_shim_patch.signatures import LiveSignatures, StaticSignatures
 
@@ -51,7 +51,7 @@ def test_apply_verifies_live_then_rollback(real: Sandbox) -> None:
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == (
         f"patched speculators 0.3.0 for vLLM 0.16: {EDITS} edits in 2 files; vLLM 0.16 (static); verification "
-        f"passed: 2 imports ok, 20 calls bind (live); {PARITY_PASSED}"
+        f"passed: 2 imports ok, 22 calls bind (live); {PARITY_PASSED}{DEFAULT_MODEL}"
     )
     text = (real.site / GENERATOR).read_text()
     assert "eos_token_id=self.tokenizer.eos_token_id," in text  # 0.16.0 still requires it

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 import realdata
-from conftest import GENERATOR, PARITY_PASSED, WORKER, Sandbox, real_sandbox, run_on_tty
+from conftest import DEFAULT_MODEL, GENERATOR, PARITY_PASSED, WORKER, Sandbox, real_sandbox, run_on_tty
 
 from vllm_shim_patch.commands.context import Context
 from vllm_shim_patch.settings import Settings
 
 pytestmark = [pytest.mark.realvllm, pytest.mark.slow]
 
-PASSED = PARITY_PASSED
+PASSED = PARITY_PASSED + DEFAULT_MODEL
 # The parity workload's prompt lengths, call by call (analysis/rehearse.py PARITY).
 LENGTHS = [1945, 1700, 300, 2047, 1500, 1800, 650, 1200, 2000, 1900, 1800, 1700, 894, 600, 500, 400,
            2047, 2047, 2047, 2047, 301, 900, 700, 300, 120, 45, 200, 33, 150, 64, 99, 180, 27, 140, 75, 110,
