@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,44 @@ def test_apply_verifies_every_call_in_the_files_it_rewrote(sandbox: Sandbox, ref
         "verify speculators 0.3.0: partial: 20 calls bind (static); not checked: 2 imports "
         "(pydantic missing in the target)"
     )
+
+
+def _fake_vllm(sandbox: Sandbox) -> None:
+    """A vLLM distribution in the target that imports but has nothing the rehearsal needs."""
+    (sandbox.site / "vllm").mkdir()
+    (sandbox.site / "vllm" / "__init__.py").write_text("__version__ = '0.16.0'\n")
+    dist = sandbox.site / "vllm-0.16.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.16.0\n")
+    (dist / "RECORD").write_text("vllm/__init__.py,,\n")
+
+
+@pytest.mark.slow
+def test_apply_keeps_and_records_the_files_but_exits_1_when_the_rehearsal_cannot_run(
+        sandbox: Sandbox, reference_vllm_source: Path) -> None:
+    # vLLM is there, but speculators' generator cannot be imported (pydantic is not installed):
+    # the files verified, so they stay and are recorded, yet a rehearsal that could not run is no pass.
+    _fake_vllm(sandbox)
+    r = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", "0.16")
+    assert r.returncode == 1, r.stderr
+    assert r.stdout.strip() == (
+        "patched speculators 0.3.0 for vLLM 0.16: 16 edits in 2 files; vLLM 0.16 (static); verification partial: "
+        "20 calls bind (static); not checked: 2 imports (pydantic missing in the target); "
+        "rehearsal could not run: cannot rehearse: ModuleNotFoundError: No module named 'pydantic'"
+    )
+    assert b"kv_cache_specs=" not in (sandbox.site / GENERATOR).read_bytes()
+    gitdir = next(sandbox.state.glob("speculators-*/git"))
+    trailer = subprocess.run(["git", "--git-dir", str(gitdir), "log", "-1", "--format=%(trailers:key=Vsp-Verify,valueonly)"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    assert trailer == ("partial: 20 calls bind (static); not checked: 2 imports (pydantic missing in the target); "
+                       "rehearsal could not run: cannot rehearse: ModuleNotFoundError: No module named 'pydantic'")
+    check = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", "0.16", "--check")
+    assert check.returncode == 0, check.stdout + check.stderr
+    # --no-rehearse: nothing was asked that could not run.
+    sandbox.run("rollback")
+    again = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", "0.16", "--no-rehearse")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip().endswith("rehearsal not run (--no-rehearse)")
 
 
 @pytest.mark.slow
