@@ -40,6 +40,68 @@ def test_guard_keeps_eos_token_id_on_a_017_nightly_built_before_the_change(
     ]
 
 
+@pytest.fixture(scope="session")
+def vllm033() -> Path:
+    # Not in realdata.VLLM_SOURCES (each one there is read by many tests): only these read it.
+    return realdata.vllm_source("0.33.0")
+
+
+MOVES = ("unify-hybrid-kv-cache-specs-move", "get-kv-cache-groups-uniform-spec-move",
+         "get-kv-cache-config-from-groups-move")
+
+
+@pytest.mark.slow
+def test_the_kv_cache_helpers_move_and_the_layout_is_resolved_on_033_not_on_016(sandbox: Sandbox, vllm033: Path,
+                                                          reference_vllm_source: Path) -> None:
+    moved = sandbox.run("--vllm-source", str(vllm033), "--dry-run", "--json")
+    assert moved.returncode == 0, moved.stderr
+    sites = [(s["rule"], s["line"], s["action"], s["message"], s["guarded"])
+             for f in json.loads(moved.stdout)["files"] for s in f["sites"] if s["rule"] in MOVES]
+    assert sites == [
+        ("unify-hybrid-kv-cache-specs-move", 130, "edited",
+         "move to vllm.v1.core.kv_cache_planning.unify_hybrid_kv_cache_specs", True),
+        ("get-kv-cache-groups-uniform-spec-move", 131, "edited",
+         "move to vllm.v1.core.kv_cache_planning._get_kv_cache_groups_uniform_spec", True),
+        ("get-kv-cache-config-from-groups-move", 136, "edited",
+         "move to vllm.v1.core.kv_cache_planning.get_kv_cache_config_from_groups", True),
+    ]
+    layout = [(s["rule"], s["action"], s["message"], s["guarded"])
+              for f in json.loads(moved.stdout)["files"] for s in f["sites"] if s["rule"] == "kv-cache-resolve-layout"]
+    assert layout == [("kv-cache-resolve-layout", "edited",
+                       "resolve the KV cache layout before get_kv_cache_config_from_groups", True)]
+    diff = sandbox.run("--vllm-source", str(vllm033), "--dry-run")
+    # The layout is resolved as vLLM's engine core does, over the specs speculators asked for.
+    assert ("         free_memory, _ = torch.cuda.mem_get_info()\n"
+            "         cache_memory = int(free_memory * gpu_memory_utilization * CACHE_MEMORY_FRACTION)\n \n"
+            "+        # vLLM 0.33+: the engine core resolves the KV cache layout before the KV cache is planned.\n"
+            "+        from vllm.v1.attention.backends.utils import resolve_kv_cache_layout\n"
+            "+        kv_cache_layout = resolve_kv_cache_layout(\n"
+            "+            self.vllm_config,\n"
+            "+            self.executor.get_supported_kv_cache_layouts(),\n"
+            "+            [spec for specs in kv_cache_spec_list for spec in specs.values()],\n"
+            "+        )\n"
+            "+        self.executor.set_kv_cache_layout(\n"
+            "+            kv_cache_layout.name, self.vllm_config.parallel_config.cp_kv_cache_interleave_size\n"
+            "+        )\n"
+            "         kv_cache_config = get_kv_cache_config_from_groups(\n") in diff.stdout
+    assert ("-from vllm.v1.core.kv_cache_utils import (\n+from vllm.v1.core.kv_cache_planning import (\n"
+            "     _get_kv_cache_groups_uniform_spec,\n     get_kv_cache_config_from_groups,\n"
+            "     unify_hybrid_kv_cache_specs,\n") in diff.stdout
+    kept = sandbox.run("--vllm-source", str(reference_vllm_source), "--dry-run", "--json")
+    assert kept.returncode == 0, kept.stderr
+    sites = [(s["rule"], s["action"], s["message"], s["guarded"])
+             for f in json.loads(kept.stdout)["files"] for s in f["sites"] if s["rule"] in MOVES]
+    assert sites == [
+        (rule, "not-needed", f"not needed for this vLLM: kv_cache_utils still defines {name}", True)
+        for rule, name in zip(MOVES, ("unify_hybrid_kv_cache_specs", "_get_kv_cache_groups_uniform_spec",
+                                      "get_kv_cache_config_from_groups"))
+    ]
+    assert [(s["rule"], s["action"], s["message"]) for f in json.loads(kept.stdout)["files"] for s in f["sites"]
+            if s["rule"] == "kv-cache-resolve-layout"] == [
+        ("kv-cache-resolve-layout", "not-needed",
+         "not needed for this vLLM: CacheConfig does not define get_resolved_kv_cache_layout")]
+
+
 @pytest.mark.slow
 def test_the_017_source_alone_selects_and_guards_the_rules(sandbox: Sandbox, vllm017: Path) -> None:
     r = sandbox.run("--vllm-source", str(vllm017), "--dry-run", "--json")
