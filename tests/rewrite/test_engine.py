@@ -900,3 +900,21 @@ def test_a_move_is_guarded_by_where_the_name_is(facts: dict[str, bool | None] | 
     assert [(s.rule_id, s.line, s.action, s.message, s.guarded) for s in result.sites] == sites
     if changed:
         assert result.after == b"from n.other import Y\n\nY(1)\n"
+
+
+def test_names_moved_together_out_of_a_parenthesised_import_keep_its_layout() -> None:
+    rules = """\
+- id: move-a
+  call: m.old.A
+  since: "0.12"
+  move: m.new.A
+  why: moved
+- id: move-b
+  call: m.old.B
+  since: "0.12"
+  move: m.new.B
+  why: moved
+"""
+    src = "from m.old import (\n    A,\n    B,\n    C,\n)\nA(B(C()))\n"
+    result = _run(rules, src)
+    assert result.after == b"from m.old import (\n    C,\n)\nfrom m.new import (\n    A,\n    B,\n)\nA(B(C()))\n"

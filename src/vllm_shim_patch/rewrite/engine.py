@@ -300,6 +300,9 @@ class _RetargetImports(cst.CSTTransformer):
         module = get_full_name_for_node(updated_node.module)
         stay: list[cst.ImportAlias] = []
         moved: dict[str, list[cst.ImportAlias]] = {}
+        # In parentheses each name keeps its own line (its comma holds the line break), and the
+        # last of each statement takes the comma that ended the original list (the break before `)`).
+        layout = updated_node.rpar is not None
         for alias in updated_node.names:
             bound = alias.evaluated_alias
             new = (self.moves.get((module, alias.evaluated_name))
@@ -307,12 +310,19 @@ class _RetargetImports(cst.CSTTransformer):
             if new is None:
                 stay.append(alias)
             else:
-                moved.setdefault(new, []).append(alias.with_changes(comma=cst.MaybeSentinel.DEFAULT))
+                moved.setdefault(new, []).append(alias if layout else alias.with_changes(comma=cst.MaybeSentinel.DEFAULT))
         if not moved:
             return updated_node
         if not stay and len(moved) == 1:
             return updated_node.with_changes(module=_dotted(next(iter(moved))))  # its layout kept
-        made = [cst.ImportFrom(module=_dotted(new), names=names) for new, names in moved.items()]
+        closing = updated_node.names[-1].comma
+        if layout and stay:
+            stay[-1] = stay[-1].with_changes(comma=closing)
+        # One name moved is one short line; several keep the parenthesised layout, a name a line.
+        made = [updated_node.with_changes(module=_dotted(new), names=[*names[:-1], names[-1].with_changes(comma=closing)])
+                if layout and len(names) > 1 else
+                cst.ImportFrom(module=_dotted(new), names=[n.with_changes(comma=cst.MaybeSentinel.DEFAULT) for n in names])
+                for new, names in moved.items()]
         if not stay:
             first, *rest = made
             first = updated_node.with_changes(module=first.module, names=first.names, lpar=None, rpar=None)
