@@ -34,8 +34,17 @@ def test_guard_keeps_eos_token_id_on_a_017_nightly_built_before_the_change(
     assert r.stderr.splitlines() == [
         "note: vLLM is not installed in " + str(sandbox.python)
         + ": rules selected for the vLLM source given with --vllm-source (0.17.0.dev1)",
+        # vLLM 0.33.0's moves and KV cache layout: the guards read 0.16's source and say no.
+        f"{GENERATOR}:130: unify-hybrid-kv-cache-specs-move [not-needed, guarded] not needed for this vLLM: "
+        "kv_cache_utils still defines unify_hybrid_kv_cache_specs",
+        f"{GENERATOR}:131: get-kv-cache-groups-uniform-spec-move [not-needed, guarded] not needed for this vLLM: "
+        "kv_cache_utils still defines _get_kv_cache_groups_uniform_spec",
+        f"{GENERATOR}:136: get-kv-cache-config-from-groups-move [not-needed, guarded] not needed for this vLLM: "
+        "kv_cache_utils still defines get_kv_cache_config_from_groups",
         f"{GENERATOR}:234: request-drop-eos-token-id [not-needed, guarded] not needed for this vLLM: "
         "Request still takes eos_token_id",
+        f"{GENERATOR}:69: kv-cache-resolve-layout [not-needed, guarded] not needed for this vLLM: "
+        "CacheConfig does not define get_resolved_kv_cache_layout",
         "16 edits in 2 files; vLLM 0.17.0.dev1 (static)",
     ]
 
@@ -114,6 +123,10 @@ def test_the_017_source_alone_selects_and_guards_the_rules(sandbox: Sandbox, vll
         ("worker-request-tracking", "edited", True),
         ("worker-request-tracking", "edited", True),
         ("llama-model-embed-input-ids", "edited", True),
+        # vLLM 0.33.0's moves: 0.17 still has the names where speculators imports them.
+        ("unify-hybrid-kv-cache-specs-move", "not-needed", True),
+        ("get-kv-cache-groups-uniform-spec-move", "not-needed", True),
+        ("get-kv-cache-config-from-groups-move", "not-needed", True),
         ("kv-cache-config-drop-specs", "edited", True),
         ("scheduler-add-block-size", "edited", True),
         ("cache-config-no-prefix-caching", "edited", True),
@@ -129,6 +142,7 @@ def test_the_017_source_alone_selects_and_guards_the_rules(sandbox: Sandbox, vll
         ("executor-sample-tokens", "edited", True),
         ("executor-sample-tokens", "edited", True),
         ("collective-rpc-single-reply", "edited", True),
+        ("kv-cache-resolve-layout", "not-needed", True),
     ]
 
 
