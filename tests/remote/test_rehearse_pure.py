@@ -311,3 +311,22 @@ def test_speculators_code_a_stand_in_called_is_speculators_failure(roots: tuple[
     outcome, failure = frames.classify(exc, "generate-1", spec, vllm, own=own)
     assert outcome == "failed"
     assert failure["speculators_frame"]["function"] == "_patched_forward"
+
+
+def test_vllm_code_of_the_same_name_on_another_object_is_not_handed_on(roots: tuple[str, str, str]) -> None:
+    """A stand-in's `forward` calling vLLM's rotary embedding's `forward` is the stand-in's call."""
+    spec, vllm, own = roots
+    rope = module_at(Path(vllm) / "rotary.py", "class Rope:\n    def forward(self, x):\n        raise ValueError(x)\n")
+    attention = module_at(Path(own) / "families" / "llama.py",
+                          "class StandInAttention:\n"
+                          "    def __init__(self, rope):\n"
+                          "        self.rope = rope\n"
+                          "    def forward(self, x):\n"
+                          "        return self.rope.forward(x)\n")
+    patched = module_at(Path(spec) / "data_generation" / "custom_worker.py",
+                        "def _patched_forward(layer, x):\n    return layer.forward(x)\n")
+    layer = attention["StandInAttention"](rope["Rope"]())  # type: ignore[operator]
+    exc = raised(lambda: patched["_patched_forward"](layer, "bad shape"))  # type: ignore[operator]
+    outcome, failure = frames.classify(exc, "generate-1", spec, vllm, own=own)
+    assert outcome == "cannot_rehearse"
+    assert failure["stand_in"] == {"module": "families/llama.py", "member": "StandInAttention.forward", "line": 5}

@@ -81,12 +81,22 @@ _SIGNATURE = re.compile(r"^([\w.<>]+)\(\) (?:got an unexpected keyword argument|
                         r"got some positional-only|takes |missing \d+ required)")
 
 
+def _receiver(frame):
+    """id() of the frame's first argument (a method's `self`), or None."""
+    code = frame.f_code
+    if not code.co_argcount:
+        return None
+    first = frame.f_locals.get(code.co_varnames[0], _receiver)
+    return None if first is _receiver else id(first)
+
+
 def _entries(exc):
-    """(file, line, qualified function name) of each frame, outermost first."""
+    """(file, line, qualified function name, id of its `self`) of each frame, outermost first."""
     out, tb = [], exc.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
-        out.append((os.path.abspath(code.co_filename), tb.tb_lineno, getattr(code, "co_qualname", code.co_name)))
+        out.append((os.path.abspath(code.co_filename), tb.tb_lineno, getattr(code, "co_qualname", code.co_name),
+                    _receiver(tb.tb_frame)))
         tb = tb.tb_next
     return out
 
@@ -118,18 +128,18 @@ def _callee_standin(exc, own, standins):
     table = standin_functions(own) if standins is None else standins
     name = m.group(1)
     if name in table:
-        return (*table[name], name)
+        return (*table[name], name, None)
     if "." not in name:
         # Before Python 3.10 the message names the function alone: only an unambiguous name counts.
         same = [q for q in table if q.rsplit(".", 1)[-1] == name]
         if len(same) == 1:
-            return (*table[same[0]], same[0])
+            return (*table[same[0]], same[0], None)
     return None
 
 
 def deciding_frame(exc, speculators, vllm, own=OWN_ROOT, standins=None):
-    """("speculators" | "stand-in", (file, line, qualname)) for the frame that decides the
-    outcome, or None when neither code is on the stack."""
+    """("speculators" | "stand-in", (file, line, qualname, receiver id)) for the frame that
+    decides the outcome, or None when neither code is on the stack."""
     entries = _entries(exc)
     innermost = entries[-1] if entries else None
     if innermost is None or raised_in(innermost[0], speculators, vllm, own) != "speculators":
@@ -143,8 +153,11 @@ def deciding_frame(exc, speculators, vllm, own=OWN_ROOT, standins=None):
         if where == "speculators":
             return "speculators", entry
         if where == "rehearse-stand-in":
+            # Handed on: the vLLM member of the same name, called on the same object (the
+            # stand-in's base class's own method), e.g. GPUModelRunner.execute_model(self, ...).
             handed_on = (callee is not None and raised_in(callee[0], speculators, vllm, own) == "vllm"
-                         and callee[2].rsplit(".", 1)[-1] == entry[2].rsplit(".", 1)[-1])
+                         and callee[2].rsplit(".", 1)[-1] == entry[2].rsplit(".", 1)[-1]
+                         and entry[3] is not None and callee[3] == entry[3])
             if not handed_on:
                 return "stand-in", entry
         callee = entry
@@ -152,7 +165,7 @@ def deciding_frame(exc, speculators, vllm, own=OWN_ROOT, standins=None):
 
 
 def _cannot(failure, entry, own, exc):
-    path, line, qualname = entry
+    path, line, qualname, _ = entry
     module = os.path.relpath(path, own) if _inside(path, own) else path
     member = _member(qualname)
     failure["stand_in"] = {"module": module, "member": member, "line": line}
