@@ -246,30 +246,32 @@ def test_speculators_030_on_vllm_0102_names_each_import_and_no_follow_on_mismatc
                        "call": 20, "method": 10, "import": 21, "attribute": 9, "exit": 1}
 
 
-def test_speculators_030_on_vllm_0330_the_imports_moved(sandbox: Sandbox) -> None:
+def test_speculators_030_on_vllm_0330_the_bundled_moves_fix_the_imports(sandbox: Sandbox) -> None:
+    """vLLM 0.33.0 moved three names speculators 0.3.0 imports; the bundled moves point the import
+    at the new module and the calls follow it (the calls as installed are the moves' removed uses,
+    unknown like the import they read; the moved calls are added uses, and bind)."""
     rows, summary = findings(sandbox, "0.33.0")
-    planning = "vllm.v1.core.kv_cache_planning"
+    moves = {"_get_kv_cache_groups_uniform_spec": "get-kv-cache-groups-uniform-spec-move",
+             "get_kv_cache_config_from_groups": "get-kv-cache-config-from-groups-move",
+             "unify_hybrid_kv_cache_specs": "unify-hybrid-kv-cache-specs-move"}
     assert rows[:7] == [
-        (GENERATOR, 16, "import", f"{KV_UTILS}._get_kv_cache_groups_uniform_spec", "mismatch",
-         _gone("_get_kv_cache_groups_uniform_spec", planning), []),
-        (GENERATOR, 17, "import", f"{KV_UTILS}.get_kv_cache_config_from_groups", "mismatch",
-         _gone("get_kv_cache_config_from_groups", planning), []),
-        (GENERATOR, 18, "import", f"{KV_UTILS}.unify_hybrid_kv_cache_specs", "mismatch",
-         _gone("unify_hybrid_kv_cache_specs", planning), []),
+        *((GENERATOR, line, "import", f"{KV_UTILS}.{name}", "ok", "", [moves[name]])
+          for line, name in ((16, "_get_kv_cache_groups_uniform_spec"), (17, "get_kv_cache_config_from_groups"),
+                             (18, "unify_hybrid_kv_cache_specs"))),
         (GENERATOR, 130, "call", f"{KV_UTILS}.unify_hybrid_kv_cache_specs", "unknown",
-         _see_import("unify_hybrid_kv_cache_specs"), []),
+         _see_import("unify_hybrid_kv_cache_specs"), [moves["unify_hybrid_kv_cache_specs"]]),
         (GENERATOR, 131, "call", f"{KV_UTILS}._get_kv_cache_groups_uniform_spec", "unknown",
-         _see_import("_get_kv_cache_groups_uniform_spec"), []),
+         _see_import("_get_kv_cache_groups_uniform_spec"), [moves["_get_kv_cache_groups_uniform_spec"]]),
         (GENERATOR, 136, "call", f"{KV_UTILS}.get_kv_cache_config_from_groups", "unknown",
-         _see_import("get_kv_cache_config_from_groups"), ["kv-cache-config-drop-specs"]),
-        (GENERATOR, 143, "attribute", f"{KV_UTILS}.get_kv_cache_config_from_groups.num_blocks", "unknown",
-         _see_import("get_kv_cache_config_from_groups"), []),
+         _see_import("get_kv_cache_config_from_groups"),
+         ["kv-cache-config-drop-specs", moves["get_kv_cache_config_from_groups"], "kv-cache-resolve-layout"]),
+        (GENERATOR, 143, "attribute", f"{KV_UTILS}.get_kv_cache_config_from_groups.num_blocks", "ok", "", []),
     ]
     assert [(r[1], r[4], r[6]) for r in rows[7:]] == [
         (148, "ok", ["scheduler-add-block-size"]), (194, "ok", ["scheduler-config-add-is-encoder-decoder"]),
         (234, "ok", ["request-drop-eos-token-id"])]
     assert {k: summary[k] for k in ("fixed", "remaining", "unknown", "exit")} == {
-        "fixed": 3, "remaining": 3, "unknown": 4, "exit": 1}
+        "fixed": 6, "remaining": 0, "unknown": 0, "exit": 0}
 
 
 def test_speculators_040_on_vllm_0100_names_every_problem_of_a_call(sandbox: Sandbox, tmp_path: Path) -> None:
@@ -300,26 +302,23 @@ def test_a_file_record_lists_but_is_gone_is_named_not_skipped_in_silence(sandbox
     assert data["missing"] == ["speculators/data_generation/configs.py"]
 
 
-def test_drafted_moves_for_vllm_0330_make_the_audit_clean(sandbox: Sandbox, tmp_path: Path) -> None:
-    """vLLM 0.33.0 moved three names speculators 0.3.0 imports: the draft moves them, the engine
-    points the one import at the new module (its layout kept), and with the draft beside the
-    bundled rules nothing is left."""
+def test_drafted_moves_for_vllm_0330_are_the_bundled_ones(sandbox: Sandbox, tmp_path: Path) -> None:
+    """vLLM 0.33.0 moved three names speculators 0.3.0 imports: without the rules the audit drafts
+    the moves the bundled rules carry (same ids, calls and targets), and with the bundled rules
+    nothing is left."""
+    import yaml
+
+    from vllm_shim_patch.rules.loader import load_pack
+
     src = str(realdata.vllm_source("0.33.0"))
     draft = tmp_path / "moves.yaml"
-    r = sandbox.run("--vllm-source", src, "audit", "--emit-rules", str(draft))
-    assert (r.returncode, r.stdout.splitlines()[-1]) == (1, f"draft rules for 3 mismatches written to {draft}")
-    assert sandbox.run("rules", "check", str(draft)).stdout == "3 rules OK in 1 file\n"
-    dry = sandbox.run("--vllm-source", src, "--rules", str(draft), "--dry-run")
-    assert dry.returncode == 0, dry.stderr
-    assert ("@@ -12,7 +12,7 @@\n"
-            "     VllmConfig,\n"
-            " )\n"
-            " from vllm.sampling_params import SamplingParams\n"
-            "-from vllm.v1.core.kv_cache_utils import (\n"
-            "+from vllm.v1.core.kv_cache_planning import (\n"
-            "     _get_kv_cache_groups_uniform_spec,\n"
-            "     get_kv_cache_config_from_groups,\n"
-            "     unify_hybrid_kv_cache_specs,\n") in dry.stdout
-    clean = sandbox.run("--vllm-source", src, "--rules", str(draft), "audit", "--json")
+    r = sandbox.run("--vllm-source", src, "audit", "--no-rules", "--emit-rules", str(draft))
+    assert r.stdout.splitlines()[-1] == (f"draft rules for 6 mismatches written to {draft}; "
+                                         "fill 2 placeholders before use")
+    # The draft's add rules carry placeholders (the loader refuses them): its moves read as YAML.
+    drafted = {(d["id"], (d["call"],), d["move"]) for d in yaml.safe_load(draft.read_text())["rules"] if "move" in d}
+    bundled = {(b.id, b.calls, b.op("move")) for b in load_pack().rules if "move" in b.operations}
+    assert drafted == bundled and len(bundled) == 3
+    clean = sandbox.run("--vllm-source", src, "audit", "--json")
     data = json.loads(clean.stdout)
     assert (clean.returncode, data["summary"]["remaining"], data["summary"]["unknown"]) == (0, 0, 0)

@@ -30,6 +30,18 @@ def target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Target:
         "pkgv/fine.py": b"X = 1\n",
         "pkgv/needs_dep.py": b"import vsp_absent_dependency\n",
         "pkgv/broken.py": b"raise RuntimeError('boom at import')\n",
+        # As pydantic raises PydanticUndefinedAnnotation: the message, a blank line, a help URL;
+        # raised inside vLLM, called from the package.
+        "pkgv/annotated.py": b"from vllm.config import build\n\nbuild()\n",
+        "vllm/__init__.py": b"",
+        "vllm/config.py": (b"class PydanticUndefinedAnnotation(NameError):\n    pass\n\n\n"
+                           b"def build():\n    raise PydanticUndefinedAnnotation(\"name 'torch' is not defined\\n\\n\"\n"
+                           b"        \"For further information visit https://errors.pydantic.dev/2.11/u/undefined-annotation\")\n"),
+        # As pydantic's ValidationError: every line but the help pointer says what is wrong.
+        "pkgv/validated.py": (b"class ValidationError(ValueError):\n    pass\n\n\n"
+                              b"raise ValidationError('1 validation error for SchedulerConfig\\nis_encoder_decoder\\n'\n"
+                              b"                      '  Field required [type=missing, input_value={}, input_type=dict]\\n'\n"
+                              b"                      '    For further information visit https://errors.pydantic.dev/2.11/v/missing')\n"),
     })
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "lib"))
     return Target(sys.executable, "3", "pkgv", "1.0", tmp_path / "lib", (), None, None, None)
@@ -82,7 +94,27 @@ def test_a_call_that_does_not_bind_fails_even_beside_what_could_not_run(target: 
 
 def test_an_import_that_raises_fails(target: Target) -> None:
     r = run_checks(target, static({}), ["pkgv.broken"], [])
-    assert (r.ok, r.verdict, r.reason) == (False, "failed", "import pkgv.broken failed: RuntimeError: boom at import")
+    assert (r.ok, r.verdict, r.reason) == (False, "failed", "import pkgv.broken failed: RuntimeError: boom at import "
+                                                            "(raised at pkgv/broken.py:1)")
+
+
+def test_a_failed_import_names_the_message_and_where_vllm_raised_it_not_the_help_url(target: Target) -> None:
+    r = run_checks(target, static({}), ["pkgv.annotated"], [])
+    assert (r.ok, r.verdict) == (False, "failed")
+    assert r.reason == ("import pkgv.annotated failed: PydanticUndefinedAnnotation: name 'torch' is not defined "
+                        "(raised at vllm/config.py:6)")
+    assert r.data["imports"][0]["exception"] == {"type": "PydanticUndefinedAnnotation",
+                                                 "message": "name 'torch' is not defined", "at": "vllm/config.py:6"}
+    # The traceback is still shown in full with the import's line.
+    assert r.lines[0].startswith("import pkgv.annotated: FAILED\nTraceback (most recent call last):")
+    assert r.lines[0].endswith("For further information visit https://errors.pydantic.dev/2.11/u/undefined-annotation")
+
+
+def test_a_multiline_message_keeps_every_line_that_says_what_is_wrong(target: Target) -> None:
+    r = run_checks(target, static({}), ["pkgv.validated"], [])
+    assert r.reason == ("import pkgv.validated failed: ValidationError: 1 validation error for SchedulerConfig | "
+                        "is_encoder_decoder | Field required [type=missing, input_value={}, input_type=dict] "
+                        "(raised at pkgv/validated.py:5)")
 
 
 def test_nothing_to_check_passes_without_asking_for_signatures(target: Target) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -33,10 +34,81 @@ def test_guard_keeps_eos_token_id_on_a_017_nightly_built_before_the_change(
     assert r.stderr.splitlines() == [
         "note: vLLM is not installed in " + str(sandbox.python)
         + ": rules selected for the vLLM source given with --vllm-source (0.17.0.dev1)",
+        # vLLM 0.33.0's moves and KV cache layout: the guards read 0.16's source and say no.
+        f"{GENERATOR}:130: unify-hybrid-kv-cache-specs-move [not-needed, guarded] not needed for this vLLM: "
+        "kv_cache_utils still defines unify_hybrid_kv_cache_specs",
+        f"{GENERATOR}:131: get-kv-cache-groups-uniform-spec-move [not-needed, guarded] not needed for this vLLM: "
+        "kv_cache_utils still defines _get_kv_cache_groups_uniform_spec",
+        f"{GENERATOR}:136: get-kv-cache-config-from-groups-move [not-needed, guarded] not needed for this vLLM: "
+        "kv_cache_utils still defines get_kv_cache_config_from_groups",
         f"{GENERATOR}:234: request-drop-eos-token-id [not-needed, guarded] not needed for this vLLM: "
         "Request still takes eos_token_id",
+        f"{GENERATOR}:69: kv-cache-resolve-layout [not-needed, guarded] not needed for this vLLM: "
+        "CacheConfig does not define get_resolved_kv_cache_layout",
         "22 edits in 2 files; vLLM 0.17.0.dev1 (static)",
     ]
+
+
+@pytest.fixture(scope="session")
+def vllm033() -> Path:
+    # Not in realdata.VLLM_SOURCES (each one there is read by many tests): only these read it.
+    return realdata.vllm_source("0.33.0")
+
+
+MOVES = ("unify-hybrid-kv-cache-specs-move", "get-kv-cache-groups-uniform-spec-move",
+         "get-kv-cache-config-from-groups-move")
+
+
+@pytest.mark.slow
+def test_the_kv_cache_helpers_move_and_the_layout_is_resolved_on_033_not_on_016(sandbox: Sandbox, vllm033: Path,
+                                                          reference_vllm_source: Path) -> None:
+    moved = sandbox.run("--vllm-source", str(vllm033), "--dry-run", "--json")
+    assert moved.returncode == 0, moved.stderr
+    sites = [(s["rule"], s["line"], s["action"], s["message"], s["guarded"])
+             for f in json.loads(moved.stdout)["files"] for s in f["sites"] if s["rule"] in MOVES]
+    assert sites == [
+        ("unify-hybrid-kv-cache-specs-move", 130, "edited",
+         "move to vllm.v1.core.kv_cache_planning.unify_hybrid_kv_cache_specs", True),
+        ("get-kv-cache-groups-uniform-spec-move", 131, "edited",
+         "move to vllm.v1.core.kv_cache_planning._get_kv_cache_groups_uniform_spec", True),
+        ("get-kv-cache-config-from-groups-move", 136, "edited",
+         "move to vllm.v1.core.kv_cache_planning.get_kv_cache_config_from_groups", True),
+    ]
+    layout = [(s["rule"], s["action"], s["message"], s["guarded"])
+              for f in json.loads(moved.stdout)["files"] for s in f["sites"] if s["rule"] == "kv-cache-resolve-layout"]
+    assert layout == [("kv-cache-resolve-layout", "edited",
+                       "resolve the KV cache layout before get_kv_cache_config_from_groups", True)]
+    diff = sandbox.run("--vllm-source", str(vllm033), "--dry-run")
+    # The layout is resolved as vLLM's engine core does, over the specs speculators asked for.
+    assert ("         free_memory, _ = torch.cuda.mem_get_info()\n"
+            "         cache_memory = int(free_memory * gpu_memory_utilization * CACHE_MEMORY_FRACTION)\n \n"
+            "+        # vLLM 0.33+: the engine core resolves the KV cache layout before the KV cache is planned.\n"
+            "+        from vllm.v1.attention.backends.utils import resolve_kv_cache_layout\n"
+            "+        kv_cache_layout = resolve_kv_cache_layout(\n"
+            "+            self.vllm_config,\n"
+            "+            self.executor.get_supported_kv_cache_layouts(),\n"
+            "+            [spec for specs in kv_cache_spec_list for spec in specs.values()],\n"
+            "+        )\n"
+            "+        self.executor.set_kv_cache_layout(\n"
+            "+            kv_cache_layout.name, self.vllm_config.parallel_config.cp_kv_cache_interleave_size\n"
+            "+        )\n"
+            "         kv_cache_config = get_kv_cache_config_from_groups(\n") in diff.stdout
+    assert ("-from vllm.v1.core.kv_cache_utils import (\n+from vllm.v1.core.kv_cache_planning import (\n"
+            "     _get_kv_cache_groups_uniform_spec,\n     get_kv_cache_config_from_groups,\n"
+            "     unify_hybrid_kv_cache_specs,\n") in diff.stdout
+    kept = sandbox.run("--vllm-source", str(reference_vllm_source), "--dry-run", "--json")
+    assert kept.returncode == 0, kept.stderr
+    sites = [(s["rule"], s["action"], s["message"], s["guarded"])
+             for f in json.loads(kept.stdout)["files"] for s in f["sites"] if s["rule"] in MOVES]
+    assert sites == [
+        (rule, "not-needed", f"not needed for this vLLM: kv_cache_utils still defines {name}", True)
+        for rule, name in zip(MOVES, ("unify_hybrid_kv_cache_specs", "_get_kv_cache_groups_uniform_spec",
+                                      "get_kv_cache_config_from_groups"))
+    ]
+    assert [(s["rule"], s["action"], s["message"]) for f in json.loads(kept.stdout)["files"] for s in f["sites"]
+            if s["rule"] == "kv-cache-resolve-layout"] == [
+        ("kv-cache-resolve-layout", "not-needed",
+         "not needed for this vLLM: CacheConfig does not define get_resolved_kv_cache_layout")]
 
 
 @pytest.mark.slow
@@ -51,6 +123,10 @@ def test_the_017_source_alone_selects_and_guards_the_rules(sandbox: Sandbox, vll
         ("worker-request-tracking", "edited", True),
         ("worker-request-tracking", "edited", True),
         ("llama-model-embed-input-ids", "edited", True),
+        # vLLM 0.33.0's moves: 0.17 still has the names where speculators imports them.
+        ("unify-hybrid-kv-cache-specs-move", "not-needed", True),
+        ("get-kv-cache-groups-uniform-spec-move", "not-needed", True),
+        ("get-kv-cache-config-from-groups-move", "not-needed", True),
         ("kv-cache-config-drop-specs", "edited", True),
         ("scheduler-add-block-size", "edited", True),
         ("cache-config-no-prefix-caching", "edited", True),
@@ -66,6 +142,7 @@ def test_the_017_source_alone_selects_and_guards_the_rules(sandbox: Sandbox, vll
         ("executor-sample-tokens", "edited", True),
         ("executor-sample-tokens", "edited", True),
         ("collective-rpc-single-reply", "edited", True),
+        ("kv-cache-resolve-layout", "not-needed", True),
     ]
 
 
@@ -119,6 +196,44 @@ def test_apply_verifies_every_call_in_the_files_it_rewrote(sandbox: Sandbox, ref
         "verify speculators 0.3.0: partial: 20 calls bind (static); not checked: 2 imports "
         "(pydantic missing in the target)"
     )
+
+
+def _fake_vllm(sandbox: Sandbox) -> None:
+    """A vLLM distribution in the target that imports but has nothing the rehearsal needs."""
+    (sandbox.site / "vllm").mkdir()
+    (sandbox.site / "vllm" / "__init__.py").write_text("__version__ = '0.16.0'\n")
+    dist = sandbox.site / "vllm-0.16.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.16.0\n")
+    (dist / "RECORD").write_text("vllm/__init__.py,,\n")
+
+
+@pytest.mark.slow
+def test_apply_keeps_and_records_the_files_but_exits_1_when_the_rehearsal_cannot_run(
+        sandbox: Sandbox, reference_vllm_source: Path) -> None:
+    # vLLM is there, but speculators' generator cannot be imported (pydantic is not installed):
+    # the files verified, so they stay and are recorded, yet a rehearsal that could not run is no pass.
+    _fake_vllm(sandbox)
+    r = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", "0.16")
+    assert r.returncode == 1, r.stderr
+    assert r.stdout.strip() == (
+        "patched speculators 0.3.0 for vLLM 0.16: 16 edits in 2 files; vLLM 0.16 (static); verification partial: "
+        "20 calls bind (static); not checked: 2 imports (pydantic missing in the target); "
+        "rehearsal could not run: cannot rehearse: ModuleNotFoundError: No module named 'pydantic'"
+    )
+    assert b"kv_cache_specs=" not in (sandbox.site / GENERATOR).read_bytes()
+    gitdir = next(sandbox.state.glob("speculators-*/git"))
+    trailer = subprocess.run(["git", "--git-dir", str(gitdir), "log", "-1", "--format=%(trailers:key=Vsp-Verify,valueonly)"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    assert trailer == ("partial: 20 calls bind (static); not checked: 2 imports (pydantic missing in the target); "
+                       "rehearsal could not run: cannot rehearse: ModuleNotFoundError: No module named 'pydantic'")
+    check = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", "0.16", "--check")
+    assert check.returncode == 0, check.stdout + check.stderr
+    # --no-rehearse: nothing was asked that could not run.
+    sandbox.run("rollback")
+    again = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", "0.16", "--no-rehearse")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip().endswith("rehearsal not run (--no-rehearse)")
 
 
 @pytest.mark.slow

@@ -89,9 +89,10 @@ def test_non_editable_wheel_ships_rules_and_codemods(tmp_path: Path) -> None:
         "generator-flush-finished", "generator-results-in-input-order",
         "kv-cache-config-drop-specs", "scheduler-add-block-size", "request-drop-eos-token-id",
         "scheduler-config-add-is-encoder-decoder", "cache-config-no-prefix-caching", "llama-model-embed-input-ids",
-        "executor-sample-tokens", "collective-rpc-single-reply",
+        "executor-sample-tokens", "collective-rpc-single-reply", "get-kv-cache-config-from-groups-move",
+        "get-kv-cache-groups-uniform-spec-move", "unify-hybrid-kv-cache-specs-move", "kv-cache-resolve-layout",
     ]
-    assert r.stdout.count("codemod") == 7  # every codemod (the data pack's five too) ships and loads
+    assert r.stdout.count("codemod") == 8  # every codemod (the data pack's five too) ships and loads
     assert (target / "vllm_shim_patch" / "_remote" / "probe_target.py").is_file()
     assert (target / "vllm_shim_patch" / "codemods" / "executor_sample_tokens.py").is_file()
 

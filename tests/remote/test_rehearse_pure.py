@@ -220,3 +220,153 @@ def test_no_adapter_fitting_names_each_adapter_and_the_member(monkeypatch: pytes
     monkeypatch.setattr(adapter, "fits", lambda: "vllm.v1.executor.multiproc_executor.WorkerProcHandle is missing")
     assert releases.select() == (None, "no release adapter fits this vLLM (v1-multiproc: "
                                        "vllm.v1.executor.multiproc_executor.WorkerProcHandle is missing)")
+
+
+def module_at(path: Path, source: str, **names: object) -> dict[str, object]:
+    """The namespace of `source` run as the file at `path` (a module of speculators, vLLM or a stand-in)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source)
+    namespace: dict[str, object] = dict(names)
+    exec(compile(source, str(path), "exec"), namespace)
+    return namespace
+
+
+def raised(call: object) -> BaseException:
+    try:
+        call()  # type: ignore[operator]
+    except BaseException as e:  # noqa: BLE001
+        return e
+    raise AssertionError("did not raise")
+
+
+# vLLM's worker calls the runner's load_model with the keyword it gained in 0.17.
+VLLM_WORKER = ("class Worker:\n"
+               "    def __init__(self, runner):\n"
+               "        self.model_runner = runner\n"
+               "    def load_model(self):\n"
+               "        self.model_runner.load_model(eep_scale_up=False, load_dummy_weights=True)\n"
+               "    def execute_model(self, out):\n"
+               "        return self.model_runner.execute_model(out)\n")
+VLLM_RUNNER = ("class GPUModelRunner:\n"
+               "    def execute_model(self, out):\n"
+               "        raise RuntimeError('State error: sample_tokens() must be called after execute_model()')\n"
+               "    def _update_states(self, out):\n"
+               "        raise KeyError(out)\n")
+STAND_INS = ("def build(GPUModelRunner):\n"
+             "    class StandInModelRunner(GPUModelRunner):\n"
+             "        def load_model(self, eep_scale_up=False):\n"
+             "            pass\n"
+             "        def execute_model(self, out):\n"
+             "            if out == 'pending':\n"
+             "                return GPUModelRunner.execute_model(self, out)\n"
+             "            self._update_states(out)\n"
+             "    return StandInModelRunner\n")
+GENERATOR_SOURCE = ("def init(worker):\n"
+                    "    worker.load_model()\n"
+                    "def generate(worker, out):\n"
+                    "    return worker.execute_model(out)\n")
+
+
+@pytest.fixture
+def chain(roots: tuple[str, str, str]) -> dict[str, object]:
+    """speculators' generator -> vLLM's Worker -> the stand-in runner -> vLLM's GPUModelRunner."""
+    spec, vllm, own = roots
+    gpu = module_at(Path(vllm) / "v1" / "worker" / "gpu_model_runner.py", VLLM_RUNNER)["GPUModelRunner"]
+    standin = module_at(Path(own) / "releases" / "adapter.py", STAND_INS)["build"](gpu)  # type: ignore[operator]
+    worker = module_at(Path(vllm) / "v1" / "worker" / "gpu_worker.py", VLLM_WORKER)["Worker"](standin())  # type: ignore[operator]
+    gen = module_at(Path(spec) / "data_generation" / "gen.py", GENERATOR_SOURCE)
+    return {"worker": worker, "gen": gen, "runner": standin}
+
+
+def test_vllm_calling_a_stand_in_with_a_keyword_it_lacks_is_cannot_rehearse_naming_it(
+        chain: dict[str, object], roots: tuple[str, str, str]) -> None:
+    spec, vllm, own = roots
+    gen, worker = chain["gen"], chain["worker"]
+    exc = raised(lambda: gen["init"](worker))  # type: ignore[index]
+    # The frame raising is vLLM's (the call site), a speculators frame is on the stack: the callee decides.
+    assert frames.describe(exc, spec, vllm, own)["raised_in"] == "vllm"
+    outcome, failure = frames.classify(exc, "init", spec, vllm, own=own)
+    assert outcome == "cannot_rehearse"
+    assert failure["stand_in"] == {"module": "releases/adapter.py", "member": "StandInModelRunner.load_model",
+                                   "line": 3}
+    assert failure["exception"] == (
+        "cannot rehearse on this vLLM: the stand-in StandInModelRunner.load_model (releases/adapter.py) does not "
+        "fit: TypeError: build.<locals>.StandInModelRunner.load_model() got an unexpected keyword argument "
+        "'load_dummy_weights'")
+    # The same answer from a table of stand-ins given by the caller.
+    table = {"build.<locals>.StandInModelRunner.load_model": (str(Path(own) / "releases" / "adapter.py"), 3)}
+    assert frames.classify(exc, "init", spec, vllm, own=own, standins=table) == (outcome, failure)
+
+
+def test_a_bare_function_name_in_the_message_counts_only_when_unambiguous(roots: tuple[str, str, str]) -> None:
+    spec, vllm, own = roots
+    exc = TypeError("load_model() got an unexpected keyword argument 'load_dummy_weights'")  # Python 3.9's words
+    one = {"build.<locals>.StandInModelRunner.load_model": (str(Path(own) / "releases" / "adapter.py"), 3)}
+    assert frames.classify(exc, "init", spec, vllm, own=own, standins=one)[0] == "cannot_rehearse"
+    two = {**one, "Other.load_model": (str(Path(own) / "families" / "llama.py"), 9)}
+    assert frames.classify(exc, "init", spec, vllm, own=own, standins=two)[0] == "failed"
+
+
+def test_vllm_code_a_stand_in_called_is_the_stand_ins(chain: dict[str, object], roots: tuple[str, str, str]) -> None:
+    spec, vllm, own = roots
+    gen, worker = chain["gen"], chain["worker"]
+    exc = raised(lambda: gen["generate"](worker, "unknown-request"))  # type: ignore[index]
+    outcome, failure = frames.classify(exc, "generate-1", spec, vllm, own=own)
+    assert outcome == "cannot_rehearse"
+    assert failure["stand_in"] == {"module": "releases/adapter.py", "member": "StandInModelRunner.execute_model",
+                                   "line": 8}
+    assert failure["exception"] == ("cannot rehearse on this vLLM: the stand-in StandInModelRunner.execute_model "
+                                    "(releases/adapter.py) does not fit: KeyError: 'unknown-request'")
+    assert failure["speculators_frame"]["file"] == "speculators/data_generation/gen.py"
+
+
+def test_a_stand_in_handing_a_call_on_to_the_real_member_lets_vllm_judge_speculators(
+        chain: dict[str, object], roots: tuple[str, str, str]) -> None:
+    spec, vllm, own = roots
+    gen, worker = chain["gen"], chain["worker"]
+    exc = raised(lambda: gen["generate"](worker, "pending"))  # type: ignore[index]
+    outcome, failure = frames.classify(exc, "generate-2", spec, vllm, own=own)
+    assert outcome == "failed"
+    assert "stand_in" not in failure
+    assert failure["exception"] == "RuntimeError: State error: sample_tokens() must be called after execute_model()"
+    assert failure["speculators_frame"] == {"file": "speculators/data_generation/gen.py", "line": 4,
+                                            "code": "return worker.execute_model(out)", "function": "generate"}
+
+
+def test_speculators_calling_a_stand_in_wrongly_is_speculators_failure(
+        chain: dict[str, object], roots: tuple[str, str, str]) -> None:
+    spec, vllm, own = roots
+    runner = chain["runner"]()  # type: ignore[operator]
+    call = module_at(Path(spec) / "data_generation" / "worker.py", "def load(r):\n    r.load_model(bad=1)\n")
+    exc = raised(lambda: call["load"](runner))  # type: ignore[operator]
+    assert frames.classify(exc, "init", spec, vllm, own=own)[0] == "failed"
+
+
+def test_speculators_code_a_stand_in_called_is_speculators_failure(roots: tuple[str, str, str]) -> None:
+    spec, vllm, own = roots
+    patched = module_at(Path(spec) / "data_generation" / "custom_worker.py",
+                        "def _patched_forward(x):\n    return x.get_input_embeddings()\n")
+    runner = module_at(Path(own) / "releases" / "runner.py", "def forward(f, x):\n    return f(x)\n")
+    exc = raised(lambda: runner["forward"](patched["_patched_forward"], object()))  # type: ignore[operator]
+    outcome, failure = frames.classify(exc, "generate-1", spec, vllm, own=own)
+    assert outcome == "failed"
+    assert failure["speculators_frame"]["function"] == "_patched_forward"
+
+
+def test_vllm_code_of_the_same_name_on_another_object_is_not_handed_on(roots: tuple[str, str, str]) -> None:
+    """A stand-in's `forward` calling vLLM's rotary embedding's `forward` is the stand-in's call."""
+    spec, vllm, own = roots
+    rope = module_at(Path(vllm) / "rotary.py", "class Rope:\n    def forward(self, x):\n        raise ValueError(x)\n")
+    attention = module_at(Path(own) / "families" / "llama.py",
+                          "class StandInAttention:\n"
+                          "    def __init__(self, rope):\n"
+                          "        self.rope = rope\n"
+                          "    def forward(self, x):\n"
+                          "        return self.rope.forward(x)\n")
+    patched = module_at(Path(spec) / "data_generation" / "custom_worker.py",
+                        "def _patched_forward(layer, x):\n    return layer.forward(x)\n")
+    layer = attention["StandInAttention"](rope["Rope"]())  # type: ignore[operator]
+    exc = raised(lambda: patched["_patched_forward"](layer, "bad shape"))  # type: ignore[operator]
+    outcome, failure = frames.classify(exc, "generate-1", spec, vllm, own=own)
+    assert outcome == "cannot_rehearse"
+    assert failure["stand_in"] == {"module": "families/llama.py", "member": "StandInAttention.forward", "line": 5}

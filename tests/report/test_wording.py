@@ -46,6 +46,8 @@ W = "speculators 0.3.0"
                  "verification failed: x; restored 2 files, nothing recorded", id="verify-failed"),
     pytest.param(apply.verdict("ok", None, "--no-rehearse"), "ok; rehearsal not run (--no-rehearse)",
                  id="verdict-no-rehearsal"),
+    pytest.param(apply.verdict("ok", apply.could_not_rehearse("speculators 0.2.0 is not supported"), None),
+                 "ok; rehearsal could not run: speculators 0.2.0 is not supported", id="verdict-could-not-rehearse"),
     pytest.param(apply.rolled_back(W, "original", 0, "t"), f"{W} is already at original: nothing to do (t)",
                  id="rollback-nothing"),
     pytest.param(apply.rollback_tail(None, "0123456789abcdef"), "now at 0123456789ab", id="rollback-tail"),

@@ -804,9 +804,11 @@ def test_real_speculators_generator(
     assert [(s.rule_id, s.action) for s in result.sites if s.action == "edited"] == [
         (r, "edited") for r in rule_ids
     ]
-    # speculators 0.4.0's result order is not 0.3.0's bug.
-    assert [(s.rule_id, s.action) for s in result.sites if s.action != "edited"] == [
-        ("generator-results-in-input-order", "already")]
+    # speculators 0.4.0's result order is not 0.3.0's bug; the KV cache layout needs resolving from
+    # vLLM 0.33.0 only (the moves of 0.33.0, call rules, record no site where `since` rules them out).
+    assert [(s.rule_id, s.action, s.message) for s in result.sites if s.action != "edited"] == [
+        ("generator-results-in-input-order", "already", "nothing to change"),
+        ("kv-cache-resolve-layout", "not-needed", "not needed before vLLM 0.33.0")]
     assert file_diff(result) == diff
     compile(result.after, GENERATOR, "exec", dont_inherit=True)
 
@@ -867,3 +869,53 @@ rules:
     assert [(s.action, s.message) for s in result.sites] == [
         ("needs-human", "dropping positional b shifts c, which is positional-only")
     ]
+
+
+# -- a move is guarded by the installed vLLM: the old module lacks the name, the new one has it --
+
+MOVE_SRC = "from m.sub import X\nX(1)\n"
+
+
+@pytest.mark.parametrize(("facts", "version", "changed", "sites"), [
+    pytest.param({"m.sub.X": False, "n.other.Y": True}, None, True,
+                 [("move-x", 2, "edited", "move to n.other.Y", True)], id="moved"),
+    # The guard decides over `since`: a release before 0.12 that has the move is moved, ...
+    pytest.param({"m.sub.X": False, "n.other.Y": True}, Version("0.11"), True,
+                 [("move-x", 2, "edited", "move to n.other.Y", True)], id="moved-before-since"),
+    # ... one after it that still has the old name is not.
+    pytest.param({"m.sub.X": True, "n.other.Y": None}, Version("0.16"), False,
+                 [("move-x", 2, "not-needed", "not needed for this vLLM: sub still defines X", True)],
+                 id="old-module-still-has-it"),
+    pytest.param({"m.sub.X": False, "n.other.Y": False}, Version("0.16"), False,
+                 [("move-x", 2, "not-needed", "not needed for this vLLM: other does not define Y", True)],
+                 id="new-module-lacks-it"),
+    # Nothing known: `since` decides, and the site says unguarded.
+    pytest.param({"m.sub.X": None, "n.other.Y": None}, Version("0.16"), True,
+                 [("move-x", 2, "edited", "move to n.other.Y", False)], id="unknown-since-decides"),
+    pytest.param(None, Version("0.11"), False, [], id="unknown-before-since"),
+])
+def test_a_move_is_guarded_by_where_the_name_is(facts: dict[str, bool | None] | None, version: Version | None,
+                                                changed: bool, sites: list[tuple[str, int, str, str, bool]]) -> None:
+    result = _run(MOVE, MOVE_SRC, version=version, facts=facts)
+    assert result.changed is changed
+    assert [(s.rule_id, s.line, s.action, s.message, s.guarded) for s in result.sites] == sites
+    if changed:
+        assert result.after == b"from n.other import Y\n\nY(1)\n"
+
+
+def test_names_moved_together_out_of_a_parenthesised_import_keep_its_layout() -> None:
+    rules = """\
+- id: move-a
+  call: m.old.A
+  since: "0.12"
+  move: m.new.A
+  why: moved
+- id: move-b
+  call: m.old.B
+  since: "0.12"
+  move: m.new.B
+  why: moved
+"""
+    src = "from m.old import (\n    A,\n    B,\n    C,\n)\nA(B(C()))\n"
+    result = _run(rules, src)
+    assert result.after == b"from m.old import (\n    C,\n)\nfrom m.new import (\n    A,\n    B,\n)\nA(B(C()))\n"

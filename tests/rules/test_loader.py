@@ -382,7 +382,20 @@ def test_bundled_pack_loads() -> None:
          "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.generate"),
         ("collective-rpc-single-reply", "0.11.1", ("codemod",),
          "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.generate"),
+        ("get-kv-cache-config-from-groups-move", "0.33.0", ("move",),
+         "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups"),
+        ("get-kv-cache-groups-uniform-spec-move", "0.33.0", ("move",),
+         "vllm.v1.core.kv_cache_utils._get_kv_cache_groups_uniform_spec"),
+        ("unify-hybrid-kv-cache-specs-move", "0.33.0", ("move",),
+         "vllm.v1.core.kv_cache_utils.unify_hybrid_kv_cache_specs"),
+        ("kv-cache-resolve-layout", "0.33.0", ("codemod",),
+         "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.__init__"),
     ]
+    # A move is guarded by what it implies: the old module lacks the name, the new one has it.
+    move = next(r for r in pack.rules if r.id == "get-kv-cache-config-from-groups-move")
+    assert (move.guard.defines, move.guard.lacks) == (
+        ("vllm.v1.core.kv_cache_planning.get_kv_cache_config_from_groups",),
+        ("vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups",))
 
 
 def test_scoped_rules_carry_their_guards() -> None:

@@ -90,6 +90,19 @@ def shadow_reason(r: Mapping[str, Any]) -> str:
             f"e.g. PYTHONPATH or the working folder, shadows the patched package)")
 
 
+def raised(r: Mapping[str, Any], limit: int = 300) -> str:
+    """What a failed import raised: the type, the lines of its message that say what is wrong,
+    and where, from the exception the target sent (its traceback's last line only if none)."""
+    exc = r.get("exception")
+    if not exc:
+        return str(r["traceback"]).strip().splitlines()[-1]
+    message = " | ".join(str(exc.get("message") or "").splitlines())
+    if len(message) > limit:
+        message = message[:limit - 3] + "..."
+    head = f"{exc['type']}: {message}" if message else str(exc["type"])
+    return f"{head} (raised at {exc['at']})" if exc.get("at") else head
+
+
 def _import_lines(results: list[dict[str, Any]]) -> list[str]:
     lines = []
     for r in results:
@@ -138,8 +151,7 @@ def run_checks(target: Target, bindings: Bindings, modules: list[str], calls: li
     if failed and failed[0]["status"] == "shadowed":
         reason = f"import {failed[0]['module']}: {shadow_reason(failed[0])}"
     elif failed:
-        last = failed[0]["traceback"].strip().splitlines()[-1]
-        reason = f"import {failed[0]['module']} failed: {last}"
+        reason = f"import {failed[0]['module']} failed: {raised(failed[0])}"
     elif mismatches:
         n = len(mismatches)
         reason = f"{plural(n, 'call')} {agree(n, 'does', 'do')} not bind: {mismatches[0].line()}"

@@ -74,9 +74,13 @@ def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
         _write(ctx, writes, head)
         verdict = text.NO_VERIFY
         if not opts.no_verify:
-            refused, verdict = _verify(ctx, plan, writes, head, base, rehearse=not opts.no_rehearse)
+            refused, verdict, unrehearsed = _verify(ctx, plan, writes, head, base, rehearse=not opts.no_rehearse)
             if refused is not None:
                 return refused
+            if unrehearsed:
+                # The files verified, so they are kept and recorded; but a rehearsal that could
+                # not run is no pass: something is left undone.
+                code = 1
         _commit(ctx, plan, writes, verdict)
     if _bytecode_left(ctx, sorted(writes)):
         code = 1
@@ -162,8 +166,9 @@ def _write(ctx: Context, writes: dict[str, bytes], head: str) -> None:
 
 
 def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
-            base: dict[str, Any], rehearse: bool) -> tuple[Outcome | None, str]:
-    """(a failure outcome after restoring, or None; the verdict for the commit)."""
+            base: dict[str, Any], rehearse: bool) -> tuple[Outcome | None, str, bool]:
+    """(a failure outcome after restoring, or None; the verdict for the commit; whether the
+    rehearsal could not run where vLLM is installed and it was not turned off)."""
     from ..analysis.rehearse import interpret, model_request, refusal, request
     from ..analysis.verify import verify_plan
     from ..report.rehearse import headline, lines
@@ -171,6 +176,8 @@ def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
     ov = ctx.overlay
     refused = refusal(ctx.target)
     why_not = ("--no-rehearse" if not rehearse else refused[0] if refused else None)
+    # Only a target without vLLM (a sandbox read with --vllm-source) has nothing to rehearse on.
+    unrehearsable = rehearse and refused is not None and ctx.target.vllm_location is not None
     try:
         result = verify_plan(ctx.target, plan, ctx.bindings, live=ctx.live,
                              rehearse=request(verbose=ctx.settings.verbose > 0,
@@ -204,9 +211,12 @@ def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
         return Outcome(
             text.verification_failed(reason, len(restored)),
             {**base, "changed": False, "verify": data}, 1,
-        ), ""
+        ), "", False
     checkpoint("apply:verified")
-    return None, text.verdict(result.summary, None if rehearsal is None else headline(rehearsal), why_not)
+    if unrehearsable:
+        return None, text.verdict(result.summary, text.could_not_rehearse(why_not or ""), None), True
+    unrehearsed = rehearsal is not None and not rehearsal.passed
+    return None, text.verdict(result.summary, None if rehearsal is None else headline(rehearsal), why_not), unrehearsed
 
 
 def _commit(ctx: Context, plan: Plan, writes: dict[str, bytes], verdict: str) -> None:

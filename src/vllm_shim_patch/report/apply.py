@@ -30,6 +30,11 @@ def verdict(summary: str, rehearsal: str | None, why_not: str | None) -> str:
     return f"{summary}; rehearsal not run ({why_not})" if rehearsal is None else f"{summary}; {rehearsal}"
 
 
+def could_not_rehearse(why: str) -> str:
+    """The verdict's rehearsal part when the target has vLLM but the rehearsal refused to run."""
+    return f"rehearsal could not run: {why}"
+
+
 NO_VERIFY = "skipped (--no-verify)"
 
 

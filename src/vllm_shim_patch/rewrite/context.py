@@ -36,10 +36,11 @@ class CallSite:
     moves: list[str] = field(default_factory=list)  # the targets of the `move`s among `edits`
     imports_to_add: list[tuple[str, str]] = field(default_factory=list)
     imports_to_remove: list[tuple[str, str]] = field(default_factory=list)
+    guard_known: bool = False  # the rule's own guard (defines/lacks) was answered by the installed vLLM
 
     @property
     def guarded(self) -> bool:
-        return self.signature is not None
+        return self.signature is not None or self.guard_known
 
     @property
     def short_callee(self) -> str:

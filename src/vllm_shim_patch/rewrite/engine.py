@@ -196,12 +196,22 @@ class _CallRewriter(cst.CSTTransformer):
         signatures = self.engine.signatures
         signature = signatures.get(callee) if signatures is not None else None
         version = self.engine.version
+        # A call rule's own guard (a `move`: the old module lacks the name, the new one has it)
+        # decides where the installed vLLM can tell; a refusal is recorded, not silently skipped.
+        guards = {rule.id: guard_decision(rule, self.engine) for rule, _ in index[callee] if rule.guard}
+        for rule, _ in index[callee]:
+            known, why = guards.get(rule.id, (None, ""))
+            if known is False:
+                self._record(CallSite(rule, callee, self.path, line, signature, guard_known=True),
+                             Action.NOT_NEEDED, why)
         candidates = [
             (rule, rewrites)
             for rule, rewrites in sorted(index[callee], key=_notices_last)
+            if guards.get(rule.id, (None, ""))[0] is not False
             # A signature decides only for operations that consult it; otherwise (unguarded, a
             # move, a codemod) a rule for a later vLLM than the target does not apply.
-            if version is None or rule.since <= version or (signature is not None and guardable(rule))
+            and (guards.get(rule.id, (None, ""))[0] is True or version is None or rule.since <= version
+                 or (signature is not None and guardable(rule)))
         ]
         for rule, _ in candidates:
             if (self.path, line, rule.id) in self.engine.declined:
@@ -223,7 +233,8 @@ class _CallRewriter(cst.CSTTransformer):
         call = updated_node
         added: list[tuple[str, str]] = []
         for rule, rewrites in candidates:
-            site = CallSite(rule, callee, self.path, line, signature)
+            site = CallSite(rule, callee, self.path, line, signature,
+                            guard_known=guards.get(rule.id, (None, ""))[0] is True)
             try:
                 new = call
                 for rewrite in rewrites:
@@ -289,6 +300,9 @@ class _RetargetImports(cst.CSTTransformer):
         module = get_full_name_for_node(updated_node.module)
         stay: list[cst.ImportAlias] = []
         moved: dict[str, list[cst.ImportAlias]] = {}
+        # In parentheses each name keeps its own line (its comma holds the line break), and the
+        # last of each statement takes the comma that ended the original list (the break before `)`).
+        layout = updated_node.rpar is not None
         for alias in updated_node.names:
             bound = alias.evaluated_alias
             new = (self.moves.get((module, alias.evaluated_name))
@@ -296,12 +310,19 @@ class _RetargetImports(cst.CSTTransformer):
             if new is None:
                 stay.append(alias)
             else:
-                moved.setdefault(new, []).append(alias.with_changes(comma=cst.MaybeSentinel.DEFAULT))
+                moved.setdefault(new, []).append(alias if layout else alias.with_changes(comma=cst.MaybeSentinel.DEFAULT))
         if not moved:
             return updated_node
         if not stay and len(moved) == 1:
             return updated_node.with_changes(module=_dotted(next(iter(moved))))  # its layout kept
-        made = [cst.ImportFrom(module=_dotted(new), names=names) for new, names in moved.items()]
+        closing = updated_node.names[-1].comma
+        if layout and stay:
+            stay[-1] = stay[-1].with_changes(comma=closing)
+        # One name moved is one short line; several keep the parenthesised layout, a name a line.
+        made = [updated_node.with_changes(module=_dotted(new), names=[*names[:-1], names[-1].with_changes(comma=closing)])
+                if layout and len(names) > 1 else
+                cst.ImportFrom(module=_dotted(new), names=[n.with_changes(comma=cst.MaybeSentinel.DEFAULT) for n in names])
+                for new, names in moved.items()]
         if not stay:
             first, *rest = made
             first = updated_node.with_changes(module=first.module, names=first.names, lpar=None, rpar=None)
@@ -349,6 +370,32 @@ def _notices_last(entry: tuple[Rule, list[Rewrite]]) -> bool:
 CODEMOD_SECONDS = 10.0  # a scoped transform of one file; the real ones take milliseconds
 
 
+def guard_decision(rule: Rule, engine: Engine) -> tuple[bool | None, str]:
+    """What the rule's guard says of the installed vLLM: (True, "") act, (False, why not) not
+    needed, (None, "") it cannot tell (no guard, or a fact unknown: `since` decides then)."""
+    guard = rule.guard
+    facts = engine.facts or {}
+    signatures = engine.signatures or {}
+    answers: list[tuple[bool | None, str]] = []
+    for name in guard.defines:
+        owner, _, attr = name.rpartition(".")
+        answers.append((facts.get(name), f"{owner.rsplit('.', 1)[-1]} does not define {attr}"))
+    for name in guard.lacks:
+        known = facts.get(name)
+        owner, _, attr = name.rpartition(".")
+        answers.append((None if known is None else not known, f"{owner.rsplit('.', 1)[-1]} still defines {attr}"))
+    for callee, param in guard.accepts:
+        sig = signatures.get(callee)
+        answers.append((None if sig is None else sig.takes(param),
+                        f"{callee.rsplit('.', 1)[-1]} does not take {param}"))
+    refused = [why for known, why in answers if known is False]
+    if refused:
+        return False, f"not needed for this vLLM: {refused[0]}"
+    if answers and all(known for known, _ in answers):
+        return True, ""
+    return None, ""
+
+
 class _ScopedPass:
     """The scoped rules of one file, run one after the other on the module the call pass left."""
 
@@ -365,26 +412,10 @@ class _ScopedPass:
 
     def decide(self, rule: Rule) -> tuple[bool, bool, str]:
         """(apply, guarded, why not): a known guard decides; otherwise `since` does."""
-        engine, guard = self.engine, rule.guard
-        facts = engine.facts or {}
-        signatures = engine.signatures or {}
-        answers: list[tuple[bool | None, str]] = []
-        for name in guard.defines:
-            owner, _, attr = name.rpartition(".")
-            answers.append((facts.get(name), f"{owner.rsplit('.', 1)[-1]} does not define {attr}"))
-        for name in guard.lacks:
-            known = facts.get(name)
-            owner, _, attr = name.rpartition(".")
-            answers.append((None if known is None else not known, f"{owner.rsplit('.', 1)[-1]} still defines {attr}"))
-        for callee, param in guard.accepts:
-            sig = signatures.get(callee)
-            answers.append((None if sig is None else sig.takes(param),
-                            f"{callee.rsplit('.', 1)[-1]} does not take {param}"))
-        refused = [why for known, why in answers if known is False]
-        if refused:
-            return False, True, f"not needed for this vLLM: {refused[0]}"
-        if answers and all(known for known, _ in answers):
-            return True, True, ""
+        engine = self.engine
+        known, why = guard_decision(rule, engine)
+        if known is not None:
+            return known, True, why
         if engine.version is None or rule.since <= engine.version:
             return True, False, ""
         return False, False, f"not needed before vLLM {rule.since}"

@@ -324,7 +324,7 @@ class NodeReader:
         for name, spec in parsed.items():
             implied = OPERATIONS[name].implied_guard
             if implied is not None:
-                guard = guard + Guard(**implied(spec))
+                guard = guard + Guard(**implied(spec, calls))
         touched = [arg for name, spec in parsed.items() for arg in OPERATIONS[name].touches(spec)]
         dupes = sorted({n for n in touched if touched.count(n) > 1})
         if dupes:

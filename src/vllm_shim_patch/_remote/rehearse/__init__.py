@@ -8,7 +8,7 @@ vllm_shim_patch. `prepare(request)` runs before anything imports vLLM (environme
     {"ok": bool, "outcome": "passed"|"failed"|"cannot_rehearse"|"timeout"|"error",
      "stage": ..., "iterations": N, "captured": {layer: [[rows, hidden], ...]},
      "failure": {"exception", "speculators_frame", "vllm_frame", "raised_frame",
-                 "side", "surfaced_as"} | null,
+                 "side", "surfaced_as", "stand_in"} | null,
      "real": [...], "stood_in": [...], "checks": [...], "seconds": float,
      "adapter": release adapter, "family": model family}
 

@@ -1,11 +1,21 @@
 """Where an exception was raised and which frames of speculators and vLLM it passed through.
 
 Pure: the package roots are arguments (the run passes the installed ones), so this is tested
-without vLLM. `classify` decides the outcome from where the exception was raised.
+without vLLM. `classify` decides the outcome from where the exception was raised: walking out
+from the innermost frame, the first frame of speculators or of a stand-in (a file of this
+package) decides. vLLM frames on the way are passed over, so vLLM code a stand-in called is the
+stand-in's; but a stand-in that hands a call on to the real member it stands in for (the runner's
+`execute_model` calling `GPUModelRunner.execute_model` to let vLLM judge the protocol) is passed
+over too: there vLLM judges speculators' call. A TypeError raised where vLLM calls a stand-in with
+arguments it does not take (the frame raising is the caller's; the message names the callee) is
+the stand-in's as well.
 """
 
+import gc
 import os
+import re
 import traceback
+import types
 
 from .answer import CANNOT, FAILED, WrongOutput
 
@@ -66,26 +76,133 @@ def describe(exc, speculators, vllm, own=OWN_ROOT):
     }
 
 
-def classify(exc, stage, speculators, vllm, worker_exc=None, own=OWN_ROOT):
+# A call that does not fit the callee's signature: CPython names the callee by its qualified name.
+_SIGNATURE = re.compile(r"^([\w.<>]+)\(\) (?:got an unexpected keyword argument|got multiple values|"
+                        r"got some positional-only|takes |missing \d+ required)")
+
+
+def _receiver(frame):
+    """id() of the frame's first argument (a method's `self`), or None."""
+    code = frame.f_code
+    if not code.co_argcount:
+        return None
+    first = frame.f_locals.get(code.co_varnames[0], _receiver)
+    return None if first is _receiver else id(first)
+
+
+def _entries(exc):
+    """(file, line, qualified function name, id of its `self`) of each frame, outermost first."""
+    out, tb = [], exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        out.append((os.path.abspath(code.co_filename), tb.tb_lineno, getattr(code, "co_qualname", code.co_name),
+                    _receiver(tb.tb_frame)))
+        tb = tb.tb_next
+    return out
+
+
+def _member(qualname):
+    """A stand-in's name as its module spells it: the class and method, without the builder's locals."""
+    return qualname.rsplit("<locals>.", 1)[-1]
+
+
+def standin_functions(own=OWN_ROOT):
+    """{qualified name: (file, first line)} of every live function defined in a file under `own`
+    (stand-ins are often classes built inside a function, so they are not module attributes)."""
+    found = {}
+    for obj in gc.get_objects():
+        if isinstance(obj, types.FunctionType) and _inside(obj.__code__.co_filename, own):
+            found.setdefault(obj.__qualname__, (os.path.abspath(obj.__code__.co_filename),
+                                                obj.__code__.co_firstlineno))
+    return found
+
+
+def _callee_standin(exc, own, standins):
+    """(file, line, qualname) of the stand-in a TypeError says was called with arguments it does
+    not take, or None."""
+    if not isinstance(exc, TypeError):
+        return None
+    m = _SIGNATURE.match(str(exc))
+    if not m:
+        return None
+    table = standin_functions(own) if standins is None else standins
+    name = m.group(1)
+    if name in table:
+        return (*table[name], name, None)
+    if "." not in name:
+        # Before Python 3.10 the message names the function alone: only an unambiguous name counts.
+        same = [q for q in table if q.rsplit(".", 1)[-1] == name]
+        if len(same) == 1:
+            return (*table[same[0]], same[0], None)
+    return None
+
+
+def deciding_frame(exc, speculators, vllm, own=OWN_ROOT, standins=None):
+    """("speculators" | "stand-in", (file, line, qualname, receiver id)) for the frame that
+    decides the outcome, or None when neither code is on the stack."""
+    entries = _entries(exc)
+    innermost = entries[-1] if entries else None
+    if innermost is None or raised_in(innermost[0], speculators, vllm, own) != "speculators":
+        # vLLM (or a stand-in) called a stand-in with arguments it does not take.
+        callee = _callee_standin(exc, own, standins)
+        if callee is not None:
+            return "stand-in", callee
+    callee = None  # the frame the current one called (None for the innermost)
+    for entry in reversed(entries):
+        where = raised_in(entry[0], speculators, vllm, own)
+        if where == "speculators":
+            return "speculators", entry
+        if where == "rehearse-stand-in":
+            # Handed on: the vLLM member of the same name, called on the same object (the
+            # stand-in's base class's own method), e.g. GPUModelRunner.execute_model(self, ...).
+            handed_on = (callee is not None and raised_in(callee[0], speculators, vllm, own) == "vllm"
+                         and callee[2].rsplit(".", 1)[-1] == entry[2].rsplit(".", 1)[-1]
+                         and entry[3] is not None and callee[3] == entry[3])
+            if not handed_on:
+                return "stand-in", entry
+        callee = entry
+    return None
+
+
+def _cannot(failure, entry, own, exc):
+    path, line, qualname, _ = entry
+    module = os.path.relpath(path, own) if _inside(path, own) else path
+    member = _member(qualname)
+    failure["stand_in"] = {"module": module, "member": member, "line": line}
+    failure["exception"] = (f"cannot rehearse on this vLLM: the stand-in {member} ({module}) does not fit: "
+                            f"{type(exc).__name__}: {message(exc)}")
+    return CANNOT, failure
+
+
+def classify(exc, stage, speculators, vllm, worker_exc=None, own=OWN_ROOT, standins=None):
     """(outcome, failure) for an exception that ended the run.
 
     Set-up failures mean the stand-ins do not fit this vLLM. An exception raised on the worker
-    and surfaced through collective_rpc is described from the worker's side."""
+    and surfaced through collective_rpc is described from the worker's side. Otherwise the frame
+    `deciding_frame` finds decides: a stand-in's is "cannot rehearse" naming it, speculators' is
+    a failure. `standins`: {qualname: (file, line)} of the stand-in functions (default: the live
+    ones defined under `own`)."""
     failure = describe(exc, speculators, vllm, own)
     if stage == "setup":
         failure["exception"] = f"cannot rehearse on this vLLM: {failure['exception']}"
         return CANNOT, failure
     failure["side"] = "main"
+    raised = exc
     if worker_exc is not None and "Worker failed with error" in str(exc):
         surfaced = failure
         failure = describe(worker_exc, speculators, vllm, own)
         failure["side"] = "worker"
         failure["surfaced_as"] = surfaced
+        raised = worker_exc
         if failure["speculators_frame"] is None:
             # Raised on the worker outside speculators' code (e.g. the runner's state error):
             # the speculators frame is the call that made the RPC.
             failure["speculators_frame"] = surfaced["speculators_frame"]
-    if not isinstance(exc, WrongOutput) and failure.get("raised_in") == "rehearse-stand-in" \
-            and not failure.get("speculators_frame"):
-        return CANNOT, failure
+    if isinstance(exc, WrongOutput):
+        return FAILED, failure
+    decided = deciding_frame(raised, speculators, vllm, own, standins)
+    if decided is not None and decided[0] == "stand-in":
+        return _cannot(failure, decided[1], own, raised)
+    # speculators' frame decided, or neither is on the stack (raised in vLLM alone, e.g. on the
+    # worker, where the speculators frame is the call that made the RPC).
     return FAILED, failure

@@ -66,6 +66,6 @@ class Operation:
     touches: Callable[[Any], tuple[str, ...]] = _touches_nothing
     # The kinds of rule it serves: "call" (matched by qualified name) and/or "scope" (`in:`).
     kinds: frozenset[str] = frozenset({"call"})
-    # The guard its spec implies for a scoped rule (e.g. the classes a renamed method lives on),
-    # as the fields of `rules.model.Guard`.
-    implied_guard: Callable[[Any], dict[str, tuple[Any, ...]]] | None = None
+    # The guard its spec implies (e.g. the classes a renamed method lives on; a moved name's old
+    # and new modules), as the fields of `rules.model.Guard`, from the spec and the rule's calls.
+    implied_guard: Callable[[Any, tuple[str, ...]], dict[str, tuple[Any, ...]]] | None = None

@@ -86,6 +86,6 @@ OPERATION = Operation(
     describe=lambda spec: f"rename method `{spec.receiver}.{spec.old}` to `{spec.new}`",
     guardable=True,
     kinds=frozenset({"scope"}),
-    implied_guard=lambda spec: {"defines": tuple(f"{c}.{spec.new}" for c in spec.classes),
+    implied_guard=lambda spec, calls: {"defines": tuple(f"{c}.{spec.new}" for c in spec.classes),
                                 "lacks": tuple(f"{c}.{spec.old}" for c in spec.classes)},
 )

@@ -44,4 +44,7 @@ OPERATION = Operation(
     compile=compile_spec,
     describe=lambda spec: f"move to `{spec}`",
     guardable=False,
+    # Only where the installed vLLM shows the move: the old module lacks the name and the new one
+    # has it (where the source cannot tell, `since` decides).
+    implied_guard=lambda spec, calls: {"defines": (spec,), "lacks": tuple(calls)},
 )

@@ -352,7 +352,8 @@ class Members:
 
     def defines(self, qualname: str) -> bool | None:
         """For the guards: whether class `a.b.C` of `a.b.C.attr` binds `attr` in its body or an
-        inherited one (True), surely does not (False), or the source cannot tell (None). Narrower
+        inherited one (True), surely does not (False), or the source cannot tell (None); for
+        module `a.b` of `a.b.name`, whether the module binds `name`. Narrower
         than `exists`: a guard asks about methods vLLM renames, so a field or a `self.x` does not
         count, and the plain outside roots (`_GUARD_ROOTS`) define none of them."""
         owner, _, attr = qualname.rpartition(".")
@@ -360,6 +361,10 @@ class Members:
             cls = self.names.lookup(owner)
         except Unknown:
             return None
+        if isinstance(cls, Module):
+            # A module's own name (a `move` rule's guard: the old module lacks it, the new one
+            # has it): what the audit's existence engine answers, an import of it included.
+            return self.exists(qualname).found
         if not isinstance(cls, Class):
             return None
         unknown = False
