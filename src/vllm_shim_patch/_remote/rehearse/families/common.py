@@ -39,6 +39,11 @@ def shrink(config, max_model_len, *, vocab=None, layers=LAYERS):
         out["layer_types"] = config["layer_types"][:out["num_hidden_layers"]]
     if vocab is not None:
         out["vocab_size"] = vocab
+        # The word-level tokenizer's <unk>, <s>, </s>: a published id past the tiny vocabulary
+        # (gpt-oss pads with 199999) would not be a token of it.
+        for key, tiny in (("pad_token_id", 0), ("bos_token_id", 1), ("eos_token_id", 2)):
+            if isinstance(out.get(key), int) and out[key] >= vocab:
+                out[key] = tiny
     out["max_position_embeddings"] = max(int(config.get("max_position_embeddings") or 0), max_model_len)
     out["torch_dtype"] = "float32"
     out.pop("dtype", None)

@@ -1,0 +1,48 @@
+"""The stand-ins against the real thing they replace, on the real vLLM 0.16.0: for every family,
+vLLM's model with the rehearsal's attention backend, MLA and MoE stand-ins computes the states
+transformers' own implementation of the architecture computes, with the same wide weights (one
+300-token prompt: past gpt-oss's 128-token sliding window). The GPU kernels cannot run here;
+transformers' eager code is the architecture's reference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import realdata
+from conftest import Sandbox, real_sandbox
+
+import vllm_shim_patch
+from vllm_shim_patch._remote.rehearse import families
+
+pytestmark = [pytest.mark.realvllm, pytest.mark.slow]
+
+REHEARSE = Path(vllm_shim_patch.__file__).parent / "_remote" / "rehearse"
+DRIVER = Path(__file__).parent / "crosscheck.py"
+# transformers' DeepseekV3 has no Llama-4 attention scaling: mistral-large-3 has no reference there
+# (the rehearsal's own check against the model's forward covers it).
+ARCHS = [name for name in families.presets() if name != "mistral-large-3"]
+
+
+@pytest.fixture(scope="module")
+def patched(tmp_path_factory: pytest.TempPathFactory, vllm_venv_python: Path, vllm_site: Path) -> Sandbox:
+    root = tmp_path_factory.mktemp("standins")
+    sb = real_sandbox(root, vllm_venv_python, vllm_site, realdata.speculators_wheel(realdata.OLD_SPECULATORS))
+    assert sb.run("--vllm-version", "0.16", "--no-rehearse", timeout=900).returncode == 0
+    return sb
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_stand_ins_compute_what_transformers_computes(patched: Sandbox, arch: str) -> None:
+    out = subprocess.run([str(patched.python), str(DRIVER), str(REHEARSE), arch], capture_output=True, text=True,
+                         timeout=600, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    answer = json.loads(out.stdout.strip().splitlines()[-1])
+    assert answer["outcome"] == "passed", answer["failure"]
+    assert answer["architecture"] == families.preset(arch)[1]["architectures"][0]
+    assert answer["loaded"] > 0  # vLLM's loader took transformers' weights
+    # float32 on both sides: the implementations agree to rounding, far below the bfloat16 run's 1e-2.
+    assert all(diff < 1e-5 for diff in answer["crosscheck"].values()), answer["crosscheck"]
