@@ -31,7 +31,7 @@ def crosscheck(run, work, family, adapter, S, config):
     import transformers
 
     model = adapter.model_of(S)
-    base = family.base_model(model)
+    base = sys.modules["_vsp_remote_rehearse.families"].base_model(family, model)
     folder = os.path.join(run.tmpdir, "model")
     hf_config = transformers.AutoConfig.from_pretrained(folder, trust_remote_code=True)
     text = getattr(hf_config, "text_config", hf_config)

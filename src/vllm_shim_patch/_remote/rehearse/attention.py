@@ -29,6 +29,26 @@ class Metadata:
         self.history = history  # {layer name: {req_id: (keys, values)}}
 
 
+def extend(meta, layer_name, rid, start, new):
+    """A request's cached tensors (keys and values, or MLA's latent and rope key) with this step's
+    rows appended: position 0 starts afresh; a chunk that does not continue exactly where the
+    cache ends is an error (the runner fed a request's tokens out of order)."""
+    import torch
+
+    history = meta.history.setdefault(layer_name, {})
+    if start == 0:
+        held = new
+    else:
+        old = history.get(rid)
+        have = 0 if old is None else old[0].shape[0]
+        if have != start:
+            raise RuntimeError(f"request {rid!r} continues at position {start} but the KV cache holds {have} "
+                               f"of its positions in {layer_name}")
+        held = tuple(torch.cat([a, b]) for a, b in zip(old, new))
+    history[rid] = held
+    return held
+
+
 def build(module):
     """The backend and impl classes, placed in `module` (the qualified name vLLM resolves)."""
     import torch
@@ -75,20 +95,9 @@ def build(module):
             key = key.view(key.shape[0], self.num_kv_heads, -1)
             value = value.view(value.shape[0], self.num_kv_heads, -1)
             out = output.view(query.shape[0], self.num_heads, -1)
-            history = attn_metadata.history.setdefault(layer.layer_name, {})
             for rid, row, start, n in attn_metadata.segments:
-                k_new, v_new = key[row:row + n], value[row:row + n]
-                if start == 0:
-                    keys, values = k_new, v_new
-                else:
-                    held = history.get(rid)
-                    have = 0 if held is None else held[0].shape[0]
-                    if have != start:
-                        raise RuntimeError(
-                            f"request {rid!r} continues at position {start} but the KV cache holds {have} of "
-                            f"its positions in {layer.layer_name}")
-                    keys, values = torch.cat([held[0], k_new]), torch.cat([held[1], v_new])
-                history[rid] = (keys, values)
+                keys, values = extend(attn_metadata, layer.layer_name, rid, start,
+                                      (key[row:row + n], value[row:row + n]))
                 out[row:row + n] = self.attend(query[row:row + n], keys, values, start)
             return output
 
@@ -186,19 +195,8 @@ def mla_forward_impl(self, q, k_c_normed, k_pe, kv_cache, attn_metadata, output=
         return out.zero_()
     q = q.view(n_tok, heads, nope + rope)
     k_pe = k_pe.reshape(n_tok, rope)
-    history = attn_metadata.history.setdefault(self.layer_name, {})
     for rid, row, start, n in attn_metadata.segments:
-        c_new, pe_new = k_c_normed[row:row + n], k_pe[row:row + n]
-        if start == 0:
-            latent, pe = c_new, pe_new
-        else:
-            held = history.get(rid)
-            have = 0 if held is None else held[0].shape[0]
-            if have != start:
-                raise RuntimeError(f"request {rid!r} continues at position {start} but the KV cache holds "
-                                   f"{have} of its positions in {self.layer_name}")
-            latent, pe = torch.cat([held[0], c_new]), torch.cat([held[1], pe_new])
-        history[rid] = (latent, pe)
+        latent, pe = extend(attn_metadata, self.layer_name, rid, start, (k_c_normed[row:row + n], k_pe[row:row + n]))
         kv = self.kv_b_proj(latent)[0].view(latent.shape[0], heads, nope + v_dim)
         k_nope, v = kv.split([nope, v_dim], dim=-1)
         k = torch.cat([k_nope, pe.unsqueeze(1).expand(-1, heads, rope)], dim=-1).double()

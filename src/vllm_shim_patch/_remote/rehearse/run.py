@@ -131,9 +131,9 @@ def _drive(run, work, family, adapter, S, config):
     worker = adapter.worker_of(S)
     runner = worker.model_runner
     model = runner.model
-    base = family.base_model(model)
+    base = families.base_model(family, model)
     forward = adapter.forward_of(S)
-    family.self_check(run, model)
+    families.self_check(family, run, model)
     run.extra["layers"] = _layer_kinds(model)
     warm_up = len(runner.steps)
     worst, wrong, earlier = 0.0, [], set()

@@ -2,9 +2,11 @@
 
 A family module defines NAME, ARCHITECTURES, MODULES (vLLM's model modules, registered
 in-process), PRESET (a published full-size config.json: `--arch NAME`), REAL and STOOD_IN
-(reported verbatim), `shrink(config, max_model_len, vocab)` (the tiny config of the same
-architecture), `base_model(model)` (the decoder stack speculators captures from) and
-`self_check(run, model)` (its stand-ins against the real classes). Adding a family: one module,
+(reported verbatim) and `shrink(config, max_model_len, vocab)` (the tiny config of the same
+architecture); `self_check(run, model)` where it has stand-ins of its own; a multimodal wrapper
+sets WRAPPER (its language model's config is `text_config`, its decoder stack under
+get_language_model()) and may give `files(config)` and `special_tokens(config)` for what its
+processor needs. Adding a family: one module,
 one entry here, and its architectures in the tool's analysis/rehearse.py FAMILIES.
 """
 
@@ -20,7 +22,20 @@ def supported():
 
 def text(family, config):
     """The language model's config (a multimodal wrapper keeps it under text_config)."""
-    return family.text(config) if hasattr(family, "text") else config
+    return config["text_config"] if getattr(family, "WRAPPER", False) else config
+
+
+def base_model(family, model):
+    """The decoder stack speculators captures from: a wrapper's language model's (reached through
+    get_language_model(), as speculators' patched worker does), else the model's own."""
+    return model.get_language_model().model if getattr(family, "WRAPPER", False) else model.model
+
+
+def self_check(family, run, model):
+    """The family's own stand-ins against vLLM's classes (most families have none)."""
+    check = getattr(family, "self_check", None)
+    if check is not None:
+        check(run, model)
 
 
 def presets():

@@ -37,10 +37,6 @@ STOOD_IN = [
 ]
 
 
-def base_model(model):
-    return model.model
-
-
 def shrink(config, max_model_len, vocab=None):
     out = common.shrink(config, max_model_len, vocab=vocab)
     # MLA: a latent and a rope part per head, v its own size; the query low-rank only where it has one.
@@ -65,7 +61,3 @@ def shrink(config, max_model_len, vocab=None):
         out["llama_4_scaling"] = {**scaling, "original_max_position_embeddings":
                                   min(int(scaling["original_max_position_embeddings"]), max_model_len // 4)}
     return out
-
-
-def self_check(run, model):
-    return None

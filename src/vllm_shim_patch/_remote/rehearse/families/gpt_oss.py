@@ -25,16 +25,8 @@ REAL = [
 STOOD_IN = []
 
 
-def base_model(model):
-    return model.model
-
-
 def shrink(config, max_model_len, vocab=None):
     out = common.shrink(config, max_model_len, vocab=vocab)
     out.update({"num_local_experts": 8, "num_experts_per_tok": 2, "experts_per_token": 2,
                 "intermediate_size": 32})
     return out
-
-
-def self_check(run, model):
-    return None

@@ -30,6 +30,7 @@ PRESET = {
         "projector_hidden_act": "gelu", "projector_ln_eps": 1e-5,
     },
 }
+WRAPPER = True  # speculators captures from get_language_model()
 REAL = [
     "vllm.model_executor.models.kimi_k25: KimiK25ForConditionalGeneration (vLLM's MoonViT vision tower and "
     "projector built, not run: the prompts are text), its DeepSeek-V3 language model as in the deepseek family",
@@ -80,14 +81,6 @@ PREPROCESSOR = ('{"auto_map": {"AutoImageProcessor": "kimi_k25_vision_processing
                 '"image_processor_type": "KimiK25VisionProcessor"}')
 
 
-def text(config):
-    return config["text_config"]
-
-
-def base_model(model):
-    return model.get_language_model().model
-
-
 def shrink(config, max_model_len, vocab=None):
     out = copy.deepcopy(config)
     out["text_config"] = deepseek.shrink(config["text_config"], max_model_len, vocab=vocab)
@@ -112,7 +105,3 @@ def files(config):
     """The files the tiny folder needs besides config.json and a tokenizer, without --model."""
     return {"configuration_kimi_k25.py": CONFIG_STAND_IN, "kimi_k25_vision_processing.py": PROCESSOR_STAND_IN,
             "preprocessor_config.json": PREPROCESSOR}
-
-
-def self_check(run, model):
-    return None

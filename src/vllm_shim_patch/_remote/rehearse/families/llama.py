@@ -24,13 +24,5 @@ REAL = [
 STOOD_IN = []
 
 
-def base_model(model):
-    return model.model
-
-
 def shrink(config, max_model_len, vocab=None):
     return common.shrink(config, max_model_len, vocab=vocab)
-
-
-def self_check(run, model):
-    return None

@@ -23,16 +23,8 @@ REAL = [
 STOOD_IN = []
 
 
-def base_model(model):
-    return model.model
-
-
 def shrink(config, max_model_len, vocab=None):
     out = common.shrink(config, max_model_len, vocab=vocab)
     if "max_window_layers" in out:
         out["max_window_layers"] = out["num_hidden_layers"]
     return out
-
-
-def self_check(run, model):
-    return None

@@ -24,10 +24,6 @@ REAL = [
 STOOD_IN = []
 
 
-def base_model(model):
-    return model.model
-
-
 def shrink(config, max_model_len, vocab=None):
     out = common.shrink(config, max_model_len, vocab=vocab)
     out.update({"num_experts": 8, "moe_intermediate_size": 32,
@@ -39,7 +35,3 @@ def shrink(config, max_model_len, vocab=None):
     if "max_window_layers" in out:
         out["max_window_layers"] = out["num_hidden_layers"]
     return out
-
-
-def self_check(run, model):
-    return None

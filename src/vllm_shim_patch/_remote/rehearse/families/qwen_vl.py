@@ -29,6 +29,7 @@ PRESET = {
         "hidden_act": "gelu_pytorch_tanh",
     },
 }
+WRAPPER = True  # speculators captures from get_language_model()
 REAL = [
     "vllm.model_executor.models.qwen3_vl: Qwen3VLForConditionalGeneration (vision tower and deepstack mergers "
     "built, not run: the prompts are text), Qwen3LLMForCausalLM / Qwen3LLMModel (its forward passes "
@@ -42,14 +43,6 @@ STOOD_IN = [
 ]
 TOKENIZER_CLASS = "Qwen2TokenizerFast"  # Qwen3VLProcessor accepts no other
 _SPECIAL = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
-
-
-def text(config):
-    return config["text_config"]
-
-
-def base_model(model):
-    return model.get_language_model().model
 
 
 def shrink(config, max_model_len, vocab=None):
@@ -85,7 +78,3 @@ def files(config):
              "merge_size": 2, "size": {"shortest_edge": 64 * 64, "longest_edge": 128 * 128}, "fps": 2,
              "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "processor_class": "Qwen3VLProcessor"}
     return {"preprocessor_config.json": json.dumps(image), "video_preprocessor_config.json": json.dumps(video)}
-
-
-def self_check(run, model):
-    return None
