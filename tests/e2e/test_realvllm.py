@@ -64,7 +64,7 @@ def test_apply_verifies_live_then_rollback(real: Sandbox) -> None:
     v = real.run("verify", timeout=900)
     assert v.returncode == 0, v.stdout + v.stderr
     # Every call into vLLM of the two rewritten files, all live: nothing left unchecked.
-    assert v.stdout.splitlines()[-1] == "verify speculators 0.3.0: passed: 2 imports ok, 20 calls bind (live)"
+    assert v.stdout.splitlines()[-1] == "verify speculators 0.3.0: passed: 2 imports ok, 22 calls bind (live)"
     assert [line for line in v.stdout.splitlines() if line.startswith(f"{GENERATOR}:1")][3:8] == [
         f"{GENERATOR}:136: vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups: ok",
         f"{GENERATOR}:143: vllm.v1.structured_output.StructuredOutputManager: ok",

@@ -370,3 +370,47 @@ def test_vllm_code_of_the_same_name_on_another_object_is_not_handed_on(roots: tu
     outcome, failure = frames.classify(exc, "generate-1", spec, vllm, own=own)
     assert outcome == "cannot_rehearse"
     assert failure["stand_in"] == {"module": "families/llama.py", "member": "StandInAttention.forward", "line": 5}
+
+
+def test_a_wrapper_between_a_stand_in_and_the_member_it_hands_on_to_hides_nothing(
+        roots: tuple[str, str, str], tmp_path: Path) -> None:
+    """torch's inference_mode decorator sits between the stand-in runner's execute_model and
+    GPUModelRunner.execute_model: vLLM still judges speculators' call (break 5 stays a failure)."""
+    spec, vllm, own = roots
+    gpu = module_at(Path(vllm) / "v1" / "worker" / "gpu_model_runner.py", VLLM_RUNNER)["GPUModelRunner"]
+    wrap = module_at(tmp_path / "torch" / "_contextlib.py",
+                     "def inference_mode(f):\n"
+                     "    def decorate_context(*args, **kwargs):\n"
+                     "        return f(*args, **kwargs)\n"
+                     "    return decorate_context\n")["inference_mode"]
+    standin = module_at(Path(own) / "releases" / "adapter.py",
+                        "class StandInModelRunner(GPUModelRunner):\n"
+                        "    def execute_model(self, out):\n"
+                        "        return wrap(GPUModelRunner.execute_model)(self, out)\n",
+                        GPUModelRunner=gpu, wrap=wrap)["StandInModelRunner"]
+    worker = module_at(Path(vllm) / "v1" / "worker" / "gpu_worker.py", VLLM_WORKER)["Worker"](standin())  # type: ignore[operator]
+    gen = module_at(Path(spec) / "data_generation" / "gen.py", GENERATOR_SOURCE)
+    exc = raised(lambda: gen["generate"](worker, "pending"))  # type: ignore[index,operator]
+    assert frames.classify(exc, "generate-2", spec, vllm, own=own)[0] == "failed"
+
+
+def test_vllm_calling_speculators_replacement_with_a_keyword_it_lacks_is_speculators_failure(
+        roots: tuple[str, str, str]) -> None:
+    """speculators binds its own forward on vLLM's base model; the model passes it a keyword it
+    does not take (Qwen3-VL's deepstack_input_embeds): no speculators frame exists, the stand-in
+    runner is the nearest caller, and still it is speculators' failure."""
+    spec, vllm, own = roots
+    patched = module_at(Path(spec) / "data_generation" / "custom_worker.py",
+                        "def _patched_forward(self, input_ids, positions):\n    return input_ids\n")
+    model = module_at(Path(vllm) / "model_executor" / "models" / "qwen3_vl.py",
+                      "def forward(language_model, ids):\n"
+                      "    return language_model(ids, 0, deepstack_input_embeds=None)\n")
+    runner = module_at(Path(own) / "releases" / "runner.py", "def run_model(f, model, ids):\n    return f(model, ids)\n")
+    language_model = lambda *a, **k: patched["_patched_forward"](None, *a, **k)  # noqa: E731
+    exc = raised(lambda: runner["run_model"](model["forward"], language_model, [1]))  # type: ignore[operator]
+    assert str(exc).startswith("_patched_forward() got an unexpected keyword argument 'deepstack_input_embeds'")
+    outcome, failure = frames.classify(exc, "init", spec, vllm, own=own,
+                                       speculators_fns={"_patched_forward": (str(Path(spec) / "x.py"), 1)})
+    assert outcome == "failed" and "stand_in" not in failure
+    # Without the table, the live functions of speculators' files are looked up.
+    assert frames.classify(exc, "init", spec, vllm, own=own)[0] == "failed"

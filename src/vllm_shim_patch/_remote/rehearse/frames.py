@@ -137,7 +137,37 @@ def _callee_standin(exc, own, standins):
     return None
 
 
-def deciding_frame(exc, speculators, vllm, own=OWN_ROOT, standins=None):
+def speculators_functions(speculators):
+    """{qualified name: (file, first line)} of every live function defined in speculators' files
+    (a function installed on a vLLM object, such as the worker's patched forward)."""
+    found = {}
+    if not speculators:
+        return found
+    for obj in gc.get_objects():
+        if isinstance(obj, types.FunctionType) and _inside(obj.__code__.co_filename, speculators):
+            found.setdefault(obj.__qualname__, (os.path.abspath(obj.__code__.co_filename),
+                                                obj.__code__.co_firstlineno))
+    return found
+
+
+def _callee_speculators(exc, speculators, functions):
+    """(file, line, qualname, None) of speculators' function a TypeError says was called with
+    arguments it does not take: vLLM calling speculators' replacement of one of its methods (the
+    model's forward passing a keyword speculators' forward lacks) fails before that function has a
+    frame, so only the message names it."""
+    if not isinstance(exc, TypeError):
+        return None
+    m = _SIGNATURE.match(str(exc))
+    if not m:
+        return None
+    table = speculators_functions(speculators) if functions is None else functions
+    name = m.group(1)
+    if name in table:
+        return (*table[name], name, None)
+    return None
+
+
+def deciding_frame(exc, speculators, vllm, own=OWN_ROOT, standins=None, speculators_fns=None):
     """("speculators" | "stand-in", (file, line, qualname, receiver id)) for the frame that
     decides the outcome, or None when neither code is on the stack."""
     entries = _entries(exc)
@@ -147,7 +177,11 @@ def deciding_frame(exc, speculators, vllm, own=OWN_ROOT, standins=None):
         callee = _callee_standin(exc, own, standins)
         if callee is not None:
             return "stand-in", callee
-    callee = None  # the frame the current one called (None for the innermost)
+        # ... or called speculators' own function so.
+        callee = _callee_speculators(exc, speculators, speculators_fns)
+        if callee is not None:
+            return "speculators", callee
+    callee = None  # the vLLM or stand-in frame the current one called (None for the innermost)
     for entry in reversed(entries):
         where = raised_in(entry[0], speculators, vllm, own)
         if where == "speculators":
@@ -160,7 +194,10 @@ def deciding_frame(exc, speculators, vllm, own=OWN_ROOT, standins=None):
                          and entry[3] is not None and callee[3] == entry[3])
             if not handed_on:
                 return "stand-in", entry
-        callee = entry
+        if where != "other":
+            # Frames of neither (torch's inference_mode wrapper between a stand-in and the vLLM
+            # method it hands on to) do not hide the call.
+            callee = entry
     return None
 
 
@@ -174,14 +211,14 @@ def _cannot(failure, entry, own, exc):
     return CANNOT, failure
 
 
-def classify(exc, stage, speculators, vllm, worker_exc=None, own=OWN_ROOT, standins=None):
+def classify(exc, stage, speculators, vllm, worker_exc=None, own=OWN_ROOT, standins=None, speculators_fns=None):
     """(outcome, failure) for an exception that ended the run.
 
     Set-up failures mean the stand-ins do not fit this vLLM. An exception raised on the worker
     and surfaced through collective_rpc is described from the worker's side. Otherwise the frame
     `deciding_frame` finds decides: a stand-in's is "cannot rehearse" naming it, speculators' is
-    a failure. `standins`: {qualname: (file, line)} of the stand-in functions (default: the live
-    ones defined under `own`)."""
+    a failure. `standins` / `speculators_fns`: {qualname: (file, line)} of the stand-in functions
+    and of speculators' (default: the live ones defined under `own` / `speculators`)."""
     failure = describe(exc, speculators, vllm, own)
     if stage == "setup":
         failure["exception"] = f"cannot rehearse on this vLLM: {failure['exception']}"
@@ -200,7 +237,7 @@ def classify(exc, stage, speculators, vllm, worker_exc=None, own=OWN_ROOT, stand
             failure["speculators_frame"] = surfaced["speculators_frame"]
     if isinstance(exc, WrongOutput):
         return FAILED, failure
-    decided = deciding_frame(raised, speculators, vllm, own, standins)
+    decided = deciding_frame(raised, speculators, vllm, own, standins, speculators_fns)
     if decided is not None and decided[0] == "stand-in":
         return _cannot(failure, decided[1], own, raised)
     # speculators' frame decided, or neither is on the stack (raised in vLLM alone, e.g. on the
