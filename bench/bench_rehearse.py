@@ -13,6 +13,8 @@ vLLM). Timed, whole processes, a warm-up run first, then N runs round-robin:
   rehearse      patch-speculators rehearse          (speculators' generator on the parity workload:
                                                      6 calls, 40 sequences, each checked)
   quick         patch-speculators rehearse --quick  (the two short calls)
+  kimi-k2.5     patch-speculators rehearse --arch kimi-k2.5  (the parity workload on a tiny Kimi-K2.5:
+                                                     MLA, experts, the multimodal wrapper)
   session       _remote/session.py with all three   (exactly what apply runs after writing)
 
 Targets (issue 17): rehearse within 1.5x of import, quick within 1.0x, session within 2x.
@@ -81,6 +83,7 @@ def main() -> int:
             bl.Contender("verify", [*base, "verify"]),
             bl.Contender("rehearse", [*base, "rehearse"]),
             bl.Contender("quick", [*base, "rehearse", "--quick"]),
+            bl.Contender("kimi-k2.5", [*base, "rehearse", "--arch", "kimi-k2.5"]),
             bl.Contender("session", ["sh", "-c", f"{target} {remote / 'session.py'} < session.json"], env=env, cwd=tmp),
         ]
         print(f"# target: {target} (speculators 0.3.0 patched, vLLM 0.16.0 from {site})")
