@@ -2,7 +2,7 @@
 """Build (or reuse) the cached test virtualenv of one vLLM release (default: realdata.REFERENCE_VLLM).
 
 Usage:
-    python tests/e2e/build_env.py [--vllm X] [--print-path] [--rebuild] [--python PYTHON]
+    python tests/e2e/build_env.py [--vllm X] [--print-path] [--rebuild | --cached-only] [--python PYTHON]
     python tests/e2e/build_env.py --vllm X --freeze [--require SPEC ...]
 
 The venv lives outside any repository, at
@@ -34,7 +34,8 @@ serialised with a lock file.
 
 The last line on stdout is the venv's python path; all progress and pip output
 goes to stderr. --print-path keeps stdout to that one line (no summary).
-Exit status is non-zero, with a message on stderr, on any failure.
+Exit status is non-zero, with a message on stderr, on any failure; 3 with --cached-only
+when the venv is not built (the tests of other releases skip then).
 
 Stdlib only; Linux/macOS (uses fcntl).
 """
@@ -101,6 +102,10 @@ def header_value(text: str, key: str) -> str | None:
 
 class BuildError(Exception):
     pass
+
+
+class NotCached(BuildError):
+    """--cached-only and the venv is not built (exit 3)."""
 
 
 def log(msg: str) -> None:
@@ -354,7 +359,8 @@ def build(base_python: str, tmp: Path, final_name: str, recipe: Recipe,
     import_check(py, recipe)
 
 
-def ensure_venv(vllm: str, base_python_arg: str | None, rebuild: bool) -> tuple[Path, str]:
+def ensure_venv(vllm: str, base_python_arg: str | None, rebuild: bool,
+                cached_only: bool = False) -> tuple[Path, str]:
     constraints = constraints_path(vllm)
     if not constraints.is_file():
         raise BuildError(f"constraints file missing: {constraints} "
@@ -370,6 +376,9 @@ def ensure_venv(vllm: str, base_python_arg: str | None, rebuild: bool) -> tuple[
 
     if not rebuild and is_complete(final, digest):
         return final, "reused"
+    if cached_only:
+        raise NotCached(f"the venv of vLLM {vllm} is not built: {final} "
+                        f"(build it with: python tests/e2e/build_env.py --vllm {vllm})")
 
     with locked(venvs, name):
         # Re-check under the lock: a concurrent build may have just finished.
@@ -407,6 +416,7 @@ def freeze_release(vllm: str, base_python_arg: str | None, requires: list[str]) 
             py = make_venv(base_python, tmp, name, "uv")
             install(recipe, py)
             installed = freeze(py, "uv")
+            check_cuda_pair(installed)
             text = constraints_text(vllm, requirements, installed, base_python)
             digest = hashlib.sha256(text.encode()).hexdigest()
             final = venvs / f"vllm-{vllm}-{digest[:12]}"
@@ -420,6 +430,19 @@ def freeze_release(vllm: str, base_python_arg: str | None, requires: list[str]) 
     post_move_check(final)
     log(f"wrote {constraints} ({len(installed)} pins); venv {final} in {time.monotonic() - t0:.0f}s")
     return final, "frozen"
+
+
+def check_cuda_pair(installed: dict[str, str]) -> None:
+    """Refuse a cuda-python of another major than cuda-bindings: its files overwrite the bindings.
+
+    Left free on vLLM 0.33.0, uv paired cuda-bindings 13.5.0 with cuda-python 12.6.2.post1.
+    """
+    bindings, meta = installed.get("cuda-bindings"), installed.get("cuda-python")
+    if bindings and meta and bindings.split(".")[0] != meta.split(".")[0]:
+        major = bindings.split(".")[0]
+        raise BuildError(f"the resolve paired cuda-bindings {bindings} with cuda-python {meta}, "
+                         f"whose files overwrite the bindings; freeze again with "
+                         f"--require 'cuda-python>={major}'")
 
 
 def constraints_text(vllm: str, requirements: list[str], installed: dict[str, str],
@@ -517,6 +540,8 @@ def main() -> int:
     ap.add_argument("--vllm", metavar="X", default=REFERENCE_VLLM,
                     help=f"the vLLM release (default: the reference, {REFERENCE_VLLM}); "
                          "its constraints-vllm-X.txt must exist unless --freeze")
+    ap.add_argument("--cached-only", action="store_true",
+                    help="never build: exit 3 unless the venv is built and current")
     ap.add_argument("--freeze", action="store_true",
                     help="resolve the release afresh with uv and write its constraints file")
     ap.add_argument("--require", action="append", default=[], metavar="SPEC",
@@ -536,7 +561,10 @@ def main() -> int:
         else:
             if args.require:
                 raise BuildError("--require is for --freeze (the constraints file pins the rest)")
-            venv, how = ensure_venv(args.vllm, args.python, args.rebuild)
+            venv, how = ensure_venv(args.vllm, args.python, args.rebuild, args.cached_only)
+    except NotCached as exc:
+        print(f"build_env: {exc}", file=sys.stderr)
+        return 3
     except BuildError as exc:
         print(f"build_env: error: {exc}", file=sys.stderr)
         return 1
