@@ -99,7 +99,7 @@ def purelib(python: Path) -> Path:
 class Step:
     argv: list[str]
     rc: int
-    verdict: str  # the command's last line on stdout (its final verdict)
+    verdict: str  # the command's first line on stdout (its final verdict)
     seconds: float
     stderr_tail: str = ""
 
@@ -128,8 +128,10 @@ def run_tool(python: Path, state: Path, *args: str, timeout: float = 1800) -> St
     env["NO_COLOR"] = "1"
     t0 = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    # The verdict is stdout's first line: details follow it (wrong sequences, or the rest of a
+    # multi-line exception message, such as pydantic's "For further information" line).
     lines = proc.stdout.strip().splitlines() or proc.stderr.strip().splitlines() or ["(no output)"]
-    return Step(argv[len(tool()):], proc.returncode, lines[-1], time.monotonic() - t0,
+    return Step(argv[len(tool()):], proc.returncode, lines[0], time.monotonic() - t0,
                 proc.stderr[-2000:])
 
 
