@@ -1,17 +1,30 @@
 #!/usr/bin/env python3
-"""Build (or reuse) the cached test virtualenv of the reference vLLM (realdata.REFERENCE_VLLM, 0.16.0).
+"""Build (or reuse) the cached test virtualenv of one vLLM release (default: realdata.REFERENCE_VLLM).
 
 Usage:
-    python tests/e2e/build_env.py [--print-path] [--rebuild] [--python PYTHON]
+    python tests/e2e/build_env.py [--vllm X] [--print-path] [--rebuild | --cached-only] [--python PYTHON]
+    python tests/e2e/build_env.py --vllm X --freeze [--require SPEC ...]
 
 The venv lives outside any repository, at
 
-    ${VSP_TEST_CACHE:-~/.cache/vllm-shim-patch}/venvs/vllm-0.16.0-<sha12>/
+    ${VSP_TEST_CACHE:-~/.cache/vllm-shim-patch}/venvs/vllm-X-<sha12>/
 
 where <sha12> is the first 12 hex digits of the sha256 of
-constraints-vllm-0.16.0.txt (next to this script). It holds vllm==0.16.0 with
-its full dependency closure (torch 2.9.1, CUDA build from PyPI: ~11 GB; it only
-has to import on a CPU machine) plus speculators==0.3.0 installed --no-deps.
+constraints-vllm-X.txt (next to this script). It holds vllm==X with its full
+dependency closure (the CUDA build of torch from PyPI: ~11 GB; it only has to
+import on a CPU machine) plus speculators==0.3.0 installed --no-deps.
+
+The constraints file says how it was made. One with a `# vsp-installer: uv`
+line is installed with uv (from the test extras) into a venv without pip,
+hardlinked from one shared uv cache (${VSP_TEST_CACHE}/uv), so each further
+release costs little more disk than its own packages; its `# vsp-requirements:`
+line names what is installed with vllm. One without (the reference
+constraints-vllm-0.16.0.txt) is installed with pip, as it was frozen.
+
+--freeze makes the constraints file of a new release from a real resolve:
+it installs vllm==X, the requirements and every --require (e.g. 'cuda-python>=13')
+with uv and no constraints, writes `uv pip freeze` of the result as
+constraints-vllm-X.txt, and keeps the venv as that file's cached venv.
 
 A venv is reused when its marker file holds the sha256 of the constraints file.
 Otherwise it is built in a temporary sibling directory, checked with an import
@@ -21,7 +34,8 @@ serialised with a lock file.
 
 The last line on stdout is the venv's python path; all progress and pip output
 goes to stderr. --print-path keeps stdout to that one line (no summary).
-Exit status is non-zero, with a message on stderr, on any failure.
+Exit status is non-zero, with a message on stderr, on any failure; 3 with --cached-only
+when the venv is not built (the tests of other releases skip then).
 
 Stdlib only; Linux/macOS (uses fcntl).
 """
@@ -45,24 +59,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from realdata import OLD_SPECULATORS, REFERENCE_VLLM  # noqa: E402
 
-VLLM_VERSION = REFERENCE_VLLM
 SPECULATORS_VERSION = OLD_SPECULATORS
 REQUIRED_PYTHON = (3, 11)
-# Installed together with vllm: what `import speculators.data_generation.
-# vllm_hidden_states_generator` needs beyond vllm's own closure (loguru), and
-# setuptools, which torch.utils.cpp_extension imports (Python 3.11 venvs ship it,
-# but name it so the pin applies whichever way the venv was seeded).
+# Installed together with vllm by pip (the reference file, which names no requirements): what
+# `import speculators.data_generation.vllm_hidden_states_generator` needs beyond vllm's own
+# closure (loguru), and setuptools, which torch.utils.cpp_extension imports (Python 3.11 venvs
+# ship it, but name it so the pin applies whichever way the venv was seeded).
 EXTRA_PACKAGES = ["loguru", "setuptools"]
-IMPORT_CHECK = (
+# What --freeze installs with vllm by default: the above, and the rest of what speculators'
+# modules import beyond vLLM's closure (its config settings and its CLI), so the whole package
+# can import where the release lets it.
+FREEZE_PACKAGES = ["loguru", "setuptools", "pydantic-settings", "typer-slim"]
+VLLM_IMPORT_CHECK = (
     "import vllm.v1.request, vllm.v1.core.sched.scheduler, "
-    "vllm.v1.core.kv_cache_utils, vllm.config; "
-    "import speculators.data_generation.vllm_hidden_states_generator"
+    "vllm.v1.core.kv_cache_utils, vllm.config"
 )
+SPECULATORS_IMPORT = "import speculators.data_generation.vllm_hidden_states_generator"
 MARKER = ".vsp-constraints-sha256"
-MIN_FREE_BYTES = 14 * 1024**3  # venv ~11 GB + pip's unpack/temp space
+MIN_FREE_BYTES = 14 * 1024**3  # venv ~11 GB + pip's unpack/temp space (uv: most is hardlinked)
 
 HERE = Path(__file__).resolve().parent
-CONSTRAINTS = HERE / f"constraints-vllm-{VLLM_VERSION}.txt"
 PYTHON_CANDIDATES = [
     "python3.11",
     "/root/.pyenv/versions/3.11.7/bin/python",
@@ -74,8 +90,22 @@ PYTHON_CANDIDATES = [
 _LOCK_FDS: tuple[int, ...] = ()
 
 
+def constraints_path(vllm: str) -> Path:
+    return HERE / f"constraints-vllm-{vllm}.txt"
+
+
+def header_value(text: str, key: str) -> str | None:
+    """The value of a `# vsp-KEY: value` line of a constraints file, or None."""
+    m = re.search(rf"^# vsp-{key}:[ \t]*(.*)$", text, re.MULTILINE)
+    return m.group(1).strip() if m else None
+
+
 class BuildError(Exception):
     pass
+
+
+class NotCached(BuildError):
+    """--cached-only and the venv is not built (exit 3)."""
 
 
 def log(msg: str) -> None:
@@ -127,7 +157,7 @@ def find_python(explicit: str | None) -> str:
     )
 
 
-def parse_pins(text: str) -> dict[str, str]:
+def parse_pins(text: str, source: Path) -> dict[str, str]:
     pins = {}
     for raw in text.splitlines():
         line = raw.split("#", 1)[0].strip()
@@ -135,7 +165,7 @@ def parse_pins(text: str) -> dict[str, str]:
             continue
         m = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", line)
         if not m:
-            raise BuildError(f"{CONSTRAINTS.name}: not a 'name==version' pin: {raw!r}")
+            raise BuildError(f"{source.name}: not a 'name==version' pin: {raw!r}")
         pins[normalize(m.group(1))] = m.group(2)
     return pins
 
@@ -154,7 +184,8 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def run(cmd: list[str], what: str, capture: bool = False) -> str:
+def run(cmd: list[str], what: str, capture: bool = False,
+        extra_env: dict[str, str] | None = None) -> str:
     log(f"{what}: {' '.join(cmd)}")
     t0 = time.monotonic()
     # pip's output goes to our stderr so stdout stays clean for the path.
@@ -162,7 +193,7 @@ def run(cmd: list[str], what: str, capture: bool = False) -> str:
     # keeps holding the lock, so the next build waits for it instead of deleting
     # the directory it is still writing to.
     proc = subprocess.run(
-        cmd, env=child_env(), text=True, pass_fds=_LOCK_FDS,
+        cmd, env={**child_env(), **(extra_env or {})}, text=True, pass_fds=_LOCK_FDS,
         stdout=subprocess.PIPE if capture else sys.stderr,
         stderr=subprocess.STDOUT if capture else sys.stderr,
     )
@@ -173,8 +204,27 @@ def run(cmd: list[str], what: str, capture: bool = False) -> str:
     return proc.stdout if capture else ""
 
 
+def uv_exe() -> str:
+    """uv from the test extras (next to this interpreter), else on PATH."""
+    here = Path(sys.executable).parent / "uv"
+    found = str(here) if here.is_file() else shutil.which("uv")
+    if not found:
+        raise BuildError("uv not found: install the test extras (pip install -e '.[test]')")
+    return found
+
+
+def uv_env() -> dict[str, str]:
+    # One cache for every release, on the venvs' filesystem: hardlinks need the same one.
+    env = {"UV_CACHE_DIR": str(cache_root() / "uv"), "UV_LINK_MODE": "hardlink",
+           "UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never"}
+    return env
+
+
 def relocate_scripts(venv: Path, old: Path, new: Path) -> None:
-    """Rewrite absolute paths in bin/ (shebangs, activate scripts) old -> new."""
+    """Rewrite absolute paths in bin/ (shebangs, activate scripts) old -> new.
+
+    Each file is replaced, not written in place: a hardlinked file is shared with uv's cache.
+    """
     shutil.rmtree(venv / "bin" / "__pycache__", ignore_errors=True)  # e.g. jp.py's
     old_b, new_b = str(old).encode(), str(new).encode()
     for entry in [venv / "pyvenv.cfg", *(venv / "bin").iterdir()]:
@@ -186,13 +236,21 @@ def relocate_scripts(venv: Path, old: Path, new: Path) -> None:
         if b"\0" in data[:4096] or old_b not in data:
             continue
         mode = entry.stat().st_mode
-        entry.write_bytes(data.replace(old_b, new_b))
-        os.chmod(entry, mode)
+        fresh = entry.with_name(entry.name + ".vsp-new")
+        fresh.write_bytes(data.replace(old_b, new_b))
+        os.chmod(fresh, mode)
+        fresh.replace(entry)
 
 
-def check_freeze(py: Path, pins: dict[str, str]) -> None:
-    out = run([str(py), "-m", "pip", "freeze", "--all", "--exclude", "pip"],
-              "pip freeze", capture=True)
+def freeze(py: Path, installer: str) -> dict[str, str]:
+    """What is installed in the venv of `py`, pip excluded: {normalized name: version}."""
+    if installer == "uv":
+        # -q: without it uv names the environment on the captured output.
+        out = run([uv_exe(), "pip", "freeze", "-q", "--python", str(py)], "uv pip freeze",
+                  capture=True, extra_env=uv_env())
+    else:
+        out = run([str(py), "-m", "pip", "freeze", "--all", "--exclude", "pip"],
+                  "pip freeze", capture=True)
     installed = {}
     for line in out.splitlines():
         line = line.strip()
@@ -203,8 +261,15 @@ def check_freeze(py: Path, pins: dict[str, str]) -> None:
         elif " @ " in line:
             name, ver = line.split(" @ ", 1)[0], "(direct url)"
         else:
-            name, ver = line, "(unknown)"
-        installed[normalize(name)] = ver.strip()
+            # Not a package line: --freeze would write it into the constraints file.
+            raise BuildError(f"{installer} freeze printed a line that is no pin: {line!r}")
+        if normalize(name) != "pip":
+            installed[normalize(name)] = ver.strip()
+    return installed
+
+
+def check_freeze(py: Path, pins: dict[str, str], installer: str, source: Path) -> None:
+    installed = freeze(py, installer)
     problems = []
     for name, ver in sorted(installed.items()):
         if name not in pins:
@@ -215,7 +280,7 @@ def check_freeze(py: Path, pins: dict[str, str]) -> None:
         problems.append(f"  {name}=={pins[name]} pinned but not installed")
     if problems:
         raise BuildError(
-            f"the venv does not match {CONSTRAINTS.name} (it is the cache key, "
+            f"the venv does not match {source.name} (it is the cache key, "
             "so it must list exactly what gets installed):\n" + "\n".join(problems)
         )
 
@@ -228,76 +293,238 @@ def is_complete(venv: Path, digest: str) -> bool:
         return False
 
 
-def build(base_python: str, tmp: Path, final_name: str, pins: dict[str, str]) -> None:
-    py = tmp / "bin" / "python"
-    run([base_python, "-m", "venv", "--prompt", final_name, str(tmp)], "create venv")
-    pip = [str(py), "-m", "pip", "install", "--no-input", "--only-binary=:all:",
-           "-c", str(CONSTRAINTS)]
-    run(pip + [f"vllm=={VLLM_VERSION}", *EXTRA_PACKAGES], "install vllm")
-    run(pip + ["--no-deps", f"speculators=={SPECULATORS_VERSION}"], "install speculators")
-    check_freeze(py, pins)
-    run([str(py), "-c", IMPORT_CHECK], "import check", capture=True)
+class Recipe:
+    """How one release's venv is made, as its constraints file says."""
+
+    def __init__(self, vllm: str, constraints: Path | None, requirements: list[str],
+                 installer: str) -> None:
+        self.vllm, self.constraints = vllm, constraints
+        self.requirements, self.installer = requirements, installer
+
+    @classmethod
+    def from_file(cls, vllm: str, path: Path, text: str) -> Recipe:
+        installer = header_value(text, "installer") or "pip"
+        if installer not in ("pip", "uv"):
+            raise BuildError(f"{path.name}: unknown vsp-installer {installer!r} (pip or uv)")
+        named = header_value(text, "requirements")
+        requirements = named.split() if named else [f"vllm=={vllm}", *EXTRA_PACKAGES]
+        return cls(vllm, path, requirements, installer)
 
 
-def ensure_venv(base_python_arg: str | None, rebuild: bool) -> tuple[Path, str]:
-    if not CONSTRAINTS.is_file():
-        raise BuildError(f"constraints file missing: {CONSTRAINTS}")
-    data = CONSTRAINTS.read_bytes()
+def install(recipe: Recipe, py: Path) -> None:
+    with_constraints = ["-c", str(recipe.constraints)] if recipe.constraints else []
+    if recipe.installer == "uv":
+        cmd = [uv_exe(), "pip", "install", "--python", str(py), "--only-binary", ":all:",
+               *with_constraints]
+        env = uv_env()
+    else:
+        cmd = [str(py), "-m", "pip", "install", "--no-input", "--only-binary=:all:",
+               *with_constraints]
+        env = {}
+    run(cmd + recipe.requirements, "install vllm", extra_env=env)
+    run(cmd + ["--no-deps", f"speculators=={SPECULATORS_VERSION}"], "install speculators",
+        extra_env=env)
+
+
+def import_check(py: Path, recipe: Recipe) -> None:
+    run([str(py), "-c", VLLM_IMPORT_CHECK], "import check", capture=True)
+    # speculators itself may not import on a release (vLLM 0.24+ pulls transformers 5): that is
+    # what the tool reports on that release, not a broken venv. The reference must import it.
+    proc = subprocess.run([str(py), "-c", SPECULATORS_IMPORT], env=child_env(),
+                          capture_output=True, text=True)
+    if proc.returncode == 0:
+        log("speculators import check: ok")
+    elif recipe.vllm == REFERENCE_VLLM:
+        raise BuildError(f"speculators import check failed\n{proc.stderr[-3000:]}")
+    else:
+        lines = proc.stderr.strip().splitlines() or ["(no output)"]
+        # The exception's own line (pydantic adds a "further information" line after it).
+        last = next((ln for ln in reversed(lines) if re.match(r"\w[\w.]*(Error|Exception)\b", ln)),
+                    lines[-1])
+        log(f"speculators {SPECULATORS_VERSION} does not import on vLLM {recipe.vllm}: {last}")
+
+
+def make_venv(base_python: str, tmp: Path, final_name: str, installer: str) -> Path:
+    # The uv venvs have no pip: uv installs and freezes them; nothing else installs into them.
+    run([base_python, "-m", "venv", "--prompt", final_name,
+         *(["--without-pip"] if installer == "uv" else []), str(tmp)], "create venv")
+    return tmp / "bin" / "python"
+
+
+def build(base_python: str, tmp: Path, final_name: str, recipe: Recipe,
+          pins: dict[str, str]) -> None:
+    py = make_venv(base_python, tmp, final_name, recipe.installer)
+    install(recipe, py)
+    check_freeze(py, pins, recipe.installer, recipe.constraints or Path("?"))
+    import_check(py, recipe)
+
+
+def ensure_venv(vllm: str, base_python_arg: str | None, rebuild: bool,
+                cached_only: bool = False) -> tuple[Path, str]:
+    constraints = constraints_path(vllm)
+    if not constraints.is_file():
+        raise BuildError(f"constraints file missing: {constraints} "
+                         f"(make it with: build_env.py --vllm {vllm} --freeze)")
+    data = constraints.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
-    pins = parse_pins(data.decode())
+    text = data.decode()
+    pins = parse_pins(text, constraints)
+    recipe = Recipe.from_file(vllm, constraints, text)
     venvs = cache_root() / "venvs"
-    name = f"vllm-{VLLM_VERSION}-{digest[:12]}"
+    name = f"vllm-{vllm}-{digest[:12]}"
     final = venvs / name
 
     if not rebuild and is_complete(final, digest):
         return final, "reused"
+    if cached_only:
+        raise NotCached(f"the venv of vLLM {vllm} is not built: {final} "
+                        f"(build it with: python tests/e2e/build_env.py --vllm {vllm})")
 
-    venvs.mkdir(parents=True, exist_ok=True)
-    lock_path = venvs / f".{name}.lock"
-    with open(lock_path, "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log(f"another build of {name} is running; waiting for its lock ({lock_path})")
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        global _LOCK_FDS
-        _LOCK_FDS = (lock.fileno(),)
+    with locked(venvs, name):
         # Re-check under the lock: a concurrent build may have just finished.
         if not rebuild and is_complete(final, digest):
             return final, "reused"
-        # We hold the lock, so leftovers of this name are from killed builds.
-        for stale in venvs.glob(f".tmp-{name}-*"):
-            log(f"removing leftover of an interrupted build: {stale}")
-            shutil.rmtree(stale, ignore_errors=True)
-
-        base_python = find_python(base_python_arg or os.environ.get("VSP_PYTHON"))
-        free = shutil.disk_usage(venvs).free
-        if free < MIN_FREE_BYTES and not os.environ.get("VSP_SKIP_DISK_CHECK"):
-            raise BuildError(
-                f"only {free / 1024**3:.1f} GiB free under {venvs}; the venv needs about "
-                f"{MIN_FREE_BYTES / 1024**3:.0f} GiB while building "
-                "(set VSP_SKIP_DISK_CHECK=1 to try anyway)"
-            )
-        log(f"building {final} with {base_python} (takes minutes; ~11 GB, downloads ~4.5 GB)")
+        base_python = preflight(venvs, name, base_python_arg)
+        log(f"building {final} with {base_python} using {recipe.installer} "
+            "(takes minutes; ~11 GB, downloads ~4.5 GB unless cached)")
         t0 = time.monotonic()
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=venvs))
         try:
-            build(base_python, tmp, name, pins)
-            relocate_scripts(tmp, tmp, final)
-            (tmp / MARKER).write_text(digest + "\n")
-            os.chmod(tmp, 0o755)  # mkdtemp made it 0700
-            if final.exists() or final.is_symlink():
-                trash = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-old-", dir=venvs))
-                final.rename(trash / "venv")
-                shutil.rmtree(trash, ignore_errors=True)
-            tmp.rename(final)
+            build(base_python, tmp, name, recipe, pins)
+            settle(tmp, final, digest, venvs, name)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        # The venv was moved: check it still runs from its final place.
-        run([str(final / "bin" / "pip"), "--version"], "post-move check", capture=True)
+        post_move_check(final)
         log(f"built {final} in {time.monotonic() - t0:.0f}s")
         return final, "built"
+
+
+def freeze_release(vllm: str, base_python_arg: str | None, requires: list[str]) -> tuple[Path, str]:
+    """Resolve vllm==X afresh with uv, write its constraints file, keep the venv as its cache."""
+    constraints = constraints_path(vllm)
+    requirements = [f"vllm=={vllm}", *FREEZE_PACKAGES, *requires]
+    recipe = Recipe(vllm, None, requirements, "uv")
+    venvs = cache_root() / "venvs"
+    name = f"vllm-{vllm}-freeze"
+    with locked(venvs, name):
+        base_python = preflight(venvs, name, base_python_arg)
+        log(f"resolving vllm=={vllm} afresh with uv (no constraints): {' '.join(requirements)}")
+        t0 = time.monotonic()
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=venvs))
+        try:
+            py = make_venv(base_python, tmp, name, "uv")
+            install(recipe, py)
+            installed = freeze(py, "uv")
+            check_cuda_pair(installed)
+            text = constraints_text(vllm, requirements, installed, base_python)
+            digest = hashlib.sha256(text.encode()).hexdigest()
+            final = venvs / f"vllm-{vllm}-{digest[:12]}"
+            import_check(py, recipe)
+            # The venv is what the file lists, so it is that file's cached venv.
+            settle(tmp, final, digest, venvs, name)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    constraints.write_text(text)
+    post_move_check(final)
+    log(f"wrote {constraints} ({len(installed)} pins); venv {final} in {time.monotonic() - t0:.0f}s")
+    return final, "frozen"
+
+
+def check_cuda_pair(installed: dict[str, str]) -> None:
+    """Refuse a cuda-python of another major than cuda-bindings: its files overwrite the bindings.
+
+    Left free on vLLM 0.33.0, uv paired cuda-bindings 13.5.0 with cuda-python 12.6.2.post1.
+    """
+    bindings, meta = installed.get("cuda-bindings"), installed.get("cuda-python")
+    if bindings and meta and bindings.split(".")[0] != meta.split(".")[0]:
+        major = bindings.split(".")[0]
+        raise BuildError(f"the resolve paired cuda-bindings {bindings} with cuda-python {meta}, "
+                         f"whose files overwrite the bindings; freeze again with "
+                         f"--require 'cuda-python>={major}'")
+
+
+def constraints_text(vllm: str, requirements: list[str], installed: dict[str, str],
+                     base_python: str) -> str:
+    ver = python_version(base_python) or REQUIRED_PYTHON
+    head = [
+        f"# Constraints for the vLLM {vllm} end-to-end test venv (the cache key: any edit here,",
+        "# comments included, makes build_env.py build a new venv).",
+        "#",
+        f"# Frozen from a real resolve on CPython {ver[0]}.{ver[1]} / Linux x86_64 by",
+        f"#   python tests/e2e/build_env.py --vllm {vllm} --freeze"
+        + "".join(f" --require '{r}'" for r in requirements[1 + len(FREEZE_PACKAGES):]),
+        "# i.e. `uv pip install` of the requirements below with no constraints, speculators",
+        f"# {SPECULATORS_VERSION} --no-deps, then `uv pip freeze`, sorted. build_env.py installs",
+        "# exactly these pins and fails if the venv holds anything else.",
+        "# vsp-installer: uv",
+        f"# vsp-requirements: {' '.join(requirements)}",
+    ]
+    pins = [f"{n}=={v}" for n, v in sorted(installed.items())]
+    return "\n".join(head + pins) + "\n"
+
+
+class locked:
+    """The build lock of one venv name; children inherit its fd (see run)."""
+
+    def __init__(self, venvs: Path, name: str) -> None:
+        venvs.mkdir(parents=True, exist_ok=True)
+        self.path = venvs / f".{name}.lock"
+        self.name = name
+
+    def __enter__(self) -> None:
+        global _LOCK_FDS
+        self.file = open(self.path, "w")
+        try:
+            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"another build of {self.name} is running; waiting for its lock ({self.path})")
+            fcntl.flock(self.file, fcntl.LOCK_EX)
+        _LOCK_FDS = (self.file.fileno(),)
+
+    def __exit__(self, *exc: object) -> None:
+        global _LOCK_FDS
+        _LOCK_FDS = ()
+        self.file.close()
+
+
+def preflight(venvs: Path, name: str, base_python_arg: str | None) -> str:
+    # We hold the lock, so leftovers of this name are from killed builds.
+    for stale in venvs.glob(f".tmp-{name}-*"):
+        log(f"removing leftover of an interrupted build: {stale}")
+        shutil.rmtree(stale, ignore_errors=True)
+    base_python = find_python(base_python_arg or os.environ.get("VSP_PYTHON"))
+    free = shutil.disk_usage(venvs).free
+    if free < MIN_FREE_BYTES and not os.environ.get("VSP_SKIP_DISK_CHECK"):
+        raise BuildError(
+            f"only {free / 1024**3:.1f} GiB free under {venvs}; the venv needs about "
+            f"{MIN_FREE_BYTES / 1024**3:.0f} GiB while building "
+            "(set VSP_SKIP_DISK_CHECK=1 to try anyway)"
+        )
+    return base_python
+
+
+def settle(tmp: Path, final: Path, digest: str, venvs: Path, name: str) -> None:
+    """Move the checked venv in `tmp` into place as `final`, its marker last before the rename."""
+    relocate_scripts(tmp, tmp, final)
+    (tmp / MARKER).write_text(digest + "\n")
+    os.chmod(tmp, 0o755)  # mkdtemp made it 0700
+    if final.exists() or final.is_symlink():
+        trash = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-old-", dir=venvs))
+        final.rename(trash / "venv")
+        shutil.rmtree(trash, ignore_errors=True)
+    tmp.rename(final)
+
+
+def post_move_check(final: Path) -> None:
+    # The venv was moved: check it still runs from its final place.
+    out = run([str(final / "bin" / "python"), "-c", "import sys; print(sys.prefix)"],
+              "post-move check", capture=True)
+    if Path(out.strip()) != final:
+        raise BuildError(f"the moved venv runs as {out.strip()!r}, not {str(final)!r}")
+    if (final / "bin" / "pip").exists():
+        run([str(final / "bin" / "pip"), "--version"], "post-move pip check", capture=True)
 
 
 def _interrupt(signum, frame):
@@ -310,6 +537,15 @@ def main() -> int:
                     help="print only the venv's python path on stdout")
     ap.add_argument("--rebuild", action="store_true",
                     help="build a fresh venv even if a complete one exists")
+    ap.add_argument("--vllm", metavar="X", default=REFERENCE_VLLM,
+                    help=f"the vLLM release (default: the reference, {REFERENCE_VLLM}); "
+                         "its constraints-vllm-X.txt must exist unless --freeze")
+    ap.add_argument("--cached-only", action="store_true",
+                    help="never build: exit 3 unless the venv is built and current")
+    ap.add_argument("--freeze", action="store_true",
+                    help="resolve the release afresh with uv and write its constraints file")
+    ap.add_argument("--require", action="append", default=[], metavar="SPEC",
+                    help="(with --freeze) one more requirement, e.g. 'cuda-python>=13'")
     ap.add_argument("--python", metavar="PYTHON",
                     help=f"base interpreter (Python {'{}.{}'.format(*REQUIRED_PYTHON)}; "
                          "default: VSP_PYTHON, then python3.11)")
@@ -320,7 +556,15 @@ def main() -> int:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
     try:
-        venv, how = ensure_venv(args.python, args.rebuild)
+        if args.freeze:
+            venv, how = freeze_release(args.vllm, args.python, args.require)
+        else:
+            if args.require:
+                raise BuildError("--require is for --freeze (the constraints file pins the rest)")
+            venv, how = ensure_venv(args.vllm, args.python, args.rebuild, args.cached_only)
+    except NotCached as exc:
+        print(f"build_env: {exc}", file=sys.stderr)
+        return 3
     except BuildError as exc:
         print(f"build_env: error: {exc}", file=sys.stderr)
         return 1

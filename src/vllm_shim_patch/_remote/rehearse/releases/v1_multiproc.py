@@ -5,6 +5,7 @@ such as collective_rpc's reply shape come from vLLM itself.
 """
 
 import collections
+import dataclasses
 import importlib
 import inspect
 import logging
@@ -120,6 +121,16 @@ def build(run, family):
 
     two_phase = hasattr(GPUModelRunner, "sample_tokens")
 
+    # What GPUModelRunner passes for a generation run without logprobs, for the fields the
+    # installed ModelRunnerOutput requires (vLLM 0.12 has no defaults for them; 0.16 has).
+    no_logprobs = {"logprobs": None, "prompt_logprobs_dict": {}, "pooler_output": []}
+    required = [f.name for f in dataclasses.fields(ModelRunnerOutput)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+
+    def runner_output(**given):
+        return ModelRunnerOutput(**given, **{k: v for k, v in no_logprobs.items()
+                                             if k in required and k not in given})
+
     def input_batch(vllm_config, device):
         """vLLM's own persistent batch, built with the arguments GPUModelRunner.__init__ passes
         (pinned memory off: there is no GPU to copy to)."""
@@ -160,7 +171,7 @@ def build(run, family):
             "execute_model_state", "kv_connector_output", "use_async_scheduling", "input_batch",
             "kv_cache_config", "requests", "num_prompt_logprobs", "encoder_cache", "uses_mrope",
             "uses_xdrope_dim", "valid_sampled_token_count_event", "reorder_batch_threshold",
-            "forward_passes", "steps", "kv_history",
+            "forward_passes", "steps", "kv_history", "_draft_token_ids",
         }
 
         def __init__(self, vllm_config, device):  # deliberately not GPUModelRunner.__init__
@@ -190,6 +201,9 @@ def build(run, family):
             self.uses_mrope = False
             self.uses_xdrope_dim = 0
             self.valid_sampled_token_count_event = None
+            # GPUModelRunner.__init__'s value: no draft tokens (vLLM 0.12's _update_states reads it
+            # when the scheduler output has speculative tokens; ours never does).
+            self._draft_token_ids = None
             # An attention backend's reorder_batch_threshold (FlashInfer 1, FlashMLA 128): the
             # rehearsal sets it per call to reorder the batch as that backend would.
             self.reorder_batch_threshold = None
@@ -281,7 +295,7 @@ def build(run, family):
                     del held[rid]
             if not so.total_num_scheduled_tokens:
                 # As the real runner: the states are updated, nothing runs, nothing is kept.
-                return ModelRunnerOutput(req_ids=[], req_id_to_index={})
+                return runner_output(req_ids=[], req_id_to_index={}, sampled_token_ids=[])
             # GPUModelRunner.execute_model/_prepare_inputs: tokens in the persistent batch's
             # order, positions from its num_computed_tokens_cpu, ids from its token_ids_cpu.
             batch = self.input_batch
@@ -315,7 +329,7 @@ def build(run, family):
 
         def _sample(self, logits, req_ids):
             toks = [] if logits is None else logits.argmax(dim=-1).tolist()
-            return ModelRunnerOutput(
+            return runner_output(
                 req_ids=list(req_ids),
                 req_id_to_index={r: i for i, r in enumerate(req_ids)},
                 sampled_token_ids=[[t] for t in toks],
@@ -465,7 +479,12 @@ def build(run, family):
         self.is_failed = False
         self.shutdown_event = threading.Event()
         self.failure_callback = None
-        tp_size, pp_size, pcp_size = self._get_parallel_sizes()
+        if hasattr(self, "_get_parallel_sizes"):
+            self._get_parallel_sizes()  # sets world_size, local_world_size
+        else:
+            # vLLM 0.12's _init_executor sets them inline, from the same parallel config.
+            self.world_size = self.parallel_config.world_size
+            self.local_world_size = self.parallel_config.local_world_size
         if self.world_size != 1 or self.local_world_size != 1:
             raise CannotRehearse(f"rehearsal runs one in-process worker; world_size={self.world_size}")
         # Device/platform stand-in: on a GPU platform check_and_update_config would have set
@@ -473,6 +492,9 @@ def build(run, family):
         self.parallel_config.worker_cls = "_rehearse_standins.RehearsalWorker"
         distributed_init_method = get_distributed_init_method(get_loopback_ip(), get_open_port())
         self.rpc_broadcast_mq = BroadcastMQ()
+        # The executor names the driver where WorkerProc takes it (vLLM 0.12's decides itself).
+        driver = ({"is_driver_worker": self._is_driver_worker(0)}
+                  if "is_driver_worker" in inspect.signature(mpe.WorkerProc.__init__).parameters else {})
         proc = InProcWorkerProc(
             vllm_config=self.vllm_config,
             local_rank=0,
@@ -480,7 +502,7 @@ def build(run, family):
             distributed_init_method=distributed_init_method,
             input_shm_handle=None,
             shared_worker_lock=multiprocessing.Lock(),
-            is_driver_worker=self._is_driver_worker(0),
+            **driver,
         )
         created["procs"].append(proc)
         self.rpc_broadcast_mq.procs.append(proc)
@@ -492,7 +514,8 @@ def build(run, family):
         for mq in self.response_mqs:
             mq.wait_until_ready()
         self.futures_queue = collections.deque()
-        self._post_init_executor()
+        if hasattr(self, "_post_init_executor"):  # not on vLLM 0.12
+            self._post_init_executor()
         self.output_rank = self._get_output_rank()
         created["executors"].append(self)
 
