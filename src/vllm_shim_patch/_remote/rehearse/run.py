@@ -104,13 +104,15 @@ def run(run, req):
                       "model": "folder" if folder else ("arch" if req.get("arch") else "default")})
     device.install()
     attention.install()
-    moe.install()
+    if not moe.install():
+        run.stood_in.remove(moe.STOOD_IN)
     common.register_in_process([importlib.import_module(m) for m in family.MODULES])
     S = adapter.build(run, family)
     run.standins = (adapter, S)
     run.stage = "self-check"
     attention.self_check(run)
-    moe.self_check(run)
+    if moe.present():
+        moe.self_check(run)
     adapter.self_check(run, S)
 
     adapter.install(S)

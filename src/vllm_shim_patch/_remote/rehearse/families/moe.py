@@ -12,8 +12,23 @@ STOOD_IN = (
 )
 
 
+def present():
+    """Whether this vLLM picks its MoE backend by an oracle (0.16 does; 0.12 has no such module:
+    there the stand-in is not needed to build a dense model, and a MoE one reaches vLLM's CUDA
+    path, which the rehearsal reports as a stand-in gap)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("vllm.model_executor.layers.fused_moe.oracle.unquantized") is not None
+    except ModuleNotFoundError:
+        return False
+
+
 def install():
-    """Before the model is built: the backend oracle answers CPU (it has no answer off a GPU)."""
+    """Before the model is built: the backend oracle answers CPU (it has no answer off a GPU).
+    False where this vLLM has no oracle (nothing installed)."""
+    if not present():
+        return False
     from vllm.model_executor.layers.fused_moe import unquantized_fused_moe_method as method
     from vllm.model_executor.layers.fused_moe.oracle.unquantized import UnquantizedMoeBackend
 
@@ -21,10 +36,13 @@ def install():
         return UnquantizedMoeBackend.CPU
 
     method.select_unquantized_moe_backend = select_unquantized_moe_backend
+    return True
 
 
 def after_weights(model):
     """Once the weights exist: every unquantized FusedMoE layer runs vLLM's CPU expert path."""
+    if not present():
+        return 0
     from vllm.model_executor.layers.fused_moe import cpu_fused_moe
     from vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method import UnquantizedFusedMoEMethod
 
