@@ -31,8 +31,9 @@ def test_speculators_030_on_vllm_0110(sandbox: Sandbox) -> None:
     rows, summary = findings(sandbox, "0.11.0")
     # Written for vLLM 0.11: every use exists and binds, the @config pydantic configs included.
     assert rows == []
-    # The data rules add two uses (the step's collective_rpc, the flush's execute_model), both bound.
-    assert summary == {"uses": 62, "added": 2, "ok": 62, "fixed": 0, "remaining": 0, "unknown": 0, "call": 20, "method": 10,
+    # The data rules add two uses (the step's collective_rpc, the flush's execute_model), the capture
+    # hooks six (get_tp_group, get_pp_group and their rank_in_group, is_last_rank), all bound.
+    assert summary == {"uses": 68, "added": 8, "ok": 68, "fixed": 0, "remaining": 0, "unknown": 0, "call": 20, "method": 10,
                        "import": 21, "attribute": 9, "exit": 0}
 
 
@@ -60,9 +61,10 @@ def test_speculators_030_on_vllm_016_and_017(sandbox: Sandbox, version: str) -> 
     if version == "0.17.0":
         expected.append((GENERATOR, 234, "call", "vllm.v1.request.Request", "ok", "", ["request-drop-eos-token-id"]))
     assert rows == expected
-    assert (summary["uses"], summary["fixed"], summary["remaining"], summary["unknown"]) == (66, len(expected), 0, 0)
-    # cache_config.block_size (twice: a.b, a.b.c), two sample_tokens, the data rules' collective_rpc and execute_model
-    assert summary["added"] == 6
+    assert (summary["uses"], summary["fixed"], summary["remaining"], summary["unknown"]) == (72, len(expected), 0, 0)
+    # cache_config.block_size (twice: a.b, a.b.c), two sample_tokens, the data rules' collective_rpc and
+    # execute_model, the capture hooks' six
+    assert summary["added"] == 12
 
 
 def test_speculators_040_on_vllm_0110_finds_what_is_gone(sandbox: Sandbox) -> None:
@@ -80,7 +82,8 @@ def test_speculators_040_on_vllm_0110_finds_what_is_gone(sandbox: Sandbox) -> No
         (GENERATOR, 315, "method", "vllm.v1.executor.multiproc_executor.MultiprocExecutor.sample_tokens", "mismatch",
          "instance of vllm.v1.executor.multiproc_executor.MultiprocExecutor has no attribute 'sample_tokens'", []),
     ]
-    assert summary == {"uses": 70, "added": 0, "ok": 65, "fixed": 0, "remaining": 4, "unknown": 1, "call": 22, "method": 12,
+    # The capture hooks add six uses, all bound.
+    assert summary == {"uses": 76, "added": 6, "ok": 71, "fixed": 0, "remaining": 4, "unknown": 1, "call": 22, "method": 12,
                        "import": 23, "attribute": 13, "exit": 1}
 
 
@@ -89,14 +92,14 @@ def test_speculators_040_on_vllm_012_and_016(sandbox: Sandbox, version: str) -> 
     sandbox.pip_reinstall(realdata.speculators_wheel(realdata.NEW_SPECULATORS))
     rows, summary = findings(sandbox, version)
     assert rows == []
-    assert (summary["uses"], summary["remaining"], summary["exit"]) == (70, 0, 0)
+    assert (summary["uses"], summary["remaining"], summary["exit"]) == (76, 0, 0)
 
 
 def test_speculators_040_on_vllm_0170(sandbox: Sandbox) -> None:
     sandbox.pip_reinstall(realdata.speculators_wheel(realdata.NEW_SPECULATORS))
     rows, summary = findings(sandbox, "0.17.0")
     assert rows == [(GENERATOR, 264, "call", "vllm.v1.request.Request", "ok", "", ["request-drop-eos-token-id"])]
-    assert (summary["uses"], summary["fixed"], summary["remaining"], summary["unknown"]) == (70, 1, 0, 0)
+    assert (summary["uses"], summary["fixed"], summary["remaining"], summary["unknown"]) == (76, 1, 0, 0)
 
 
 def test_emit_rules_drafts_what_a_rule_can_say_and_rules_check_refuses_it_until_filled(
@@ -144,7 +147,11 @@ def test_emit_rules_drafts_what_a_rule_can_say_and_rules_check_refuses_it_until_
                      (143, ["get-kv-cache-config-from-groups-add-kv-cache-specs"],
                       "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups"),
                      (154, ["scheduler-drop-block-size"], "vllm.v1.core.sched.scheduler.Scheduler")]
-    assert [u for u in data["uses"] if u["added"] or u["removed"]] == []
+    # What the bundled capture hooks add, bound; nothing the draft's rules add or remove.
+    assert [(u["line"], u["callee"]) for u in data["uses"] if u["added"] or u["removed"]] == [
+        (109, "vllm.distributed.get_tp_group"), (109, "vllm.distributed.get_tp_group.rank_in_group"),
+        (115, "vllm.distributed.get_pp_group"), (115, "vllm.distributed.get_tp_group"),
+        (115, "vllm.distributed.get_pp_group.is_last_rank"), (115, "vllm.distributed.get_tp_group.rank_in_group")]
     left = [(u["line"], u["callee"]) for u in data["uses"] if u["remaining"]]
     assert left == [(315, "vllm.v1.executor.multiproc_executor.MultiprocExecutor.sample_tokens")]
     text = sandbox.run("--vllm-source", str(src), "--rules", str(filled), "audit").stdout.splitlines()
@@ -167,7 +174,7 @@ def test_speculators_030_and_040_on_vllm_0111_and_0112(sandbox: Sandbox, version
     assert rows == [
         (GENERATOR, 148, "call", "vllm.v1.core.sched.scheduler.Scheduler", "ok", "", ["scheduler-add-block-size"]),
     ]
-    assert (summary["uses"], summary["fixed"], summary["remaining"], summary["exit"]) == (66, 1, 0, 0)
+    assert (summary["uses"], summary["fixed"], summary["remaining"], summary["exit"]) == (72, 1, 0, 0)
     sandbox.pip_reinstall(realdata.speculators_wheel(realdata.NEW_SPECULATORS))
     rows, summary = findings(sandbox, version)
     assert rows == [
@@ -175,7 +182,7 @@ def test_speculators_030_and_040_on_vllm_0111_and_0112(sandbox: Sandbox, version
         (GENERATOR, 143, "call", "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups", "mismatch",
          "missing required argument 'kv_cache_specs'", []),
     ]
-    assert (summary["uses"], summary["remaining"], summary["exit"]) == (70, 1, 1)
+    assert (summary["uses"], summary["remaining"], summary["exit"]) == (76, 1, 1)
 
 
 def test_emit_rules_to_a_folder_that_does_not_exist_is_one_line(sandbox: Sandbox, tmp_path: Path) -> None:
@@ -205,10 +212,10 @@ def test_after_apply_the_audit_is_clean_and_after_rollback_it_is_not(sandbox: Sa
     data = json.loads(with_rules.stdout)
     assert data["rules_installed_in"] == [WORKER, GENERATOR]
     assert {k: data["summary"][k] for k in ("uses", "added", "ok", "fixed", "remaining", "unknown")} == {
-        "uses": 66, "added": 0, "ok": 66, "fixed": 0, "remaining": 0, "unknown": 0}
+        "uses": 70, "added": 0, "ok": 70, "fixed": 0, "remaining": 0, "unknown": 0}
     no_rules = sandbox.run("--vllm-source", src, "audit", "--no-rules")
     assert no_rules.returncode == 0, no_rules.stdout
-    assert no_rules.stdout.splitlines()[-1] == "66 uses: 66 ok, 0 mismatched, 0 unknown"
+    assert no_rules.stdout.splitlines()[-1] == "70 uses: 70 ok, 0 mismatched, 0 unknown"
     assert sandbox.run("rollback").returncode == 0
     again = sandbox.run("--vllm-source", src, "audit", "--no-rules", "--json")
     assert (again.returncode, again.stdout) == (1, before.stdout)
@@ -242,7 +249,7 @@ def test_speculators_030_on_vllm_0102_names_each_import_and_no_follow_on_mismatc
         (GENERATOR, 143, "attribute", f"{KV_UTILS}.get_kv_cache_config_from_groups.num_blocks", "unknown",
          _see_import("get_kv_cache_config_from_groups"), []),
     ]
-    assert summary == {"uses": 62, "added": 2, "ok": 57, "fixed": 0, "remaining": 2, "unknown": 3,
+    assert summary == {"uses": 68, "added": 8, "ok": 63, "fixed": 0, "remaining": 2, "unknown": 3,
                        "call": 20, "method": 10, "import": 21, "attribute": 9, "exit": 1}
 
 
