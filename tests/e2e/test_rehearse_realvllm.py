@@ -152,7 +152,7 @@ def test_each_fix_taken_back_fails_at_its_break(real: Sandbox, rule: str, stage:
     assert exception in failure["exception"]
     assert failure["speculators_frame"]["code"] == code
     assert [f["rule"] for f in data["fixes"]] == ([fix] if fix else [])
-    assert data["pending_rules"] == [rule, *also]
+    assert sorted(data["pending_rules"]) == sorted([rule, *also])
     if rule == "cache-config-no-prefix-caching":
         # Raised inside vLLM's scheduler: the report names vLLM's frame as well as speculators'.
         assert failure["vllm_frame"]["file"] == "vllm/v1/core/block_pool.py"
