@@ -96,11 +96,11 @@ def test_verify_binds_every_call_of_bom_files_and_apply_keeps_the_bom(src: Sandb
     _with_bom(src)
     r = src.run("--vllm-version", "0.16")
     assert r.returncode == 0, r.stderr
-    assert "verification partial: 20 calls bind (static); not checked: 2 imports" in r.stdout
+    assert "verification partial: 22 calls bind (static); not checked: 2 imports" in r.stdout
     for path in FACING:
         assert (src.site / path).read_bytes().startswith(b"\xef\xbb\xbf")
     assert src.run("verify").stdout.splitlines()[-1] == (
-        "verify speculators 0.3.0: partial: 20 calls bind (static); not checked: 2 imports (pydantic missing "
+        "verify speculators 0.3.0: partial: 22 calls bind (static); not checked: 2 imports (pydantic missing "
         "in the target)")
     rolled = src.run("rollback")
     assert rolled.returncode == 0, rolled.stderr
@@ -391,13 +391,15 @@ def test_a_file_missing_from_record_where_a_rule_applies_is_not_patched(src: San
     r = src.run("--vllm-version", "0.16")
     assert r.returncode == 1, r.stderr
     assert (f"note: the rules apply to 1 file RECORD does not list, which apply does not edit: {WORKER} "
-            "(worker-request-tracking, llama-model-embed-input-ids); reinstall speculators so RECORD lists it"
+            "(worker-request-tracking, worker-no-eagle3-gate, worker-capture-hooks, llama-model-embed-input-ids); "
+            "reinstall speculators so RECORD lists it"
             ) in r.stderr.splitlines()
     check = src.run("--check", "--vllm-version", "0.16")
     assert check.returncode == 1
     assert check.stdout == (f"speculators 0.3.0 is not patched for vLLM 0.16: the rules apply to 1 file RECORD does "
                             f"not list, which apply never edits: {WORKER} (worker-request-tracking, "
-                            "llama-model-embed-input-ids); reinstall speculators so RECORD lists it\n")
+                            "worker-no-eagle3-gate, worker-capture-hooks, llama-model-embed-input-ids); reinstall "
+                            "speculators so RECORD lists it\n")
 
 
 @pytest.mark.slow
@@ -585,7 +587,7 @@ def test_verify_all_names_a_file_it_could_not_scan(src: Sandbox) -> None:
     r = src.run("verify", "--all")
     assert r.returncode == 0, r.stdout
     assert r.stdout.splitlines()[-1] == (
-        "verify speculators 0.3.0: partial: 20 calls bind (static); not checked: 44 imports (pydantic missing in "
+        "verify speculators 0.3.0: partial: 22 calls bind (static); not checked: 44 imports (pydantic missing in "
         "the target), the calls in 1 file (speculators/deep.py: nested too deeply for the scanner (a generated "
         "expression?))")
 
