@@ -37,14 +37,16 @@ def test_no_git_on_path_says_git_is_missing(sandbox: Sandbox, tmp_path: Path) ->
     assert sandbox.snapshot() == before
 
 
-def test_a_refused_first_apply_leaves_no_lock_and_no_folder(sandbox: Sandbox) -> None:
+def test_a_refused_first_apply_leaves_no_lock_and_no_folder(sandbox: Sandbox, tmp_path: Path) -> None:
     config = sandbox.site / "speculators/config.py"
     config.write_bytes(config.read_bytes() + b"# local fix\n")
-    r = sandbox.run("--vllm-version", "0.16")
+    # No pristine copy to be had (empty caches, no index): apply refuses the hand-edited file.
+    env = {"PIP_CACHE_DIR": str(tmp_path / "pip"), "UV_CACHE_DIR": str(tmp_path / "uv")}
+    r = sandbox.run("--vllm-version", "0.16", "--no-index", env=env)
     assert r.returncode == 2
     assert not sandbox.state.exists()
     sandbox.state.mkdir()
-    assert sandbox.run("--vllm-version", "0.16").returncode == 2
+    assert sandbox.run("--vllm-version", "0.16", "--no-index", env=env).returncode == 2
     assert list(sandbox.state.iterdir()) == []
 
 
