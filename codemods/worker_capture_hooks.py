@@ -133,8 +133,14 @@ class Codemod(ScopedTransform):
         new_class = klass.with_changes(body=klass.body.with_changes(
             body=[*klass.body.body[:mi], new_method, *klass.body.body[mi + 1:]]))
         helpers = statements(HELPERS, self.module)
-        lines = klass.leading_lines
-        helpers[0] = helpers[0].with_changes(leading_lines=lines)
+        # The helpers take the blank lines that separate the class from what is above it; a comment
+        # above the class (a hand edit, say) stays the class's own, written once.
+        blank = []
+        for line in klass.leading_lines:
+            if line.comment is not None:
+                break
+            blank.append(line)
+        helpers[0] = helpers[0].with_changes(leading_lines=blank or [cst.EmptyLine(), cst.EmptyLine()])
         module_body = list(updated_node.body)
         module_body[ci: ci + 1] = [*helpers, new_class]
         original_method = original_class.body.body[mi]  # type: ignore[attr-defined]
