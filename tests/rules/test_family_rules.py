@@ -272,6 +272,18 @@ def test_worker_rules_on_the_real_wheels(version: str, diff: str, edits: list[tu
     assert (again.status, again.after) == ("unchanged", result.after)
 
 
+@pytest.mark.parametrize("version", realdata.SPECULATORS)
+def test_a_comment_above_the_worker_class_stays_the_classs_own(version: str) -> None:
+    """A hand edit above the class (the seed box's kind): the helpers go above it, the comment is
+    written once, right above the class, as the user left it."""
+    comment = b"# Kimi-K2.5: the worker hand-patched on the seed box\n"
+    source = _source(version, WORKER).replace(b"\nclass ", b"\n" + comment + b"class ", 1)
+    after = _engine(*WORKER_RULES).transform(source, WORKER).after
+    assert after.count(comment) == 1
+    assert comment + b"class HiddenStatesWorkerExtension" in after
+    assert after.index(b"def _add_capture_hooks") < after.index(comment)
+
+
 @pytest.mark.parametrize(("version", "rules"), [
     pytest.param("0.3.0", ["worker-request-tracking", "worker-request-tracking", "worker-no-eagle3-gate",
                            "worker-no-eagle3-gate", "worker-no-eagle3-gate", "worker-capture-hooks",
