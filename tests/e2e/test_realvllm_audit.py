@@ -28,12 +28,14 @@ def test_live_audit_finds_what_the_static_one_does(real: Sandbox) -> None:
          ["scheduler-config-add-is-encoder-decoder"], True),
     ]
     assert all(u["path"] == GENERATOR for u in data["uses"] if u["status"] != "ok")
-    # The rules add 6 uses, each checked: block_size's two attribute reads, the data rules' collective_rpc
-    # and the flush's execute_model, and a sample_tokens after each step.
-    assert data["summary"] == {"uses": 66, "added": 6, "ok": 63, "fixed": 3, "remaining": 0, "unknown": 0, "call": 20,
+    # The rules add 12 uses, each checked: block_size's two attribute reads, the data rules' collective_rpc
+    # and the flush's execute_model, a sample_tokens after each step, and in custom_worker the capture
+    # hooks' get_tp_group / get_pp_group and their rank_in_group / is_last_rank.
+    assert data["summary"] == {"uses": 72, "added": 12, "ok": 69, "fixed": 3, "remaining": 0, "unknown": 0, "call": 20,
                                "method": 10, "import": 21, "attribute": 9}
     assert sorted((u["line"], u["callee"].rsplit(".", 1)[-1]) for u in data["uses"] if u["added"]) == [
-        (151, "block_size"), (151, "cache_config"), (269, "collective_rpc"), (272, "sample_tokens"),
+        (100, "get_tp_group"), (100, "rank_in_group"), (106, "get_pp_group"), (106, "get_tp_group"),
+        (106, "is_last_rank"), (106, "rank_in_group"), (151, "block_size"), (151, "cache_config"), (269, "collective_rpc"), (272, "sample_tokens"),
         (283, "execute_model"), (285, "sample_tokens")]
 
 
