@@ -106,12 +106,15 @@ def _member(qualname):
     return qualname.rsplit("<locals>.", 1)[-1]
 
 
-def standin_functions(own=OWN_ROOT):
-    """{qualified name: (file, first line)} of every live function defined in a file under `own`
-    (stand-ins are often classes built inside a function, so they are not module attributes)."""
+def functions_under(root):
+    """{qualified name: (file, first line)} of every live function defined in a file under `root`
+    (stand-ins are often classes built inside a function, so they are not module attributes;
+    speculators' patched forward lives on a vLLM object)."""
     found = {}
+    if not root:
+        return found
     for obj in gc.get_objects():
-        if isinstance(obj, types.FunctionType) and _inside(obj.__code__.co_filename, own):
+        if isinstance(obj, types.FunctionType) and _inside(obj.__code__.co_filename, root):
             found.setdefault(obj.__qualname__, (os.path.abspath(obj.__code__.co_filename),
                                                 obj.__code__.co_firstlineno))
     return found
@@ -125,7 +128,7 @@ def _callee_standin(exc, own, standins):
     m = _SIGNATURE.match(str(exc))
     if not m:
         return None
-    table = standin_functions(own) if standins is None else standins
+    table = functions_under(own) if standins is None else standins
     name = m.group(1)
     if name in table:
         return (*table[name], name, None)
@@ -135,19 +138,6 @@ def _callee_standin(exc, own, standins):
         if len(same) == 1:
             return (*table[same[0]], same[0], None)
     return None
-
-
-def speculators_functions(speculators):
-    """{qualified name: (file, first line)} of every live function defined in speculators' files
-    (a function installed on a vLLM object, such as the worker's patched forward)."""
-    found = {}
-    if not speculators:
-        return found
-    for obj in gc.get_objects():
-        if isinstance(obj, types.FunctionType) and _inside(obj.__code__.co_filename, speculators):
-            found.setdefault(obj.__qualname__, (os.path.abspath(obj.__code__.co_filename),
-                                                obj.__code__.co_firstlineno))
-    return found
 
 
 def _callee_speculators(exc, speculators, functions):
@@ -160,7 +150,7 @@ def _callee_speculators(exc, speculators, functions):
     m = _SIGNATURE.match(str(exc))
     if not m:
         return None
-    table = speculators_functions(speculators) if functions is None else functions
+    table = functions_under(speculators) if functions is None else functions
     name = m.group(1)
     if name in table:
         return (*table[name], name, None)
