@@ -37,6 +37,9 @@ class Target:
     vllm_location: Path | None
     # Each top-level package and the file the interpreter would import it from (None: not found).
     origins: tuple[tuple[str, str | None], ...] = ()
+    # The package's unconditional requirements and the version installed of each (None: not
+    # installed): what a rule's `requires:` guard is decided by.
+    dependencies: tuple[tuple[str, str | None], ...] = ()
 
     def shadowed(self) -> list[tuple[str, str | None]]:
         """Top-level packages the interpreter would import from elsewhere than this install."""
@@ -171,6 +174,9 @@ def _target(info: dict[str, Any], package: str) -> Target:
     origins = pkg.get("origins") or {}
     if not isinstance(origins, dict):
         raise TypeError(f"'origins' is a {type(origins).__name__}")
+    dependencies = pkg.get("dependencies") or {}
+    if not isinstance(dependencies, dict):
+        raise TypeError(f"'dependencies' is a {type(dependencies).__name__}")
     return Target(
         python=python,
         python_version=_str(info["python_version"]),
@@ -182,5 +188,6 @@ def _target(info: dict[str, Any], package: str) -> Target:
         vllm_version=_str(vllm["version"]) if vllm else None,
         vllm_location=Path(_str(vllm["location"])) if vllm else None,
         origins=tuple((_str(k), _str(v, optional=True)) for k, v in sorted(origins.items())),
+        dependencies=tuple((_str(k), _str(v, optional=True)) for k, v in sorted(dependencies.items())),
     )
 

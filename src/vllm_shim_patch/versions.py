@@ -21,6 +21,19 @@ def parse_version(text: str, what: str) -> Version:
         raise UsageError(f"{what} {text!r} is not a version like 0.16 or 0.16.1.dev45+g1a2b3c4") from None
 
 
+def satisfies(installed: str | None, specifier: str) -> bool:
+    """Whether an installed distribution's version meets a rule's `requires:` specifier (an
+    installed pre-release is compared like any version, never refused for being one)."""
+    from packaging.specifiers import SpecifierSet
+
+    if installed is None:
+        return False
+    try:
+        return SpecifierSet(specifier).contains(Version(installed), prereleases=True)
+    except InvalidVersion:
+        return False
+
+
 def in_series(version: Version, series: Version) -> bool:
     """Whether `version` is in the series `series` names: 0.16 holds 0.16.0 and the nightly
     0.16.1.dev45+g1a2b3c4.cu129; 0.16.0 holds 0.16.0 alone (and its dev and local builds)."""

@@ -58,6 +58,10 @@ CORPUS: dict[str, tuple[int | None, str | None, str]] = {
     ),
     "call-listed-twice.yaml": (6, "twice-called", "'call' lists 'vllm.v1.request.Request' twice"),
     "bad-version.yaml": (5, "bad-since", "'since' '0.17-nightly' is not a PEP 440 version"),
+    "guard-bad-requires.yaml": (8, "bad-requires", "'guard: requires' transformers: '5 or later' is not a "
+                                                   "version specifier like '>=5'"),
+    "guard-requires-not-a-distribution.yaml": (8, "bad-distribution", "'guard: requires' 'transformers>=5' is "
+                                                                      "not a distribution name like transformers"),
     "bad-symptom.yaml": (7, "bad-symptom", "'symptoms' entry 'unexpected keyword (argument' is not a regular "
                                            "expression (missing ), unterminated subpattern at position 19)"),
     "add-not-an-expression.yaml": (
@@ -371,6 +375,8 @@ def test_bundled_pack_loads() -> None:
         ("worker-capture-hooks", "0.10.0", ("codemod",), "in speculators.data_generation.custom_worker"),
         ("tokenizer-trust-remote-code", "0.10.0", ("codemod",),
          "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.__init__"),
+        ("pydantic-rebuild-torch-namespace", "0.24.0", ("codemod",),
+         "in speculators.utils.pydantic_utils:ReloadableBaseModel.reload_schema"),
         ("kv-cache-config-drop-specs", "0.12.0", ("drop",), "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups"),
         ("scheduler-add-block-size", "0.11.1", ("add",), "vllm.v1.core.sched.scheduler.Scheduler"),
         ("request-drop-eos-token-id", "0.17.0", ("drop",), "vllm.v1.request.Request"),

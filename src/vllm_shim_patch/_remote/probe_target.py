@@ -49,6 +49,26 @@ def _describe(dist, with_files):
         out["files"] = files
         out["has_record"] = dist.read_text("RECORD") is not None
         out["origins"] = _origins(files)
+        out["dependencies"] = _dependencies(dist)
+    return out
+
+
+def _dependencies(dist):
+    """{name: installed version or None} of the distribution's unconditional requirements: the
+    rules' `requires:` guards are decided by what is really installed (transformers, pydantic)."""
+    import re
+
+    out = {}
+    for req in dist.requires or ():
+        marker = req.split(";", 1)[1] if ";" in req else ""
+        if "extra" in marker:
+            continue
+        m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", req)
+        if not m:
+            continue
+        name = re.sub(r"[-_.]+", "-", m.group(1)).lower()
+        installed = _dist(name)
+        out[name] = installed.version if installed is not None else None
     return out
 
 

@@ -275,11 +275,25 @@ class Context:
     @cached_property
     def facts(self) -> dict[str, bool | None] | None:
         """Whether the class attributes scoped rules' guards name exist in the installed vLLM."""
-        source = self._guard_source
-        if source is None:
+        if self.settings.no_guard:
             return None
-        names = sorted({n for r in self.full_pack.rules for n in (*r.guard.defines, *r.guard.lacks)})
-        return {n: source.defines(n) for n in names}
+        source = self._guard_source
+        facts: dict[str, bool | None] = {}
+        if source is not None:
+            names = sorted({n for r in self.full_pack.rules for n in (*r.guard.defines, *r.guard.lacks)})
+            facts = {n: source.defines(n) for n in names}
+        requirements = {req for r in self.full_pack.rules for req in r.guard.requires}
+        if requirements:
+            from ..rules.model import requirement_fact
+            from ..versions import satisfies
+
+            installed = dict(self.target.dependencies)
+            for dist, spec in sorted(requirements):
+                # A distribution the package does not declare is unknown (`since` decides); one it
+                # declares but that is not installed satisfies nothing.
+                facts[requirement_fact(dist, spec)] = (
+                    None if dist not in installed else satisfies(installed[dist], spec))
+        return facts if source is not None or facts else None
 
     @cached_property
     def _guard_source(self) -> StaticSource | None:

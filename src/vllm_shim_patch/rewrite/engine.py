@@ -26,6 +26,7 @@ from libcst.metadata import (
     QualifiedNameSource,
 )
 
+from ..rules.model import requirement_fact
 from ..settings import Action, FileStatus
 from .context import CallSite, NeedsHuman, Rewrite
 from .results import FileResult, Site
@@ -388,9 +389,16 @@ def guard_decision(rule: Rule, engine: Engine) -> tuple[bool | None, str]:
         sig = signatures.get(callee)
         answers.append((None if sig is None else sig.takes(param),
                         f"{callee.rsplit('.', 1)[-1]} does not take {param}"))
+    installed: list[tuple[bool | None, str]] = []
+    for dist, spec in guard.requires:
+        installed.append((facts.get(requirement_fact(dist, spec)), f"the installed {dist} is not {spec}"))
     refused = [why for known, why in answers if known is False]
     if refused:
         return False, f"not needed for this vLLM: {refused[0]}"
+    refused = [why for known, why in installed if known is False]
+    if refused:
+        return False, f"not needed: {refused[0]}"
+    answers += installed
     if answers and all(known for known, _ in answers):
         return True, ""
     return None, ""

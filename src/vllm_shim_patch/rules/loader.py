@@ -27,7 +27,8 @@ GENERIC_KEYS = ("id", "call", "in", "guard", "since", "why", "signature", "examp
                 "symptoms")
 RULE_KEYS = (*GENERIC_KEYS, *(key for op in OPERATIONS.values() for key in op.keys))
 TOP_KEYS = ("schema", "package", "rules")
-_ID_RE = re.compile(r"[a-z0-9][a-z0-9-]*")  # always fullmatch: `$` would let "id\\n" through
+_ID_RE = re.compile(r"[a-z0-9][a-z0-9-]*")
+DISTRIBUTION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # always fullmatch: `$` would let "id\\n" through
 # Rule files are small hand-written text: a bound keeps a huge or generated file from stalling a run.
 MAX_RULE_FILE_BYTES = 1 << 20
 # C0 controls but tab, newline and carriage return, DEL, and C1 controls: never meant in a rule file.
@@ -418,18 +419,33 @@ class NodeReader:
     def guard(self, node: Any) -> Guard:
         entries = self.mapping(node, "'guard'")
         for key, (key_node, _) in entries.items():
-            if key not in ("defines", "lacks", "accepts"):
-                raise self.fail(key_node, f"'guard' has unknown key {key!r} (known: defines, lacks, accepts)")
+            if key not in ("defines", "lacks", "accepts", "requires"):
+                raise self.fail(key_node, f"'guard' has unknown key {key!r} (known: defines, lacks, accepts, requires)")
         accepts = []
         if "accepts" in entries:
             for callee, (key_node, value_node) in self.mapping(entries["accepts"][1], "'guard: accepts'").items():
                 if not QUALNAME_RE.fullmatch(callee):
                     raise self.fail(key_node, f"'guard: accepts' {callee!r} is not a fully qualified name")
                 accepts.append((callee, self.scalar(value_node, f"'guard: accepts' parameter of {callee!r}")))
+        requires = []
+        if "requires" in entries:
+            from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+            for dist, (key_node, value_node) in self.mapping(entries["requires"][1], "'guard: requires'").items():
+                if not DISTRIBUTION_RE.fullmatch(dist):
+                    raise self.fail(key_node, f"'guard: requires' {dist!r} is not a distribution name like transformers")
+                spec = self.scalar(value_node, f"'guard: requires' version of {dist!r}")
+                try:
+                    SpecifierSet(spec)
+                except InvalidSpecifier:
+                    raise self.fail(value_node, f"'guard: requires' {dist}: {spec!r} is not a version "
+                                                "specifier like '>=5'") from None
+                requires.append((re.sub(r"[-_.]+", "-", dist).lower(), spec))
         return Guard(
             self.qualnames(entries["defines"][1], "'guard: defines'") if "defines" in entries else (),
             self.qualnames(entries["lacks"][1], "'guard: lacks'") if "lacks" in entries else (),
             tuple(accepts),
+            tuple(requires),
         )
 
     def signature(self, node: Any) -> OldSignature:

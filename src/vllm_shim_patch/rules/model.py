@@ -41,12 +41,22 @@ class Guard:
     defines: tuple[str, ...] = ()  # class attributes that must exist: vllm.x.C.method
     lacks: tuple[str, ...] = ()  # class attributes that must not exist
     accepts: tuple[tuple[str, str], ...] = ()  # (callable, parameter) the callable must take
+    # (distribution, version specifier) the target's installed distribution must satisfy: for
+    # breaks of the package's other dependencies (transformers 5), which vLLM's source cannot tell.
+    requires: tuple[tuple[str, str], ...] = ()
 
     def __add__(self, other: Guard) -> Guard:
-        return Guard(self.defines + other.defines, self.lacks + other.lacks, self.accepts + other.accepts)
+        return Guard(self.defines + other.defines, self.lacks + other.lacks, self.accepts + other.accepts,
+                     self.requires + other.requires)
 
     def __bool__(self) -> bool:
-        return bool(self.defines or self.lacks or self.accepts)
+        return bool(self.defines or self.lacks or self.accepts or self.requires)
+
+
+def requirement_fact(distribution: str, specifier: str) -> str:
+    """The key of a `requires:` guard's answer among the guards' facts (no qualified name has a
+    comparison operator in it, so it cannot collide with a `defines`/`lacks` name)."""
+    return f"{distribution}{specifier}"
 
 
 @dataclass(frozen=True)
