@@ -396,6 +396,8 @@ def test_bundled_pack_loads() -> None:
          "vllm.v1.core.kv_cache_utils.unify_hybrid_kv_cache_specs"),
         ("kv-cache-resolve-layout", "0.33.0", ("codemod",),
          "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.__init__"),
+        ("generator-v1-runner", "0.25.1", ("codemod",),
+         "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.__init__"),
     ]
     # A move is guarded by what it implies: the old module lacks the name, the new one has it.
     move = next(r for r in pack.rules if r.id == "get-kv-cache-config-from-groups-move")

@@ -182,11 +182,21 @@ def build(module):
     return StandInAttentionBackend, StandInAttentionImpl
 
 
-def mla_forward_impl(self, q, k_c_normed, k_pe, kv_cache, attn_metadata, output=None, output_scale=None,
-                     output_block_scale=None):
+def mla_forward_impl(self, q, k_c_normed, k_pe, kv_cache, attn_metadata, output=None, **features):
     """MLAAttention.forward_impl on CPU: the latent KV history per request, keys and values
-    expanded by the layer's own kv_b_proj, causal attention (the arithmetic of MLA's prefill path)."""
+    expanded by the layer's own kv_b_proj, causal attention (the arithmetic of MLA's prefill path).
+
+    `features`: the real method's later parameters (output quantization, decode context
+    parallelism: output_scale, quant_group_size, q_dcp_replicated, ...), each off by default; the
+    stand-in implements none of them, so one that is on stops the rehearsal instead of being
+    ignored."""
     import torch
+
+    on = sorted(name for name, value in features.items() if value is not None)
+    if on:
+        from .answer import CannotRehearse
+
+        raise CannotRehearse(f"stand-in mla_forward_impl does not implement MLAAttention.forward_impl's {on}")
 
     n_tok, heads = q.shape[0], self.num_heads
     nope, rope, v_dim = self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim
@@ -282,9 +292,15 @@ def self_check(run):
         return
     real = _ORIGINAL.get("forward_impl")
     if real is not None:
-        want = list(inspect.signature(real).parameters)
-        run.check("mla_forward_impl vs MLAAttention.forward_impl",
-                  list(inspect.signature(mla_forward_impl).parameters) == want, str(want))
+        # The parameters the stand-in reads, in order; every later one a feature that is off
+        # unless passed (the stand-in refuses it when it is).
+        params = list(inspect.signature(real).parameters.values())
+        ours = [p for p in inspect.signature(mla_forward_impl).parameters if p != "features"]
+        head = [p.name for p in params[:len(ours)]]
+        later = [p.name for p in params[len(ours):] if p.default is not None]
+        run.check("mla_forward_impl vs MLAAttention.forward_impl", head == ours and not later,
+                  f"{[p.name for p in params]}: the stand-in reads {ours}"
+                  + (f"; {later} are not off by default" if later else ""))
     layer_attrs = {"num_heads", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_b_proj", "layer_name", "impl"}
     missing = sorted(a for a in layer_attrs if a not in mla_attention.MLAAttention.__init__.__code__.co_names)
     run.check("mla_forward_impl vs MLAAttention.__init__", not missing, f"MLAAttention no longer sets {missing}")

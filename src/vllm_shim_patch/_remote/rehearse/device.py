@@ -5,6 +5,12 @@ STOOD_IN = [
     "inference (DeviceConfig() raises 'Failed to infer device type' on a machine without a GPU)",
     "torch.cuda.mem_get_info: answers a fixed 2 GiB free / 4 GiB total (no GPU to ask)",
     "current_platform.current_device(): the CPU (a model that places its vision tower there, as Kimi-K2.5's does)",
+    "current_platform.manual_seed_all(seed): torch.manual_seed (the CPU generator is the only one); "
+    "current_platform.set_device(device): nothing to select (vLLM's base Platform raises NotImplementedError "
+    "for both off a GPU platform); current_platform.is_pin_memory_available(): False, and vLLM's PIN_MEMORY "
+    "constants with it (pinned host memory needs a CUDA driver)",
+    "vllm.device_allocator.get_mem_allocator_instance: a pool that allocates nothing of its own (the "
+    "worker's memory-pool context is then a no-op, as on a GPU without the cumem allocator)",
     "torch.set_num_threads(1): the tiny model's arithmetic is cheaper than thread hand-offs",
 ]
 
@@ -17,7 +23,10 @@ def install():
     # DeviceConfig() infers the device from current_platform.device_type; without a GPU
     # vLLM resolves UnspecifiedPlatform whose device_type is "" -> "Failed to infer device type".
     current_platform.device_type = "cuda"
-    current_platform.current_device = lambda: torch.device("cpu")
+    for name, member in platform_members(torch).items():
+        setattr(current_platform, name, member)
+    _no_pinned_memory()
+    _no_sleep_allocator()
     free, total = 2 * 1024**3, 4 * 1024**3
     torch.cuda.mem_get_info = lambda device=None: (free, total)
     # speculators 0.4.0 asks torch.accelerator which device module to query.
@@ -27,3 +36,93 @@ def install():
     # The model is tiny: thread start-up and OpenMP spin-waits cost more than the arithmetic, and
     # on a busy machine (CI, a GPU box loading a model) two threads ran RMSNorm 12x slower than one.
     torch.set_num_threads(1)
+
+
+def platform_members(torch):
+    """The Platform methods stood in, as the instance attributes that replace them."""
+    return {
+        "current_device": lambda: torch.device("cpu"),
+        "manual_seed_all": lambda seed: torch.manual_seed(seed),
+        "set_device": lambda device: None,
+        "is_pin_memory_available": lambda: False,
+    }
+
+
+def _no_pinned_memory():
+    """vLLM asks once, at import, whether host memory can be pinned (torch_utils.PIN_MEMORY, which
+    modules such as gpu_input_batch import by name): answer False there too."""
+    import sys
+
+    try:
+        from vllm.utils import platform_utils
+    except ImportError:
+        platform_utils = None
+    cached = getattr(platform_utils, "is_pin_memory_available", None)
+    if hasattr(cached, "cache_clear"):
+        cached.cache_clear()
+    try:
+        import vllm.utils.torch_utils  # noqa: F401  (so a module importing PIN_MEMORY later reads False)
+    except ImportError:
+        pass
+    for name, module in list(sys.modules.items()):
+        if name.startswith("vllm") and isinstance(getattr(module, "PIN_MEMORY", None), bool):
+            module.PIN_MEMORY = False
+
+
+def self_check(run):
+    """Each Platform member stood in exists on vLLM's Platform with the parameters it is given."""
+    import inspect
+
+    import torch
+
+    from vllm.platforms.interface import Platform
+
+    for name, member in platform_members(torch).items():
+        real = getattr(Platform, name, None)
+        if real is None:
+            continue  # not asked of a platform by this vLLM (0.16 has no manual_seed_all)
+        want = [p for p in inspect.signature(real).parameters if p != "cls"]
+        ours = list(inspect.signature(member).parameters)
+        run.check(f"platform stand-in {name} vs Platform.{name}", want == ours, f"{want} != {ours}")
+
+
+
+class NoPoolAllocator:
+    """vLLM's MemAllocator protocol with no pool: what the worker's sleep-mode context asks."""
+
+    def use_memory_pool(self, tag=None):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def sleep(self, offload_tags=None):
+        raise RuntimeError("the rehearsal has no sleep mode")
+
+    def discard(self, tags):
+        raise RuntimeError("the rehearsal has no sleep mode")
+
+    def wake_up(self, tags=None):
+        raise RuntimeError("the rehearsal has no sleep mode")
+
+    def get_current_usage(self):
+        return 0
+
+
+def _no_sleep_allocator():
+    """vLLM 0.33's worker takes its memory pool from the platform's sleep-mode allocator, which a
+    platform without CUDA has not: every module holding vLLM's lookup gets the no-pool one."""
+    import importlib
+    import sys
+
+    try:
+        allocator = importlib.import_module("vllm.device_allocator")
+        importlib.import_module("vllm.v1.worker.gpu_worker")
+    except ImportError:
+        return
+    real = getattr(allocator, "get_mem_allocator_instance", None)
+    if real is None:
+        return
+    instance = NoPoolAllocator()
+    for name, module in list(sys.modules.items()):
+        if name.startswith("vllm") and getattr(module, "get_mem_allocator_instance", None) is real:
+            module.get_mem_allocator_instance = lambda: instance

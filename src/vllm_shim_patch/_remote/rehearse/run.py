@@ -104,14 +104,16 @@ def run(run, req):
                       "model": "folder" if folder else ("arch" if req.get("arch") else "default")})
     device.install()
     attention.install()
-    if not moe.install():
+    experts = moe.in_config(families.text(family, config))
+    if not (experts and moe.install()):
         run.stood_in.remove(moe.STOOD_IN)
     common.register_in_process([importlib.import_module(m) for m in family.MODULES])
     S = adapter.build(run, family)
     run.standins = (adapter, S)
     run.stage = "self-check"
+    device.self_check(run)
     attention.self_check(run)
-    if moe.present():
+    if experts and moe.present():
         moe.self_check(run)
     adapter.self_check(run, S)
 

@@ -48,11 +48,19 @@ def self_attrs(fn):
     import dis
 
     code = getattr(inspect.unwrap(fn), "__code__", None)
-    found, after_self = set(), False
-    for ins in dis.get_instructions(code) if code is not None else ():
-        if ins.opname in ("LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR") and after_self:
-            found.add(ins.argval)
-        if ins.opname in ("CACHE", "EXTENDED_ARG", "PRECALL", "NOP"):
-            continue
-        after_self = ins.opname in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_LOAD_FAST") and ins.argval == "self"
+    found = set()
+    # A method whose nested functions capture `self` reads it as a cell (LOAD_DEREF), in its own
+    # code and in theirs (vLLM 0.33's _update_states): both are walked.
+    pending = [code] if code is not None else []
+    while pending:
+        code = pending.pop()
+        after_self = False
+        for ins in dis.get_instructions(code):
+            if ins.opname in ("LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR") and after_self:
+                found.add(ins.argval)
+            if ins.opname in ("CACHE", "EXTENDED_ARG", "PRECALL", "NOP"):
+                continue
+            after_self = (ins.opname in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_LOAD_FAST", "LOAD_DEREF")
+                          and ins.argval == "self")
+        pending += [c for c in code.co_consts if hasattr(c, "co_code") and "self" in c.co_freevars]
     return found

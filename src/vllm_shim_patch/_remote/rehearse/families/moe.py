@@ -24,11 +24,23 @@ def present():
         return False
 
 
+# Config keys that give a model routed experts (Qwen-MoE, DeepSeek/Kimi, gpt-oss and Mixtral).
+EXPERT_KEYS = ("num_experts", "n_routed_experts", "num_local_experts")
+_INSTALLED = []
+
+
+def in_config(text_config):
+    """Whether the (text) config has routed experts: only then is the stand-in installed and
+    checked, so a dense model does not depend on how this vLLM lays out its MoE code."""
+    return any((text_config.get(key) or 0) > 0 for key in EXPERT_KEYS)
+
+
 def install():
     """Before the model is built: the backend oracle answers CPU (it has no answer off a GPU).
     False where this vLLM has no oracle (nothing installed)."""
     if not present():
         return False
+    _INSTALLED.append(True)
     from vllm.model_executor.layers.fused_moe import unquantized_fused_moe_method as method
     from vllm.model_executor.layers.fused_moe.oracle.unquantized import UnquantizedMoeBackend
 
@@ -41,7 +53,7 @@ def install():
 
 def after_weights(model):
     """Once the weights exist: every unquantized FusedMoE layer runs vLLM's CPU expert path."""
-    if not present():
+    if not _INSTALLED:
         return 0
     from vllm.model_executor.layers.fused_moe import cpu_fused_moe
     from vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method import UnquantizedFusedMoEMethod

@@ -10,6 +10,7 @@ import importlib
 import inspect
 import logging
 import multiprocessing
+import os
 import pickle
 import sys
 import threading
@@ -95,6 +96,9 @@ NOT_REACHED = {
     "_dummy_pooler_run": "pooling models only",
     "peak_activation_memory": "set by determine_available_memory, not called",
     "init_fp8_kv_scales": "sleep mode only",
+    "_init_kv_zero_meta": "KV caches with Mamba layers or mixed precisions only",
+    "eplb": "Model Runner V2 only (the stand-in worker refuses V2: see RehearsalWorker.init_device)",
+    "pool": "pooling models on Model Runner V2 only",
 }
 
 
@@ -140,12 +144,21 @@ def build(run, family):
             "max_num_batched_tokens": sc.max_num_batched_tokens, "device": device, "pin_memory": False,
             "vocab_size": mc.get_vocab_size(), "block_sizes": [cc.block_size],
             "kernel_block_sizes": [cc.block_size], "is_spec_decode": False,
+            # 0.33's placeholder batch: the blocks of the longest request, for the one group.
+            "max_num_blocks_per_req": [-(-mc.max_model_len // cc.block_size)],
             "logitsprocs": build_logitsprocs(vllm_config, device, False, False, ()),
             "logitsprocs_need_output_token_ids": False, "is_pooling_model": False,
             "cp_kv_cache_interleave_size": getattr(vllm_config.parallel_config, "cp_kv_cache_interleave_size", 1),
         }
         params = inspect.signature(InputBatch.__init__).parameters
         return InputBatch(**{k: v for k, v in offered.items() if k in params})
+
+    def late_interaction_runner():
+        try:
+            from vllm.v1.pool.late_interaction_runner import LateInteractionRunner
+        except ImportError:  # before 0.33: _update_states does not ask for it
+            return None
+        return LateInteractionRunner()
 
     class StandInModelRunner(GPUModelRunner):
         """WHY: GPUModelRunner needs CUDA (pinned buffers, attention backends, CUDA graphs).
@@ -171,7 +184,14 @@ def build(run, family):
             "execute_model_state", "kv_connector_output", "use_async_scheduling", "input_batch",
             "kv_cache_config", "requests", "num_prompt_logprobs", "encoder_cache", "uses_mrope",
             "uses_xdrope_dim", "valid_sampled_token_count_event", "reorder_batch_threshold",
-            "forward_passes", "steps", "kv_history", "_draft_token_ids",
+            "forward_passes", "steps", "kv_history", "_draft_token_ids", "late_interaction_runner",
+            "kv_caches", "use_async_spec_decode",
+        }
+        # What _update_states touches only with speculative decoding (speculators sets none).
+        SPEC_DECODE_ONLY = {
+            "_ngram_pinned_idx_buf", "_ngram_pinned_val_buf", "_num_valid_draft_tokens_cpu",
+            "_num_valid_draft_tokens_event", "num_tokens_no_spec_gpu", "token_ids_gpu_tensor",
+            "prev_num_draft_tokens",
         }
 
         def __init__(self, vllm_config, device):  # deliberately not GPUModelRunner.__init__
@@ -204,6 +224,11 @@ def build(run, family):
             # GPUModelRunner.__init__'s value: no draft tokens (vLLM 0.12's _update_states reads it
             # when the scheduler output has speculative tokens; ours never does).
             self._draft_token_ids = None
+            # GPUModelRunner.__init__'s values (0.33): the pooling runner's bookkeeping (real,
+            # it only tracks requests), no KV tensors, no speculative decoding.
+            self.late_interaction_runner = late_interaction_runner()
+            self.kv_caches = []
+            self.use_async_spec_decode = False
             # An attention backend's reorder_batch_threshold (FlashInfer 1, FlashMLA 128): the
             # rehearsal sets it per call to reorder the batch as that backend would.
             self.reorder_batch_threshold = None
@@ -211,7 +236,16 @@ def build(run, family):
             self.steps = []  # one record per forward: what the run reports and checks
             self.kv_history = {}  # the stand-in attention backend's KV cache: {layer: {req_id: (k, v)}}
 
-        def load_model(self, eep_scale_up=False):
+        # The installed GPUModelRunner.load_model's parameters the stand-in honours, with the
+        # values it can take: elastic EP scale-up (0.16) never happens here, dummy weights (0.33)
+        # are what the stand-in always loads, a model built by the caller (0.33) never comes.
+        LOAD_MODEL_ARGS = {"eep_scale_up": (False,), "load_dummy_weights": (False, True), "model": (None,)}
+
+        def load_model(self, *args, **kwargs):
+            bound = inspect.signature(GPUModelRunner.load_model).bind(self, *args, **kwargs)
+            for name, value in list(bound.arguments.items())[1:]:
+                if value not in self.LOAD_MODEL_ARGS.get(name, ()):
+                    raise CannotRehearse(f"stand-in StandInModelRunner.load_model cannot honour {name}={value!r}")
             # Same steps as vLLM's DummyModelLoader: resolve the architecture through the real
             # registry, build under set_default_torch_dtype + set_current_vllm_config, then
             # vLLM's dummy initializer (drawn wide: see families.common.WIDTH).
@@ -245,7 +279,10 @@ def build(run, family):
 
         # get_kv_cache_spec and maybe_remove_all_loras are inherited: the REAL code runs.
 
-        def initialize_kv_cache(self, kv_cache_config):
+        def initialize_kv_cache(self, kv_cache_config, *args, **kwargs):
+            # Later parameters (0.33: is_profiling, kv_cache_allocation_context) say how the KV
+            # tensors are allocated; the stand-in allocates none (its KV history is per request).
+            inspect.signature(GPUModelRunner.initialize_kv_cache).bind(self, kv_cache_config, *args, **kwargs)
             # The real runner allocates one KV tensor per layer; check the config names
             # exactly the attention layers the model registered, allocate nothing.
             names = {n for g in kv_cache_config.kv_cache_groups for n in g.layer_names}
@@ -351,6 +388,14 @@ def build(run, family):
         compile_or_warm_up_model, execute_model, sample_tokens) is the installed Worker code."""
 
         def init_device(self):
+            if getattr(self, "use_v2_model_runner", False):
+                # The real Worker would build Model Runner V2 here (vLLM 0.25.1+ picks it by
+                # default): a runner without the V1 runner's input_batch, which speculators'
+                # worker reads, and one this rehearsal has no stand-in for.
+                raise CannotRehearse(
+                    "vLLM selected Model Runner V2 for the generator (VLLM_USE_V2_MODEL_RUNNER is "
+                    f"{os.environ.get('VLLM_USE_V2_MODEL_RUNNER', 'unset')}): speculators' worker drives the V1 "
+                    "runner, and the rehearsal stands in for the V1 runner only")
             self.device = torch.device("cpu")
             gpu_worker.init_worker_distributed_environment(
                 self.vllm_config, self.rank, self.distributed_init_method, self.local_rank, "gloo")
@@ -523,6 +568,7 @@ def build(run, family):
         GPUModelRunner=GPUModelRunner, StandInModelRunner=StandInModelRunner,
         RehearsalWorker=RehearsalWorker, InProcWorkerProc=InProcWorkerProc,
         init_executor=_init_executor, mpe=mpe, gpu_worker=gpu_worker, created=created,
+        ModelRunnerOutput=ModelRunnerOutput,
         two_phase=two_phase, saved={},
     )
 
@@ -546,8 +592,12 @@ def self_check(run, S):
         probe.kv_connector_output = None
         probe.use_async_scheduling = False
         try:
+            # The stand-in hands this case to the real method, so what it answers is vLLM's own:
+            # None up to 0.32, an empty ModelRunnerOutput from 0.33. The probe checks that the real
+            # method runs on the state the stand-in keeps, and answers "nothing sampled".
             r = G.sample_tokens(probe, None)
-            ok, detail = r is None, f"returned {r!r}"
+            ok = r is None or (isinstance(r, S.ModelRunnerOutput) and not r.req_ids)
+            detail = f"returned {r!r}"
         except Exception as e:  # noqa: BLE001
             ok, detail = False, f"{type(e).__name__}: {e}"
         run.check("StandInModelRunner no-state sample_tokens vs GPUModelRunner.sample_tokens", ok, detail)
@@ -562,13 +612,25 @@ def self_check(run, S):
     missing = sorted(a for a in used if a not in R.PROVIDES and a not in NOT_REACHED)
     run.check("StandInModelRunner vs Worker's use of model_runner", not missing,
               f"Worker uses {missing} which the stand-in does not provide")
-    for name in ("load_model", "initialize_kv_cache", "execute_model", "sample_tokens"):
+    params = list(inspect.signature(G.load_model).parameters)[1:]
+    run.check("StandInModelRunner.load_model vs GPUModelRunner.load_model",
+              set(params) <= set(R.LOAD_MODEL_ARGS),
+              f"{inspect.signature(G.load_model)}: the stand-in honours {sorted(R.LOAD_MODEL_ARGS)}")
+    real = list(inspect.signature(G.initialize_kv_cache).parameters)
+    later = [p for p in list(inspect.signature(G.initialize_kv_cache).parameters.values())[2:]
+             if p.default is inspect.Parameter.empty]
+    run.check("StandInModelRunner.initialize_kv_cache vs GPUModelRunner.initialize_kv_cache",
+              real[:2] == ["self", "kv_cache_config"] and not later,
+              f"{inspect.signature(G.initialize_kv_cache)}: the stand-in takes kv_cache_config, "
+              "and later parameters only with defaults")
+    for name in ("execute_model", "sample_tokens"):
         real, ours = inspect.signature(getattr(G, name)), inspect.signature(getattr(R, name))
         run.check(f"StandInModelRunner.{name} vs GPUModelRunner.{name}",
                   list(real.parameters) == list(ours.parameters), f"{real} != {ours}")
 
     # The real _update_states runs on the stand-in: everything it touches on self is there.
-    unset = sorted(a for a in self_attrs(G._update_states) if a not in R.INSTANCE_ATTRS and not hasattr(R, a))
+    unset = sorted(a for a in self_attrs(G._update_states)
+                   if a not in R.INSTANCE_ATTRS and a not in R.SPEC_DECODE_ONLY and not hasattr(R, a))
     run.check("StandInModelRunner vs GPUModelRunner._update_states", not unset,
               f"_update_states uses {unset} which the stand-in does not set")
     # The token order re-stated from execute_model/_prepare_inputs reads these.
@@ -592,8 +654,13 @@ def self_check(run, S):
               == ["self", "input_shm_handle", "vllm_config"],
               str(inspect.signature(mpe.WorkerProc._init_message_queues)))
     names = code_names(mpe.WorkerProc.worker_busy_loop)
+    # 0.33 moved the body of the loop (the call and its reply) into _execute_worker_rpc.
+    for helper in ("_execute_worker_rpc",):
+        if helper in names and hasattr(mpe.WorkerProc, helper):
+            names |= code_names(getattr(mpe.WorkerProc, helper))
     run.check("BroadcastMQ vs WorkerProc.worker_busy_loop",
-              {"rpc_broadcast_mq", "dequeue", "handle_output"} <= names)
+              {"rpc_broadcast_mq", "dequeue", "handle_output"} <= names,
+              f"the loop no longer dequeues from rpc_broadcast_mq and replies by handle_output: {sorted(names)}")
     run.check("RehearsalWorker vs init_worker_distributed_environment",
               "backend" in inspect.signature(S.gpu_worker.init_worker_distributed_environment).parameters)
 
