@@ -269,3 +269,26 @@ def test_a_rules_symptoms_name_it_where_no_edit_is_on_the_failing_line() -> None
     # With the option given the rule is in the plan; no hint to give it again.
     r = interpret(refused, _plan(*SITES), rules=rules, options=frozenset({"trust-remote-code"}))
     assert r.opt_ins == ()
+
+
+def test_a_rehearsal_that_could_not_run_names_the_rule_that_keeps_vllm_where_it_can() -> None:
+    from vllm_shim_patch.report.rehearse import headline, lines
+    from vllm_shim_patch.rules.loader import load_pack
+
+    rules = load_pack(()).rules
+    pin = Site("generator-v1-runner", GEN, 118, 118,
+               "speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.__init__",
+               Action.EDITED, "", True)
+    v2 = {"outcome": "cannot_rehearse", "failure": {
+        "exception": "cannot rehearse: vLLM selected Model Runner V2 for the generator (VLLM_USE_V2_MODEL_RUNNER "
+                     "is unset): speculators' worker drives the V1 runner, and the rehearsal stands in for the V1 "
+                     "runner only",
+        "speculators_frame": {"file": GEN, "line": 124, "code": "...", "function": "__init__"}}}
+    r = interpret(v2, _plan(*SITES, pin), rules=rules, skipped=frozenset({"generator-v1-runner"}))
+    assert [(s.rule_id, s.action) for s in r.fixes] == [("generator-v1-runner", Action.SKIPPED)]
+    assert headline(r) == f"rehearsal could not run: {v2['failure']['exception']}"
+    assert lines(r) == [f"  fix:         rule generator-v1-runner (skipped with --skip/--only: it would edit {GEN}:118)"]
+    # A stand-in gap no rule's symptoms match: nothing is named, no fix line.
+    gap = {"outcome": "cannot_rehearse", "failure": {"exception": "cannot rehearse: stand-in X no longer matches"}}
+    r = interpret(gap, _plan(*SITES, pin), rules=rules)
+    assert (r.fixes, lines(r)) == ((), [])

@@ -189,9 +189,14 @@ def interpret(answer: dict[str, Any], plan: Plan | None, declined: frozenset[str
     are now): pending sites that span the speculators frame's line, else a pending scoped edit in
     the same function at most NEAR_LINES above it. `declined`: rules the reviewer said no to in this
     run; `skipped`: rules --skip/--only left out (`plan` then holds them, so they can be named)."""
-    if plan is None or answer.get("outcome") not in (FAILED, TIMEOUT_OUTCOME):
+    if plan is None or answer.get("outcome") not in (FAILED, TIMEOUT_OUTCOME, CANNOT):
         return Rehearsal(answer)
     pending = [s for s in plan.sites if s.action in (Action.EDITED, Action.NEEDS_HUMAN, Action.DECLINED)]
+    if answer.get("outcome") == CANNOT:
+        # A stand-in that cannot follow where vLLM went is no site of speculators' to fix; but a
+        # rule may be what keeps vLLM on the path it can follow (the V1 runner): named by symptom.
+        named, wanted = _by_symptom(answer, rules, pending, options)
+        return Rehearsal(answer, tuple(_marked(named, declined, skipped)), (), tuple(wanted))
     if answer.get("wrong"):
         # Wrong data has no failing line: the fixes are the pending edits inside the code that
         # produced it (generate() and the worker's capture methods), one per rule.
@@ -214,17 +219,27 @@ def interpret(answer: dict[str, Any], plan: Plan | None, declined: frozenset[str
     if not fixes:
         # No rule's edit is on the failing line: the rules whose symptoms match the exception (a
         # keyword a replaced function does not take fails at the caller's line, not the rule's).
-        text = str((answer.get("failure") or {}).get("exception") or "")
-        for rule in rules:
-            if not any(re.search(p, text) for p in rule.symptoms):
-                continue
-            sites = [s for s in pending if s.rule_id == rule.id]
-            if sites:
-                fixes.append(sites[0])
-            elif rule.option is not None and rule.option not in options:
-                opt_ins.append((rule.id, rule.option))
+        fixes, opt_ins = _by_symptom(answer, rules, pending, options)
     fixes = _marked(fixes, declined, skipped)
     return Rehearsal(answer, tuple(fixes), tuple(dict.fromkeys(s.rule_id for s in pending)), tuple(opt_ins))
+
+
+def _by_symptom(answer: dict[str, Any], rules: Sequence[Rule], pending: list[Site],
+                options: frozenset[str]) -> tuple[list[Site], list[tuple[str, str]]]:
+    """The pending sites of the rules whose `symptoms` match the failure's exception, and the
+    opt-in rules (with their option) that would fix it but were not asked for."""
+    text = str((answer.get("failure") or {}).get("exception") or "")
+    fixes: list[Site] = []
+    opt_ins: list[tuple[str, str]] = []
+    for rule in rules:
+        if not any(re.search(p, text) for p in rule.symptoms):
+            continue
+        sites = [s for s in pending if s.rule_id == rule.id]
+        if sites:
+            fixes.append(sites[0])
+        elif rule.option is not None and rule.option not in options:
+            opt_ins.append((rule.id, rule.option))
+    return fixes, opt_ins
 
 
 def _marked(fixes: list[Site], declined: frozenset[str], skipped: frozenset[str]) -> list[Site]:

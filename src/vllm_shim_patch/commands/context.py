@@ -289,10 +289,10 @@ class Context:
 
             installed = dict(self.target.dependencies)
             for dist, spec in sorted(requirements):
-                # A distribution the package does not declare is unknown (`since` decides); one it
-                # declares but that is not installed satisfies nothing.
-                facts[requirement_fact(dist, spec)] = (
-                    None if dist not in installed else satisfies(installed[dist], spec))
+                # Unknown (`since` decides) where the package does not declare the distribution or
+                # the target lacks it (a sandbox installed --no-deps: nothing to import against).
+                version = installed.get(dist)
+                facts[requirement_fact(dist, spec)] = None if version is None else satisfies(version, spec)
         return facts if source is not None or facts else None
 
     @cached_property

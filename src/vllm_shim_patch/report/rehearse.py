@@ -174,6 +174,8 @@ def lines(r: Rehearsal, *, verbose: bool = False) -> list[str]:
         out.append(f"  vLLM:        {_frame(failure.get('vllm_frame'))}"
                    + (" (in the worker)" if failure.get("side") == "worker" else ""))
         out += _fixes(r)
+    elif r.fixes or r.opt_ins:  # could not run, but a rule keeps vLLM where the stand-ins fit
+        out += _fixes(r)
     if verbose:
         out.append("real (as installed):")
         out += [f"  {item}" for item in a.get("real") or []]
