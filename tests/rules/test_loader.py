@@ -377,6 +377,7 @@ def test_bundled_pack_loads() -> None:
          "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.__init__"),
         ("pydantic-rebuild-torch-namespace", "0.24.0", ("codemod",),
          "in speculators.utils.pydantic_utils:ReloadableBaseModel.reload_schema"),
+        ("eagle-attention-mask-fallback", "0.24.0", ("codemod",), "in speculators.models.eagle"),
         ("kv-cache-config-drop-specs", "0.12.0", ("drop",), "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups"),
         ("scheduler-add-block-size", "0.11.1", ("add",), "vllm.v1.core.sched.scheduler.Scheduler"),
         ("request-drop-eos-token-id", "0.17.0", ("drop",), "vllm.v1.request.Request"),

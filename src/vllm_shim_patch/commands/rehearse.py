@@ -8,7 +8,7 @@ from .context import Context, Outcome
 
 def rehearse(ctx: Context, opts: RehearseOptions) -> Outcome:
     """Pass (exit 0), the first failure with the rule that fixes it (1), or why it cannot run (2)."""
-    from ..analysis.rehearse import ERROR, TIMEOUT, check_can_run, interpret, model_request, request
+    from ..analysis.rehearse import CANNOT, ERROR, TIMEOUT, check_can_run, interpret, model_request, request
     from ..analysis.session import run_session
     from ..report.apply import rehearsed
     from ..report.rehearse import headline, lines
@@ -22,7 +22,7 @@ def rehearse(ctx: Context, opts: RehearseOptions) -> Outcome:
     if not isinstance(answer, dict):
         answer = {"ok": False, "outcome": ERROR, "failure": {"exception": "the target gave no rehearsal answer"}}
     result = interpret(answer, None)
-    if result.failed:
+    if result.failed or answer.get("outcome") == CANNOT:  # a rule may name what it could not run
         skipped = frozenset(ctx.skipped)
         result = interpret(answer, ctx.plan(ctx.installed(), everything=bool(skipped)), skipped=skipped,
                            rules=ctx.full_pack.rules, options=ctx.settings.rule_options)

@@ -389,18 +389,21 @@ def build(run, family):
 
         def init_device(self):
             if getattr(self, "use_v2_model_runner", False):
-                # The real Worker would build Model Runner V2 here (vLLM 0.25.1+ picks it by
-                # default): a runner without the V1 runner's input_batch, which speculators'
-                # worker reads, and one this rehearsal has no stand-in for.
-                raise CannotRehearse(
-                    "vLLM selected Model Runner V2 for the generator (VLLM_USE_V2_MODEL_RUNNER is "
-                    f"{os.environ.get('VLLM_USE_V2_MODEL_RUNNER', 'unset')}): speculators' worker drives the V1 "
-                    "runner, and the rehearsal stands in for the V1 runner only")
+                refuse_v2()
             self.device = torch.device("cpu")
             gpu_worker.init_worker_distributed_environment(
                 self.vllm_config, self.rank, self.distributed_init_method, self.local_rank, "gloo")
             set_random_seed(self.model_config.seed)
             self.model_runner = StandInModelRunner(self.vllm_config, self.device)
+
+    def refuse_v2():
+        # The real Worker would build Model Runner V2 (vLLM 0.25.1+ picks it by default): a
+        # runner without the V1 runner's input_batch, which speculators' worker reads, and one
+        # this rehearsal has no stand-in for.
+        raise CannotRehearse(
+            "vLLM selected Model Runner V2 for the generator (VLLM_USE_V2_MODEL_RUNNER is "
+            f"{os.environ.get('VLLM_USE_V2_MODEL_RUNNER', 'unset')}): speculators' worker drives the V1 "
+            "runner, and the rehearsal stands in for the V1 runner only")
 
     def _copy(obj):
         # The real MessageQueue pickles every message: receivers never share objects
@@ -530,6 +533,8 @@ def build(run, family):
             # vLLM 0.12's _init_executor sets them inline, from the same parallel config.
             self.world_size = self.parallel_config.world_size
             self.local_world_size = self.parallel_config.local_world_size
+        if getattr(self.vllm_config, "use_v2_model_runner", False):
+            refuse_v2()  # before the real Worker.__init__ refuses it for want of Triton on CPU
         if self.world_size != 1 or self.local_world_size != 1:
             raise CannotRehearse(f"rehearsal runs one in-process worker; world_size={self.world_size}")
         # Device/platform stand-in: on a GPU platform check_and_update_config would have set
