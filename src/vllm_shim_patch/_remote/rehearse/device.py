@@ -11,6 +11,9 @@ STOOD_IN = [
     "constants with it (pinned host memory needs a CUDA driver)",
     "vllm.device_allocator.get_mem_allocator_instance: a pool that allocates nothing of its own (the "
     "worker's memory-pool context is then a no-op, as on a GPU without the cumem allocator)",
+    "vllm.v1.worker.gpu_worker.kernel_warmup: nothing (it JIT-compiles and autotunes GPU kernels, "
+    "DeepGEMM, FlashInfer, Triton block tables, and imports modules that need vLLM's CUDA ops; what the "
+    "model computes does not depend on it); the warm-up's model run itself is real",
     "torch.set_num_threads(1): the tiny model's arithmetic is cheaper than thread hand-offs",
 ]
 
@@ -27,6 +30,7 @@ def install():
         setattr(current_platform, name, member)
     _no_pinned_memory()
     _no_sleep_allocator()
+    _no_kernel_warmup()
     free, total = 2 * 1024**3, 4 * 1024**3
     torch.cuda.mem_get_info = lambda device=None: (free, total)
     # speculators 0.4.0 asks torch.accelerator which device module to query.
@@ -69,9 +73,28 @@ def _no_pinned_memory():
             module.PIN_MEMORY = False
 
 
+_REAL = {}
+
+
+def _no_kernel_warmup():
+    try:
+        from vllm.v1.worker import gpu_worker
+    except ImportError:
+        return
+    if hasattr(gpu_worker, "kernel_warmup"):
+        _REAL.setdefault("kernel_warmup", gpu_worker.kernel_warmup)
+        gpu_worker.kernel_warmup = lambda worker: None
+
+
 def self_check(run):
-    """Each Platform member stood in exists on vLLM's Platform with the parameters it is given."""
+    """Each Platform member stood in exists on vLLM's Platform with the parameters it is given;
+    the kernel warm-up stood in takes what the Worker passes it."""
     import inspect
+
+    real = _REAL.get("kernel_warmup")
+    if real is not None:
+        run.check("kernel_warmup stand-in vs kernel_warmup", list(inspect.signature(real).parameters) == ["worker"],
+                  str(inspect.signature(real)))
 
     import torch
 

@@ -99,6 +99,7 @@ NOT_REACHED = {
     "_init_kv_zero_meta": "KV caches with Mamba layers or mixed precisions only",
     "eplb": "Model Runner V2 only (the stand-in worker refuses V2: see RehearsalWorker.init_device)",
     "pool": "pooling models on Model Runner V2 only",
+    "init_routed_experts_capturer": "enable_return_routed_experts only (speculators' ModelConfig leaves it off)",
 }
 
 
@@ -154,11 +155,10 @@ def build(run, family):
         return InputBatch(**{k: v for k, v in offered.items() if k in params})
 
     def late_interaction_runner():
-        try:
-            from vllm.v1.pool.late_interaction_runner import LateInteractionRunner
-        except ImportError:  # before 0.33: _update_states does not ask for it
-            return None
-        return LateInteractionRunner()
+        # The class GPUModelRunner.__init__ builds, from where the runner's module has it (its
+        # home moved between releases); before 0.25 _update_states does not ask for one.
+        cls = getattr(sys.modules[GPUModelRunner.__module__], "LateInteractionRunner", None)
+        return None if cls is None else cls()
 
     class StandInModelRunner(GPUModelRunner):
         """WHY: GPUModelRunner needs CUDA (pinned buffers, attention backends, CUDA graphs).
