@@ -171,3 +171,33 @@ def test_without_an_answer_every_import_is_unknown_and_says_why() -> None:
         "0 uses: 0 ok, 0 fixed by the rules, 0 still mismatched, 0 unknown; "
         "1 import of other packages: 0 ok, 0 fixed by the rules, 0 still mismatched, 1 unknown",
     ]
+
+
+def test_the_scan_finds_every_absolute_import_of_another_package() -> None:
+    source = b'''\
+import torch.nn as nn, pkg.sub
+from transformers import *
+from . import sibling
+from .models import Model
+from pkg.config import Config
+import vllm.config
+from contextlib import suppress
+with suppress(ImportError):
+    import flash_attn
+
+
+def f():
+    from safetensors.torch import load_file, save_file
+'''
+    uses = scan_imports(source, "pkg/m.py", {"pkg", "vllm"})
+    assert [(u.line, u.callee, u.conditional) for u in uses] == [
+        (1, "torch.nn", ""),
+        (2, "transformers", ""),
+        (7, "contextlib.suppress", ""),
+        (9, "flash_attn", "under `with suppress(ImportError)` at line 8"),
+        (13, "safetensors.torch.load_file", ""),
+        (13, "safetensors.torch.save_file", ""),
+    ]
+    # What the target imports: each module once, the names read from it.
+    assert request(uses) == {"contextlib": ["suppress"], "flash_attn": [], "safetensors.torch": ["load_file", "save_file"],
+                             "torch.nn": [], "transformers": []}

@@ -578,7 +578,10 @@ def scan_imports(source: bytes, path: str, skip: Iterable[str]) -> list[CallReco
     Raises `Unscanned` for a file that cannot be decoded or parsed."""
     text, tree = _parse(source, path)
     scanner = _Scanner(text, path, ())
-    scanner.guards = _feature_tests(tree)
+    try:
+        scanner.guards = _feature_tests(tree)  # ast.unparse recurses
+    except RecursionError:
+        raise Unscanned(path, _TOO_DEEP) from None
     tops = frozenset(skip)
     for node in _walk(tree):
         if isinstance(node, ast.Import):

@@ -29,7 +29,6 @@ class PackageAudit:
     rows: list[AuditRow]
     distributions: dict[str, list[str]] = field(default_factory=dict)  # top -> ["transformers 4.57.6"]
     not_installed: dict[str, str] = field(default_factory=dict)  # top -> why (the requirement)
-    seconds: float | None = None  # the imports in the target; None: not asked
     note: str = ""  # why nothing was checked
 
 
@@ -93,8 +92,7 @@ def not_installed(top: dict[str, Any], package: str) -> str:
     return "not installed in the target" + (f"; {package} requires {required}" if required else "")
 
 
-def audit_packages(rows: list[AuditRow], checker: PackageChecker, seconds: float | None = None
-                   ) -> PackageAudit:
+def audit_packages(rows: list[AuditRow], checker: PackageChecker) -> PackageAudit:
     """The rows of the imports of packages that are not the standard library's, with what the
     target said of each package."""
     kept = [r for r in rows if not checker.stdlib(r.before.call)]
@@ -102,7 +100,7 @@ def audit_packages(rows: list[AuditRow], checker: PackageChecker, seconds: float
     dists = {t: [f"{n} {v}" if v else n for n, v in checker.tops[t].get("distributions") or ()]
              for t in tops if t in checker.tops and checker.tops[t].get("found")}
     absent = {t: not_installed(checker.tops[t], checker.package) for t in tops if t in checker.tops and not checker.tops[t].get("found")}
-    return PackageAudit(kept, dists, absent, seconds, checker.note)
+    return PackageAudit(kept, dists, absent, checker.note)
 
 
 __all__ = ["IMPORT", "PackageAudit", "PackageChecker", "audit_packages", "not_installed", "request",

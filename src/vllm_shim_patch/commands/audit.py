@@ -78,8 +78,9 @@ def audit(ctx: Context, opts: AuditOptions) -> Outcome:
     checker = Checker(signatures, note, members, source if sig_kind == "static" else None)
     rows = audit_plan(pending, uses, after, checker, version)
     others = PackageChecker(answer, target.package, why)
-    packages = audit_packages(audit_plan(pending, imports, imports_after, others, version), others,
-                              answer.get("seconds") if answer else None)
+    packages = audit_packages(audit_plan(pending, imports, imports_after, others, version), others)
+    if answer and ctx.settings.verbose:  # on stderr: the JSON and the report stay the same run to run
+        ctx.log(report.imports_timed(len(answer.get("modules") or ()), float(answer.get("seconds") or 0)))
     against = report.against(target.vllm_version, version, plan is not None, applied, sig_kind)
     text, data = report.render(rows, ctx.who, against, ctx.settings.verbose > 0, rules=plan is not None,
                                unscanned=unscanned, packages=packages)

@@ -139,7 +139,12 @@ def _packages_data(packages: PackageAudit | None) -> dict[str, Any] | None:
         return None
     return {"uses": [_row_data(r) for r in packages.rows], "summary": _summary(packages.rows),
             "distributions": packages.distributions, "not_installed": packages.not_installed,
-            "seconds": packages.seconds, "note": packages.note or None}
+            "note": packages.note or None}
+
+
+def imports_timed(modules: int, seconds: float) -> str:
+    """The -v line for the imports of other packages in the target (they cost seconds)."""
+    return f"imported {plural(modules, 'module')} of other packages in the target in {seconds:.1f}s"
 
 
 def against(vllm: str | None, version: str, planned: bool, applied: list[str], kind: str | None) -> str:
