@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from vllm_shim_patch.analysis.audit import audit_plan
 from vllm_shim_patch.analysis.calls import scan_imports
-from vllm_shim_patch.analysis.packages import PackageChecker, audit_packages, request
+from vllm_shim_patch.analysis.packages import PackageAudit, PackageChecker, audit_packages, request
 from vllm_shim_patch.analysis.session import run_session
 from vllm_shim_patch.report.audit import render
 from vllm_shim_patch.rewrite.results import FileResult, Site
@@ -98,11 +99,12 @@ def target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Target:
                   record=(), editable=None, vllm_version=None, vllm_location=None)
 
 
-def audited(target: Target, pending: list[FileResult] | None = None):
+def audited(target: Target, pending: list[FileResult] | None = None) -> tuple[PackageAudit, dict[str, Any]]:
     uses = {"pkg/m.py": scan_imports(MODULE, "pkg/m.py", {"pkg", "vllm"})}
     after = {r.path: scan_imports(r.after, r.path, {"pkg", "vllm"}) for r in pending or ()}
     wanted = request([u for group in (*uses.values(), *after.values()) for u in group])
     answer = run_session(target, packages=wanted).packages
+    assert answer is not None
     checker = PackageChecker(answer, target.package)
     return audit_packages(audit_plan(pending or [], uses, after, checker, "0.16"), checker), answer
 

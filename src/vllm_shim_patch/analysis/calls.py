@@ -60,6 +60,12 @@ class CallRecord:
         return self.kind in (CALL, METHOD)
 
     @property
+    def whole_module(self) -> bool:
+        """An import of the module itself (`import a.b`, `from a.b import *`), not of a name in it."""
+        return self.kind == IMPORT and (self.code.lstrip().startswith("import ")
+                                        or self.code.rstrip().endswith("import *"))
+
+    @property
     def owner(self) -> str:
         return self.callee.rpartition(".")[0]
 

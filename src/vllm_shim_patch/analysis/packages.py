@@ -16,7 +16,7 @@ from typing import Any
 
 from ..settings import BindStatus
 from .audit import AuditRow, Checker
-from .calls import IMPORT, CallRecord
+from .calls import CallRecord
 from .verify import Binding
 
 _STATUS = {"ok": BindStatus.OK, "missing": BindStatus.MISMATCH, "failed": BindStatus.MISMATCH}
@@ -32,16 +32,11 @@ class PackageAudit:
     note: str = ""  # why nothing was checked
 
 
-def whole_module(use: CallRecord) -> bool:
-    """`import a.b` or `from a.b import *` (the module is the use), not `from a import b`."""
-    return use.code.lstrip().startswith("import ") or use.code.rstrip().endswith("import *")
-
-
 def request(uses: list[CallRecord]) -> dict[str, list[str]]:
     """What to import in the target: each module, and the names imported from it."""
     out: dict[str, list[str]] = {}
     for use in uses:
-        if whole_module(use):
+        if use.whole_module:
             out.setdefault(use.callee, [])
         else:
             module, _, name = use.callee.rpartition(".")
@@ -71,7 +66,7 @@ class PackageChecker(Checker):
             return Binding(use, BindStatus.UNKNOWN, self.note or "no answer from the target")
         if not top.get("found"):
             return Binding(use, BindStatus.UNKNOWN, not_installed(top, self.package))
-        module, name = (use.callee, None) if whole_module(use) else use.callee.rpartition(".")[::2]
+        module, name = (use.callee, None) if use.whole_module else use.callee.rpartition(".")[::2]
         entry = self.modules.get(module)
         if entry is None:
             return Binding(use, BindStatus.UNKNOWN, "no answer from the target")
@@ -103,5 +98,4 @@ def audit_packages(rows: list[AuditRow], checker: PackageChecker) -> PackageAudi
     return PackageAudit(kept, dists, absent, checker.note)
 
 
-__all__ = ["IMPORT", "PackageAudit", "PackageChecker", "audit_packages", "not_installed", "request",
-           "whole_module"]
+__all__ = ["PackageAudit", "PackageChecker", "audit_packages", "not_installed", "request"]

@@ -75,20 +75,18 @@ def _rows(rows: list[AuditRow], verbose: bool, rules: bool, grouped: frozenset[s
     """One line per finding; the imports of a package that is not installed (`grouped`) are one
     finding: the first import, and how many more."""
     lines: list[str] = []
-    absent: dict[str, list[AuditRow]] = {}
-    for row in rows:
-        top = row.before.call.callee.split(".")[0]
-        if top in grouped and row.unknown and not row.added:
-            absent.setdefault(top, []).append(row)
-    firsts = {id(group[0]): len(group) - 1 for group in absent.values()}
-    members = {id(r) for group in absent.values() for r in group}
-    for row in rows:
-        if id(row) in members and not verbose:
-            if id(row) in firsts:
-                more = firsts[id(row)]
-                top = row.before.call.callee.split(".")[0]
-                tail = f" (and {plural(more, 'more import')} of {top})" if more else ""
-                lines.append(f"  {line(row.before, row.after)}{tail}")
+    groups: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        if not verbose and not row.added and row.unknown and _top(row) in grouped:
+            groups.setdefault(_top(row), []).append(i)
+    more = {g[0]: len(g) - 1 for g in groups.values()}
+    hidden = {i for g in groups.values() for i in g[1:]}
+    for i, row in enumerate(rows):
+        if i in hidden:
+            continue
+        if i in more:
+            tail = f" (and {plural(more[i], 'more import')} of {_top(row)})" if more[i] else ""
+            lines.append(f"  {line(row.before, row.after)}{tail}")
             continue
         b = row.before
         if row.added:
@@ -109,6 +107,10 @@ def _rows(rows: list[AuditRow], verbose: bool, rules: bool, grouped: frozenset[s
         elif row.unknown or verbose:
             lines.append(f"  {line(b, row.after)}" + (" -> taken out by the rules" if row.removed else ""))
     return lines
+
+
+def _top(row: AuditRow) -> str:
+    return row.before.call.callee.split(".")[0]
 
 
 def _summary(rows: list[AuditRow]) -> dict[str, int]:
