@@ -47,29 +47,22 @@ def audit(ctx: Context, opts: AuditOptions) -> Outcome:
             pending.append(r if now == r.before else replace(r, sites=()))
     unscanned: dict[str, str] = {}
 
-    def uses_in(data: bytes, path: str) -> list[Any]:
+    def read(data: bytes, path: str, imports: bool = False) -> list[Any]:
         try:
-            return scan_uses(data, path)
+            return scan_imports(data, path, skip) if imports else scan_uses(data, path)
         except Unscanned as exc:
             # What it could not read, it cannot vouch for: said, and exit 1 (a human reads it).
             unscanned.setdefault(path, exc.reason)
             return []
 
-    def imports_in(data: bytes, path: str) -> list[Any]:
-        try:
-            return scan_imports(data, path, skip)
-        except Unscanned as exc:
-            unscanned.setdefault(path, exc.reason)
-            return []
-
-    uses = {p: uses_in(d, p) for p, d in installed.items()}
-    after = {r.path: uses_in(r.after, r.path) for r in pending}
+    uses = {p: read(d, p) for p, d in installed.items()}
+    after = {r.path: read(r.after, r.path) for r in pending}
     callees = {u.callee for group in (*uses.values(), *after.values()) for u in group if u.is_call}
     target = ctx.target
     # The package's own top-level names, and vLLM's (checked above), are not other packages.
     skip = {top for top, _ in target.origins} | {target.package.replace("-", "_"), "vllm"}
-    imports = {p: imports_in(d, p) for p, d in installed.items()}
-    imports_after = {r.path: imports_in(r.after, r.path) for r in pending}
+    imports = {p: read(d, p, imports=True) for p, d in installed.items()}
+    imports_after = {r.path: read(r.after, r.path, imports=True) for r in pending}
     wanted = package_request([u for group in (*imports.values(), *imports_after.values()) for u in group])
     answer, probe, why = _ask_target(ctx, wanted, callees)
     signatures, sig_kind, note = ctx.bindings(callees, probe=probe)
