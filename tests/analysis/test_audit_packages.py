@@ -163,13 +163,13 @@ def test_a_rule_that_rewrites_the_import_fixes_it(target: Target) -> None:
 
 
 def test_without_an_answer_every_import_is_unknown_and_says_why() -> None:
-    uses = {"pkg/m.py": scan_imports(b"import torch\n", "pkg/m.py", {"pkg"})}
+    uses = {"pkg/m.py": scan_imports(b"import os\nimport torch\n", "pkg/m.py", {"pkg"})}
     checker = PackageChecker(None, "pkg", "not checked: the checks in the target crashed the interpreter")
     packages = audit_packages(audit_plan([], uses, {}, checker, "0.16"), checker)
     text, _ = render([], "pkg 1.0", "vLLM 0.16.0", verbose=False, packages=packages)
     assert text.splitlines()[1:] == [
         "1 import of other packages, checked in the target",
-        "  pkg/m.py:1: import torch: unknown (not checked: the checks in the target crashed the interpreter)",
+        "  pkg/m.py:2: import torch: unknown (not checked: the checks in the target crashed the interpreter)",
         "0 uses: 0 ok, 0 fixed by the rules, 0 still mismatched, 0 unknown; "
         "1 import of other packages: 0 ok, 0 fixed by the rules, 0 still mismatched, 1 unknown",
     ]

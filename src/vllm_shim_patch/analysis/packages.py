@@ -11,6 +11,7 @@ verification's "not tested" says: nothing of it could be checked.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,7 +59,10 @@ class PackageChecker(Checker):
         self.modules: dict[str, Any] = self.answer.get("modules") or {}
 
     def stdlib(self, use: CallRecord) -> bool:
-        return bool((self.tops.get(use.callee.split(".")[0]) or {}).get("stdlib"))
+        top = use.callee.split(".")[0]
+        if top not in self.tops:  # no answer: this interpreter's list (the target's may differ a little)
+            return top in sys.stdlib_module_names
+        return bool(self.tops[top].get("stdlib"))
 
     def _import(self, use: CallRecord) -> Binding:
         top = self.tops.get(use.callee.split(".")[0])
