@@ -52,7 +52,8 @@ FIXTURES = {
     "lazypkg-2.0.dist-info/top_level.txt": b"lazypkg\n",
     "raisespkg/__init__.py": b"raise ValueError('raisespkg needs a GPU:\\nnone found')\n",
     "pkg-1.0.dist-info/METADATA": (b"Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n"
-                                   b"Requires-Dist: nosuchpkg-vsp>=2\nRequires-Dist: lazypkg\n"),
+                                   b"Requires-Dist: nosuchpkg-vsp>=2\nRequires-Dist: lazypkg\n"
+                                   b"Requires-Dist: nosuchextra-vsp; extra == 'fast'\n"),
 }
 
 MODULE = b'''\
@@ -73,6 +74,7 @@ import lazypkg.nosuchmodule
 import raisespkg
 import nosuchpkg_vsp.sub
 from nosuchpkg_vsp import thing
+import nosuchextra_vsp
 
 try:
     from lazypkg.optional import Fast
@@ -115,8 +117,8 @@ def test_each_import_is_answered_by_a_real_import(target: Target) -> None:
     assert text.splitlines() == [
         "pkg 1.0 against vLLM 0.16.0: 0 uses of vLLM",
         # raisespkg lies on the path without a dist-info: no distribution to name.
-        "13 imports of other packages, checked in the target (lazypkg 2.0, raisespkg (no distribution); "
-        "not installed: nosuchpkg_vsp)",
+        "14 imports of other packages, checked in the target (lazypkg 2.0, raisespkg (no distribution); "
+        "not installed: nosuchextra_vsp, nosuchpkg_vsp)",
         "  pkg/m.py:11: import lazypkg.Broken: mismatch (from lazypkg import Broken fails: RuntimeError: Failed to import "
         "lazypkg.broken because of the following error: No module named 'nosuch_dependency_of_lazypkg') "
         "-> no rule fixes this",
@@ -127,21 +129,25 @@ def test_each_import_is_answered_by_a_real_import(target: Target) -> None:
         "none found) -> no rule fixes this",
         "  pkg/m.py:16: import nosuchpkg_vsp.sub: unknown (not installed in the target; pkg requires nosuchpkg-vsp>=2) "
         "(and 1 more import of nosuchpkg_vsp)",
-        "  pkg/m.py:20: import lazypkg.optional.Fast: unknown (no module lazypkg.optional; "
-        "in the try/except ImportError at line 19)",
-        "  pkg/m.py:25: import lazypkg.typing_only.Hint: unknown (no module lazypkg.typing_only; "
-        "under `if TYPE_CHECKING` at line 24)",
+        # An extra's requirement: optional, and said so.
+        "  pkg/m.py:18: import nosuchextra_vsp: unknown (not installed in the target; pkg requires nosuchextra-vsp "
+        "when extra == 'fast')",
+        "  pkg/m.py:21: import lazypkg.optional.Fast: unknown (no module lazypkg.optional; "
+        "in the try/except ImportError at line 20)",
+        "  pkg/m.py:26: import lazypkg.typing_only.Hint: unknown (no module lazypkg.typing_only; "
+        "under `if TYPE_CHECKING` at line 25)",
         # A function's import runs when it is called: as broken as one at the top.
-        "  pkg/m.py:29: import lazypkg.utils.late: mismatch (lazypkg.utils has no name 'late') -> no rule fixes this",
+        "  pkg/m.py:30: import lazypkg.utils.late: mismatch (lazypkg.utils has no name 'late') -> no rule fixes this",
         "0 uses: 0 ok, 0 fixed by the rules, 0 still mismatched, 0 unknown; "
-        "13 imports of other packages: 3 ok, 0 fixed by the rules, 6 still mismatched, 4 unknown",
+        "14 imports of other packages: 3 ok, 0 fixed by the rules, 6 still mismatched, 5 unknown",
     ]
     # The standard library is not imported, nor a package no finder knows.
     assert {t for t, v in answer["tops"].items() if v["stdlib"]} == {"__future__", "os", "typing"}
     assert not any(m.startswith(("os", "typing", "__future__", "nosuchpkg_vsp")) for m in answer["modules"])
-    assert data["packages"]["summary"] == {"uses": 13, "added": 0, "ok": 3, "fixed": 0, "remaining": 6,
-                                           "unknown": 4}
+    assert data["packages"]["summary"] == {"uses": 14, "added": 0, "ok": 3, "fixed": 0, "remaining": 6,
+                                           "unknown": 5}
     assert data["packages"]["not_installed"] == {
+        "nosuchextra_vsp": "not installed in the target; pkg requires nosuchextra-vsp when extra == 'fast'",
         "nosuchpkg_vsp": "not installed in the target; pkg requires nosuchpkg-vsp>=2"}
     assert data["packages"]["distributions"] == {"lazypkg": ["lazypkg 2.0"], "raisespkg": []}
     # The lazy package's Config exists only once read; a submodule is found as `from` finds it.
@@ -158,8 +164,8 @@ def test_a_rule_that_rewrites_the_import_fixes_it(target: Target) -> None:
     assert "  pkg/m.py:13: import lazypkg.utils.gone: mismatch (lazypkg.utils has no name 'gone') " \
            "-> fixed by utils-gone-rename" in text.splitlines()
     assert text.splitlines()[-1] == ("0 uses: 0 ok, 0 fixed by the rules, 0 still mismatched, 0 unknown; "
-                                     "13 imports of other packages: 3 ok, 1 fixed by the rules, "
-                                     "5 still mismatched, 4 unknown")
+                                     "14 imports of other packages: 3 ok, 1 fixed by the rules, "
+                                     "5 still mismatched, 5 unknown")
 
 
 def test_without_an_answer_every_import_is_unknown_and_says_why() -> None:

@@ -87,8 +87,10 @@ class PackageChecker(Checker):
 
 def not_installed(top: dict[str, Any], package: str) -> str:
     """Why a package no finder of the target knows is not checked (the requirement, if declared)."""
-    required = top.get("requires")
-    return "not installed in the target" + (f"; {package} requires {required}" if required else "")
+    required = str(top.get("requires") or "")
+    spec, _, marker = (part.strip() for part in required.partition(";"))
+    when = f" when {marker}" if marker else ""  # an extra's or a platform's: optional here
+    return "not installed in the target" + (f"; {package} requires {spec}{when}" if spec else "")
 
 
 def audit_packages(rows: list[AuditRow], checker: PackageChecker) -> PackageAudit:

@@ -59,8 +59,9 @@ def audit(ctx: Context, opts: AuditOptions) -> Outcome:
     after = {r.path: read(r.after, r.path) for r in pending}
     callees = {u.callee for group in (*uses.values(), *after.values()) for u in group if u.is_call}
     target = ctx.target
-    # The package's own top-level names, and vLLM's (checked above), are not other packages.
-    skip = {top for top, _ in target.origins} | {target.package.replace("-", "_"), "vllm"}
+    # The package's own top-level names (its folders and single-file modules), and vLLM's (checked
+    # above), are not other packages.
+    skip = {p.split("/")[0].removesuffix(".py") for p in target.python_files()} | {"vllm"}
     imports = {p: read(d, p, imports=True) for p, d in installed.items()}
     imports_after = {r.path: read(r.after, r.path, imports=True) for r in pending}
     wanted = package_request([u for group in (*imports.values(), *imports_after.values()) for u in group])
