@@ -41,6 +41,27 @@ DEFAULT_MODEL = "; rehearsed on a tiny LlamaForCausalLM; pass --model to rehears
 # the family rules' 6 (no Eagle3 gate: gate, base model, import; capture hooks: the binding, the
 # hooks before the class, the `types` import).
 EDITS = 22
+# The audit's section on the imports of other packages in a sandbox (speculators 0.3.0 installed
+# alone, --no-deps): none of the packages is installed, so each is one unknown line.
+SANDBOX_IMPORTS = [
+    '138 imports of other packages, checked in the target (not installed: click, datasets, huggingface_hub, loguru, numpy, pydantic, pydantic_core, rich, safetensors, torch, tqdm, transformers, typer, typing_extensions, wandb)',
+    '  speculators/__main__.py:25: import click: unknown (not installed in the target; speculators requires click)',
+    '  speculators/__main__.py:26: import typer: unknown (not installed in the target)',
+    '  speculators/config.py:25: import pydantic.BaseModel: unknown (not installed in the target; speculators requires pydantic>=2.0.0) (and 13 more imports of pydantic)',
+    '  speculators/config.py:26: import transformers.PretrainedConfig: unknown (not installed in the target; speculators requires transformers) (and 51 more imports of transformers)',
+    '  speculators/convert/eagle/eagle3_converter.py:7: import torch: unknown (not installed in the target; speculators requires torch) (and 45 more imports of torch)',
+    '  speculators/convert/eagle/eagle3_converter.py:8: import loguru.logger: unknown (not installed in the target; speculators requires loguru) (and 3 more imports of loguru)',
+    '  speculators/convert/eagle/utils.py:9: import huggingface_hub.snapshot_download: unknown (not installed in the target; speculators requires huggingface-hub) (and 2 more imports of huggingface_hub)',
+    '  speculators/convert/eagle/utils.py:11: import safetensors.safe_open: unknown (not installed in the target; speculators requires safetensors) (and 2 more imports of safetensors)',
+    '  speculators/data_generation/preprocessing.py:6: import datasets.Dataset: unknown (not installed in the target; speculators requires datasets>=4.0.0) (and 2 more imports of datasets)',
+    '  speculators/models/eagle.py:28: import typing_extensions.Self: unknown (not installed in the target)',
+    '  speculators/train/distributed_batch_sampler.py:32: import numpy: unknown (not installed in the target; speculators requires numpy) (and 2 more imports of numpy)',
+    '  speculators/train/logger.py:65: import rich.logging.RichHandler: unknown (not installed in the target; speculators requires rich)',
+    '  speculators/train/logger.py:69: import wandb.Run: unknown (not installed in the target)',
+    '  speculators/train/trainer.py:9: import tqdm.TqdmExperimentalWarning: unknown (not installed in the target; speculators requires tqdm) (and 2 more imports of tqdm)',
+    '  speculators/utils/pydantic_utils.py:18: import pydantic_core.CoreSchema: unknown (not installed in the target) (and 1 more import of pydantic_core)',
+]
+SANDBOX_IMPORTS_COUNT = "138 imports of other packages: 0 ok, 0 fixed by the rules, 0 still mismatched, 138 unknown"
 
 
 @dataclass

@@ -73,3 +73,36 @@ def test_uses_the_rules_take_out_are_neither_remaining_nor_unknown() -> None:
         (15, True, False, True), (16, False, False, True), (17, False, False, True)]
     verbose, _ = render(gone[1:2], "pkg 1.0", "vLLM 0.16.0", verbose=True)
     assert verbose.splitlines()[1] == "  pkg/m.py:16: import vllm.a.D: unknown (cannot tell) -> taken out by the rules"
+
+
+def test_the_imports_of_other_packages_have_their_section_and_count() -> None:
+    from vllm_shim_patch.analysis.packages import PackageAudit
+
+    gone = "not installed in the target; pkg requires torch"
+    rows = [
+        AuditRow(Binding(use(5, "import", "torch.nn"), UNKNOWN, gone), None, (), ""),
+        AuditRow(Binding(use(6, "import", "torch"), UNKNOWN, gone), None, (), ""),
+        AuditRow(Binding(use(7, "import", "transformers.old.f"), MISMATCH, "no module transformers.old"),
+                 Binding(use(7, "import", "transformers.new.f"), OK, ""), ("f-move",), ""),
+        AuditRow(Binding(use(8, "import", "transformers.g"), OK, ""), None, (), ""),
+    ]
+    packages = PackageAudit(rows, {"transformers": ["transformers 5.24.0"]}, {"torch": gone})
+    text, data = render(ROWS[:1], "pkg 1.0", "vLLM 0.16.0", verbose=False, packages=packages)
+    assert text.splitlines() == [
+        "pkg 1.0 against vLLM 0.16.0: 1 use of vLLM (1 import)",
+        "4 imports of other packages, checked in the target (transformers 5.24.0; not installed: torch)",
+        # A package that is not there is one finding, however many imports of it there are.
+        f"  pkg/m.py:5: import torch.nn: unknown ({gone}) (and 1 more import of torch)",
+        "  pkg/m.py:7: import transformers.old.f: mismatch (no module transformers.old) -> fixed by f-move",
+        "1 use: 1 ok, 0 fixed by the rules, 0 still mismatched, 0 unknown; "
+        "4 imports of other packages: 1 ok, 1 fixed by the rules, 0 still mismatched, 2 unknown",
+    ]
+    assert data["summary"]["uses"] == 1  # the vLLM summary counts vLLM's uses alone
+    assert data["packages"]["summary"] == {"uses": 4, "added": 0, "ok": 1, "fixed": 1, "remaining": 0, "unknown": 2}
+    as_installed = PackageAudit([*rows[:2], rows[3]], packages.distributions, packages.not_installed)
+    verbose, _ = render([], "pkg 1.0", "vLLM 0.16.0", verbose=True, rules=False, packages=as_installed)
+    assert verbose.splitlines()[2:] == [f"  pkg/m.py:5: import torch.nn: unknown ({gone})",
+                                        f"  pkg/m.py:6: import torch: unknown ({gone})",
+                                        "  pkg/m.py:8: import transformers.g: ok",
+                                        "0 uses: 0 ok, 0 mismatched, 0 unknown; "
+                                        "3 imports of other packages: 1 ok, 0 mismatched, 2 unknown"]

@@ -1,17 +1,20 @@
-"""One target process for everything that imports vLLM: import check, live signatures, rehearsal.
+"""One target process for everything that imports vLLM: import check, the imports of other
+packages, live signatures, rehearsal.
 
 Importing vLLM costs seconds; apply's verification pays it once. Runs inside the target
 interpreter: standard library only, nothing of vllm_shim_patch. Reads one JSON request on stdin,
 
     {"imports": {"modules": [...], "own": "speculators"} | null,
+     "packages": {"modules": {module: [name, ...]}, "own": "speculators"} | null,
      "signatures": [qualname, ...] | null,
      "rehearse": {"timeout": s, "layers": [...], "batches": [[len, ...], ...], "verbose": b} | null}
 
 (the rehearsal is the package `rehearse/`, loaded by path like the scripts)
 
 and writes exactly one JSON object to stdout with the same keys (null where not asked):
-import_check's list, signature_probe's {"fatal", "results"}, rehearse's answer. The steps run in
-that order: the rehearsal patches vLLM classes, so it goes last.
+import_check's list, package_imports' answer, signature_probe's {"fatal", "results"}, rehearse's
+answer. The steps run in that order: the other packages are imported before vLLM can touch them,
+and the rehearsal patches vLLM classes, so it goes last.
 """
 
 import os
@@ -33,7 +36,7 @@ _OUT_FD = os.dup(1)
 os.dup2(2, 1)
 sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
 _LOCK = threading.Lock()
-_ANSWER = {"imports": None, "signatures": None, "rehearse": None}
+_ANSWER = {"imports": None, "packages": None, "signatures": None, "rehearse": None}
 
 
 def _sibling(name):
@@ -70,6 +73,8 @@ def main():
         rehearse.prepare(rehearse_req)  # environment first: vLLM reads some of it at import
     if request.get("imports") is not None:
         _ANSWER["imports"] = _sibling("import_check").check(request["imports"])
+    if request.get("packages") is not None:
+        _ANSWER["packages"] = _sibling("package_imports").check(request["packages"])
     if request.get("signatures") is not None:
         _ANSWER["signatures"] = _sibling("signature_probe").probe_all(request["signatures"])
     if rehearse is not None:

@@ -120,7 +120,7 @@ class Checker:
     def _import(self, use: CallRecord) -> Binding:
         if self.members is None:
             return Binding(use, BindStatus.UNKNOWN, "no vLLM source to check imports against")
-        whole = use.code.lstrip().startswith("import ") or use.code.rstrip().endswith("import *")
+        whole = use.whole_module
         found = self.members.imported(use.callee, whole_module=whole)
         self._imports[use] = found
         status = {True: BindStatus.OK, False: BindStatus.MISMATCH, None: BindStatus.UNKNOWN}[found.found]

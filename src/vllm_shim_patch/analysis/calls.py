@@ -60,6 +60,12 @@ class CallRecord:
         return self.kind in (CALL, METHOD)
 
     @property
+    def whole_module(self) -> bool:
+        """An import of the module itself (`import a.b`, `from a.b import *`), not of a name in it."""
+        return self.kind == IMPORT and (self.code.lstrip().startswith("import ")
+                                        or self.code.rstrip().endswith("import *"))
+
+    @property
     def owner(self) -> str:
         return self.callee.rpartition(".")[0]
 
@@ -562,6 +568,42 @@ def scan_uses(source: bytes, path: str, prefixes: Iterable[str] = ("vllm.",)) ->
     prefix = tuple(prefixes)
     if not any(p.split(".")[0].encode() in source for p in prefix):
         return []
+    text, tree = _parse(source, path)
+    try:
+        return _Scanner(text, path, prefix).run(tree)
+    except RecursionError:
+        # The target compiles what CPython's parser accepts; this walk is recursive and stops sooner.
+        raise Unscanned(path, _TOO_DEEP) from None
+
+
+def scan_imports(source: bytes, path: str, skip: Iterable[str]) -> list[CallRecord]:
+    """Every absolute import in `source` of a top-level package not in `skip` (the package's
+    own, vLLM), by line: `import a.b` is a use of `a.b`, `from a.b import c` of `a.b.c`. A
+    relative import is the package's own. Feature tests mark a use `conditional`, as for vLLM.
+
+    Raises `Unscanned` for a file that cannot be decoded or parsed."""
+    text, tree = _parse(source, path)
+    scanner = _Scanner(text, path, ())
+    try:
+        scanner.guards = _feature_tests(tree)  # ast.unparse recurses
+    except RecursionError:
+        raise Unscanned(path, _TOO_DEEP) from None
+    tops = frozenset(skip)
+    for node in _walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] not in tops:
+                    scanner._record(node, IMPORT, a.name, at=a)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            if node.module.split(".")[0] in tops:
+                continue
+            for a in node.names:
+                scanner._record(node, IMPORT, node.module if a.name == "*" else f"{node.module}.{a.name}", at=a)
+    scanner.found.sort(key=lambda r: r.line)
+    return scanner.found
+
+
+def _parse(source: bytes, path: str) -> tuple[str, ast.Module]:
     text = source_text(source, path)
     try:
         tree = ast.parse(text, filename=path)
@@ -571,11 +613,7 @@ def scan_uses(source: bytes, path: str, prefixes: Iterable[str] = ("vllm.",)) ->
         raise Unscanned(path, f"cannot parse ({exc})") from None
     except (RecursionError, MemoryError):
         raise Unscanned(path, _TOO_DEEP) from None
-    try:
-        return _Scanner(text, path, prefix).run(tree)
-    except RecursionError:
-        # The target compiles what CPython's parser accepts; this walk is recursive and stops sooner.
-        raise Unscanned(path, _TOO_DEEP) from None
+    return text, tree
 
 
 _TOO_DEEP = "nested too deeply for the scanner (a generated expression?)"

@@ -1,6 +1,6 @@
 """One target process for the checks that import vLLM (`_remote/session.py`).
 
-The import check, the live signatures and the rehearsal each need vLLM imported, which costs
+The import check, the imports of other packages, the live signatures and the rehearsal each need vLLM imported, which costs
 seconds; asked together they cost one import.
 """
 
@@ -27,15 +27,18 @@ class SessionAnswer:
     imports: list[dict[str, Any]] | None  # import_check's results, when asked
     signatures: dict[str, Any] | None  # signature_probe's {"fatal", "results"}, when asked
     rehearsal: dict[str, Any] | None  # rehearse's answer, when asked
+    packages: dict[str, Any] | None = None  # package_imports' answer, when asked
 
 
 def run_session(target: Target, *, modules: list[str] | None = None, callees: list[str] | None = None,
-                rehearse: dict[str, Any] | None = None) -> SessionAnswer:
+                rehearse: dict[str, Any] | None = None, packages: dict[str, list[str]] | None = None
+                ) -> SessionAnswer:
     """Ask the target interpreter, in one process, for what is given (None: not asked)."""
     request = {
         "imports": None if modules is None else {"modules": modules, "own": _top(target.package),
                                                  # An editable install runs from its checkout.
                                                  "location": None if target.editable else str(target.location)},
+        "packages": None if packages is None else {"modules": packages, "own": target.package},
         "signatures": callees,
         "rehearse": rehearse,
     }
@@ -50,7 +53,8 @@ def run_session(target: Target, *, modules: list[str] | None = None, callees: li
     if answer is None:
         tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
         raise VerifyError(f"the checks in the target crashed the interpreter (exit {proc.returncode}): {tail}")
-    return SessionAnswer(answer.get("imports"), answer.get("signatures"), answer.get("rehearse"))
+    return SessionAnswer(answer.get("imports"), answer.get("signatures"), answer.get("rehearse"),
+                         answer.get("packages"))
 
 
 def _top(package: str) -> str:

@@ -1,4 +1,5 @@
-"""`audit`: every use of vLLM, checked as installed and after the rules; exit 1 if any stays broken."""
+"""`audit`: every use of vLLM, and every import of another package, checked as installed and after
+the rules; exit 1 if any stays broken."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ def audit(ctx: Context, opts: AuditOptions) -> Outcome:
     from dataclasses import replace
 
     from ..analysis.audit import Checker, audit_plan
-    from ..analysis.calls import Unscanned, scan_uses
+    from ..analysis.calls import Unscanned, scan_imports, scan_uses
+    from ..analysis.packages import PackageChecker, audit_packages
+    from ..analysis.packages import request as package_request
     from ..report import audit as report
 
     if not opts.no_rules:
@@ -44,26 +47,37 @@ def audit(ctx: Context, opts: AuditOptions) -> Outcome:
             pending.append(r if now == r.before else replace(r, sites=()))
     unscanned: dict[str, str] = {}
 
-    def uses_in(data: bytes, path: str) -> list[Any]:
+    def read(data: bytes, path: str, imports: bool = False) -> list[Any]:
         try:
-            return scan_uses(data, path)
+            return scan_imports(data, path, skip) if imports else scan_uses(data, path)
         except Unscanned as exc:
             # What it could not read, it cannot vouch for: said, and exit 1 (a human reads it).
             unscanned.setdefault(path, exc.reason)
             return []
 
-    uses = {p: uses_in(d, p) for p, d in installed.items()}
-    after = {r.path: uses_in(r.after, r.path) for r in pending}
+    uses = {p: read(d, p) for p, d in installed.items()}
+    after = {r.path: read(r.after, r.path) for r in pending}
     callees = {u.callee for group in (*uses.values(), *after.values()) for u in group if u.is_call}
-    signatures, sig_kind, note = ctx.bindings(callees)
+    target = ctx.target
+    # The package's own top-level names (its folders and single-file modules), and vLLM's (checked
+    # above), are not other packages.
+    skip = {p.split("/")[0].removesuffix(".py") for p in target.python_files()} | {"vllm"}
+    imports = {p: read(d, p, imports=True) for p, d in installed.items()}
+    imports_after = {r.path: read(r.after, r.path, imports=True) for r in pending}
+    wanted = package_request([u for group in (*imports.values(), *imports_after.values()) for u in group])
+    answer, probe, why = _ask_target(ctx, wanted, callees)
+    signatures, sig_kind, note = ctx.bindings(callees, probe=probe)
     source = ctx.static_source
     members = source.members if source is not None else None
     checker = Checker(signatures, note, members, source if sig_kind == "static" else None)
     rows = audit_plan(pending, uses, after, checker, version)
-    target = ctx.target
+    others = PackageChecker(answer, target.package, why)
+    packages = audit_packages(audit_plan(pending, imports, imports_after, others, version), others)
+    if answer and ctx.settings.verbose:  # on stderr: the JSON and the report stay the same run to run
+        ctx.log(report.imports_timed(len(answer.get("modules") or ()), float(answer.get("seconds") or 0)))
     against = report.against(target.vllm_version, version, plan is not None, applied, sig_kind)
     text, data = report.render(rows, ctx.who, against, ctx.settings.verbose > 0, rules=plan is not None,
-                               unscanned=unscanned)
+                               unscanned=unscanned, packages=packages)
     missing = [p for p in target.python_files() if p not in installed]
     text = report.with_notes(text, [(p, (target.location / p).exists()) for p in missing], note)
     data.update({"package": target.package, "version": target.version, "vllm": target.vllm_version,
@@ -72,7 +86,27 @@ def audit(ctx: Context, opts: AuditOptions) -> Outcome:
     if opts.emit_rules is not None:
         line, data["emitted"] = _emit(ctx, rows, signatures, version, opts.emit_rules)
         text = f"{text}\n{line}"
-    return Outcome(text, data, 1 if data["summary"]["remaining"] or unscanned else 0)
+    broken = data["summary"]["remaining"] or data["packages"]["summary"]["remaining"]
+    return Outcome(text, data, 1 if broken or unscanned else 0)
+
+
+def _ask_target(ctx: Context, modules: dict[str, list[str]], callees: set[str]
+                ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str]:
+    """The target's answer for the other packages' imports and, when calls bind live, vLLM's
+    signatures, in one process (transformers and torch are imported once, by either); and why
+    there is no answer for the imports, if not."""
+    from ..analysis.session import run_session
+    from ..errors import VerifyError
+
+    live = bool(callees) and ctx.live
+    if not modules and not live:
+        return None, None, ""
+    try:
+        got = run_session(ctx.target, callees=sorted(callees) if live else None, packages=modules or None)
+    except VerifyError as exc:
+        # The signatures are asked again on their own; the imports stay unknown, with why.
+        return None, None, f"not checked: {exc}"
+    return got.packages, got.signatures, ""
 
 
 def _emit(ctx: Context, rows: list[AuditRow], signatures: dict[str, Any], version: str, dest: str
