@@ -14,12 +14,14 @@ constraints-vllm-X.txt (next to this script). It holds vllm==X with its full
 dependency closure (the CUDA build of torch from PyPI: ~11 GB; it only has to
 import on a CPU machine) plus speculators==0.3.0 installed --no-deps.
 
-The constraints file says how it was made. One with a `# vsp-installer: uv`
-line is installed with uv (from the test extras) into a venv without pip,
-hardlinked from one shared uv cache (${VSP_TEST_CACHE}/uv), so each further
-release costs little more disk than its own packages; its `# vsp-requirements:`
-line names what is installed with vllm. One without (the reference
-constraints-vllm-0.16.0.txt) is installed with pip, as it was frozen.
+The constraints file says how it is installed. One with a `# vsp-installer: uv`
+line (every committed file) is installed with uv (from the test extras) into a
+venv without pip, hardlinked from one shared uv cache (${VSP_TEST_CACHE}/uv), so
+each further release costs little more disk than its own packages, and a cold
+build takes less time than pip's; its `# vsp-requirements:` line names what is
+installed with vllm. One without it is installed with pip, with vllm and
+EXTRA_PACKAGES (the reference's pins were frozen that way, and are installed
+with uv now).
 
 --freeze makes the constraints file of a new release from a real resolve:
 it installs vllm==X, the requirements and every --require (e.g. 'cuda-python>=13')
@@ -70,7 +72,7 @@ from realdata import OLD_SPECULATORS, REFERENCE_VLLM  # noqa: E402
 
 SPECULATORS_VERSION = OLD_SPECULATORS
 REQUIRED_PYTHON = (3, 11)
-# Installed together with vllm by pip (the reference file, which names no requirements): what
+# Installed together with vllm by a constraints file that names no requirements: what
 # `import speculators.data_generation.vllm_hidden_states_generator` needs beyond vllm's own
 # closure (loguru), and setuptools, which torch.utils.cpp_extension imports (Python 3.11 venvs
 # ship it, but name it so the pin applies whichever way the venv was seeded).

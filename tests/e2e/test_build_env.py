@@ -36,11 +36,21 @@ def _recipe(vllm: str):  # type: ignore[no-untyped-def]
     return be.Recipe.from_file(vllm, path, path.read_text())
 
 
-def test_the_reference_keeps_its_pip_recipe_and_cache_key() -> None:
-    # The cached reference venv is keyed by this file's sha256: a uv switch would rebuild it.
+def test_the_reference_is_installed_with_uv_from_the_pins_pip_froze() -> None:
     r = _recipe(realdata.REFERENCE_VLLM)
-    assert (r.installer, r.requirements) == ("pip", [f"vllm=={realdata.REFERENCE_VLLM}", "loguru", "setuptools"])
-    assert hashlib.sha256(r.constraints.read_bytes()).hexdigest()[:12] == "4140ffc51493"
+    assert (r.installer, r.requirements) == ("uv", [f"vllm=={realdata.REFERENCE_VLLM}", "loguru", "setuptools"])
+    # The venv's cache key (a new file, a new venv) and its pins: the 178 lines pip froze, as
+    # they were (so uv installs the environment pip made).
+    assert hashlib.sha256(r.constraints.read_bytes()).hexdigest()[:12] == "01eb5e526499"
+    pins = "".join(f"{line}\n" for line in r.constraints.read_text().splitlines()
+                   if line and not line.startswith("#"))
+    assert (len(pins.splitlines()), hashlib.sha256(pins.encode()).hexdigest()[:16]) == (178, "a0b264723776e692")
+
+
+def test_a_file_without_an_installer_line_is_installed_with_pip(tmp_path: Path) -> None:
+    path = tmp_path / "constraints-vllm-9.9.9.txt"
+    r = be.Recipe.from_file("9.9.9", path, "# pinned by hand\nvllm==9.9.9\n")
+    assert (r.installer, r.requirements) == ("pip", ["vllm==9.9.9", *be.EXTRA_PACKAGES])
 
 
 @pytest.mark.parametrize("vllm", [v for v in RELEASES if v != realdata.REFERENCE_VLLM])
