@@ -23,6 +23,10 @@ REFERENCE_VLLM = "0.16.0"
 # The real vLLM sources the static tests read (the reference first); a release to check is one
 # more value here.
 VLLM_SOURCES = (REFERENCE_VLLM, "0.17.0")
+# The releases CI's real-vLLM tier builds from a cold cache and asserts exactly
+# (tests/e2e/test_releases_realvllm.py): the oldest the rules cover, the reference, the newest.
+# Every other release with a committed constraints file runs there only where its venv is built.
+CI_RELEASES = ("0.12.0", REFERENCE_VLLM, "0.33.0")
 # The speculators releases the tool patches, oldest first.
 SPECULATORS = ("0.3.0", "0.4.0", "0.4.0.1")
 # The oldest (written against vLLM 0.10: every rule applies) and the first written for newer vLLM.

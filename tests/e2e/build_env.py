@@ -14,17 +14,27 @@ constraints-vllm-X.txt (next to this script). It holds vllm==X with its full
 dependency closure (the CUDA build of torch from PyPI: ~11 GB; it only has to
 import on a CPU machine) plus speculators==0.3.0 installed --no-deps.
 
-The constraints file says how it was made. One with a `# vsp-installer: uv`
-line is installed with uv (from the test extras) into a venv without pip,
-hardlinked from one shared uv cache (${VSP_TEST_CACHE}/uv), so each further
-release costs little more disk than its own packages; its `# vsp-requirements:`
-line names what is installed with vllm. One without (the reference
-constraints-vllm-0.16.0.txt) is installed with pip, as it was frozen.
+The constraints file says how it is installed. One with a `# vsp-installer: uv`
+line (every committed file) is installed with uv (from the test extras) into a
+venv without pip, hardlinked from one shared uv cache (${VSP_TEST_CACHE}/uv), so
+each further release costs little more disk than its own packages, and a cold
+build takes less time than pip's; its `# vsp-requirements:` line names what is
+installed with vllm. One without it is installed with pip, with vllm and
+EXTRA_PACKAGES (the reference's pins were frozen that way, and are installed
+with uv now).
 
 --freeze makes the constraints file of a new release from a real resolve:
 it installs vllm==X, the requirements and every --require (e.g. 'cuda-python>=13')
 with uv and no constraints, writes `uv pip freeze` of the result as
 constraints-vllm-X.txt, and keeps the venv as that file's cached venv.
+
+A release without a committed constraints file still builds: `--vllm X` resolves it
+afresh as --freeze does (--require allowed), but writes the pins into the cache, as
+${VSP_TEST_CACHE}/venvs/constraints-vllm-X.txt beside the venv, never into the
+repository, and says so on stderr. Later runs build and reuse the venv from those
+pins, like a committed file's (byte for byte what --freeze would write, so committing
+them keeps the venv); a run with a --require the cached pins were not resolved with
+resolves again. A committed file always wins over cached pins.
 
 A venv is reused when its marker file holds the sha256 of the constraints file.
 Otherwise it is built in a temporary sibling directory, checked with an import
@@ -53,6 +63,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 # The releases are named once, in tests/realdata.py (standard library only, like this script).
@@ -61,7 +72,7 @@ from realdata import OLD_SPECULATORS, REFERENCE_VLLM  # noqa: E402
 
 SPECULATORS_VERSION = OLD_SPECULATORS
 REQUIRED_PYTHON = (3, 11)
-# Installed together with vllm by pip (the reference file, which names no requirements): what
+# Installed together with vllm by a constraints file that names no requirements: what
 # `import speculators.data_generation.vllm_hidden_states_generator` needs beyond vllm's own
 # closure (loguru), and setuptools, which torch.utils.cpp_extension imports (Python 3.11 venvs
 # ship it, but name it so the pin applies whichever way the venv was seeded).
@@ -92,6 +103,15 @@ _LOCK_FDS: tuple[int, ...] = ()
 
 def constraints_path(vllm: str) -> Path:
     return HERE / f"constraints-vllm-{vllm}.txt"
+
+
+def cached_constraints_path(vllm: str) -> Path:
+    """Where the pins of a release without a committed constraints file are kept: the cache."""
+    return cache_root() / "venvs" / f"constraints-vllm-{vllm}.txt"
+
+
+def freeze_requirements(vllm: str, requires: list[str]) -> list[str]:
+    return [f"vllm=={vllm}", *FREEZE_PACKAGES, *requires]
 
 
 def header_value(text: str, key: str) -> str | None:
@@ -360,11 +380,22 @@ def build(base_python: str, tmp: Path, final_name: str, recipe: Recipe,
 
 
 def ensure_venv(vllm: str, base_python_arg: str | None, rebuild: bool,
-                cached_only: bool = False) -> tuple[Path, str]:
+                cached_only: bool = False, requires: list[str] | None = None) -> tuple[Path, str]:
     constraints = constraints_path(vllm)
-    if not constraints.is_file():
-        raise BuildError(f"constraints file missing: {constraints} "
-                         f"(make it with: build_env.py --vllm {vllm} --freeze)")
+    if constraints.is_file():
+        if requires:
+            raise BuildError(f"--require is for --freeze or a release without committed constraints "
+                             f"({constraints.name} pins the rest)")
+    else:
+        constraints = cached_constraints_path(vllm)
+        if not usable_cached_pins(constraints, freeze_requirements(vllm, requires or [])):
+            if cached_only:
+                raise NotCached(f"vLLM {vllm} has no committed constraints and its venv is not built "
+                                f"(build it with: python tests/e2e/build_env.py --vllm {vllm})")
+            resolved = resolve_uncommitted(vllm, base_python_arg, requires or [])
+            if resolved:
+                return resolved, "resolved"
+        log(f"no committed constraints-vllm-{vllm}.txt: using the pins frozen before to {constraints}")
     data = constraints.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     text = data.decode()
@@ -400,14 +431,60 @@ def ensure_venv(vllm: str, base_python_arg: str | None, rebuild: bool,
         return final, "built"
 
 
+def usable_cached_pins(path: Path, requirements: list[str]) -> bool:
+    """Whether the cached pins at `path` answer a resolve of `requirements`.
+
+    Pins resolved with a --require still answer a run without one (the run that needed it
+    named it once); a --require they were not resolved with asks for a new resolve.
+    """
+    try:
+        text = path.read_text()
+    except OSError:
+        return False
+    named = (header_value(text, "requirements") or "").split()
+    extra = requirements[1 + len(FREEZE_PACKAGES):]
+    return named[:1 + len(FREEZE_PACKAGES)] == requirements[:1 + len(FREEZE_PACKAGES)] and (
+        not extra or named == requirements)
+
+
 def freeze_release(vllm: str, base_python_arg: str | None, requires: list[str]) -> tuple[Path, str]:
     """Resolve vllm==X afresh with uv, write its constraints file, keep the venv as its cache."""
     constraints = constraints_path(vllm)
-    requirements = [f"vllm=={vllm}", *FREEZE_PACKAGES, *requires]
+    done = resolve(vllm, base_python_arg, requires, constraints, "freeze again")
+    assert done  # --freeze always resolves
+    final, count, seconds = done
+    log(f"wrote {constraints} ({count} pins); venv {final} in {seconds:.0f}s")
+    return final, "frozen"
+
+
+def resolve_uncommitted(vllm: str, base_python_arg: str | None, requires: list[str]) -> Path | None:
+    """Resolve a release without committed constraints afresh, its pins kept in the cache; None
+    when a concurrent run froze usable pins while this one waited for the lock."""
+    pins = cached_constraints_path(vllm)
+    done = resolve(vllm, base_python_arg, requires, pins, "run again",
+                   unless=lambda: usable_cached_pins(pins, freeze_requirements(vllm, requires)))
+    if not done:
+        return None
+    final, count, seconds = done
+    # One line, so a test log says why this release's venv is not the repository's.
+    log(f"no committed constraints-vllm-{vllm}.txt: resolved vLLM {vllm} afresh with uv and froze "
+        f"its {count} pins to {pins} (copy it to tests/e2e/ to commit them); venv {final} "
+        f"in {seconds:.0f}s")
+    return final
+
+
+def resolve(vllm: str, base_python_arg: str | None, requires: list[str], dest: Path, again: str,
+            unless: Callable[[], bool] = lambda: False) -> tuple[Path, int, float] | None:
+    """Install vllm==X with uv and no constraints, write `uv pip freeze` of it to `dest` as a
+    constraints file, keep the venv as that file's cached venv: (venv, pins, seconds); None,
+    nothing done, when `unless()` holds once the lock is taken."""
+    requirements = freeze_requirements(vllm, requires)
     recipe = Recipe(vllm, None, requirements, "uv")
     venvs = cache_root() / "venvs"
     name = f"vllm-{vllm}-freeze"
     with locked(venvs, name):
+        if unless():
+            return None
         base_python = preflight(venvs, name, base_python_arg)
         log(f"resolving vllm=={vllm} afresh with uv (no constraints): {' '.join(requirements)}")
         t0 = time.monotonic()
@@ -416,23 +493,29 @@ def freeze_release(vllm: str, base_python_arg: str | None, requires: list[str]) 
             py = make_venv(base_python, tmp, name, "uv")
             install(recipe, py)
             installed = freeze(py, "uv")
-            check_cuda_pair(installed)
+            check_cuda_pair(installed, again)
             text = constraints_text(vllm, requirements, installed, base_python)
             digest = hashlib.sha256(text.encode()).hexdigest()
             final = venvs / f"vllm-{vllm}-{digest[:12]}"
             import_check(py, recipe)
+            # The pins before the venv: killed between the two, the next run builds from them.
+            write_atomically(dest, text)
             # The venv is what the file lists, so it is that file's cached venv.
             settle(tmp, final, digest, venvs, name)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-    constraints.write_text(text)
     post_move_check(final)
-    log(f"wrote {constraints} ({len(installed)} pins); venv {final} in {time.monotonic() - t0:.0f}s")
-    return final, "frozen"
+    return final, len(installed), time.monotonic() - t0
 
 
-def check_cuda_pair(installed: dict[str, str]) -> None:
+def write_atomically(path: Path, text: str) -> None:
+    fresh = path.with_name(f".{path.name}.vsp-new")
+    fresh.write_text(text)
+    fresh.replace(path)
+
+
+def check_cuda_pair(installed: dict[str, str], again: str = "freeze again") -> None:
     """Refuse a cuda-python of another major than cuda-bindings: its files overwrite the bindings.
 
     Left free on vLLM 0.33.0, uv paired cuda-bindings 13.5.0 with cuda-python 12.6.2.post1.
@@ -441,7 +524,7 @@ def check_cuda_pair(installed: dict[str, str]) -> None:
     if bindings and meta and bindings.split(".")[0] != meta.split(".")[0]:
         major = bindings.split(".")[0]
         raise BuildError(f"the resolve paired cuda-bindings {bindings} with cuda-python {meta}, "
-                         f"whose files overwrite the bindings; freeze again with "
+                         f"whose files overwrite the bindings; {again} with "
                          f"--require 'cuda-python>={major}'")
 
 
@@ -539,13 +622,14 @@ def main() -> int:
                     help="build a fresh venv even if a complete one exists")
     ap.add_argument("--vllm", metavar="X", default=REFERENCE_VLLM,
                     help=f"the vLLM release (default: the reference, {REFERENCE_VLLM}); "
-                         "its constraints-vllm-X.txt must exist unless --freeze")
+                         "without a committed constraints-vllm-X.txt it is resolved afresh")
     ap.add_argument("--cached-only", action="store_true",
                     help="never build: exit 3 unless the venv is built and current")
     ap.add_argument("--freeze", action="store_true",
                     help="resolve the release afresh with uv and write its constraints file")
     ap.add_argument("--require", action="append", default=[], metavar="SPEC",
-                    help="(with --freeze) one more requirement, e.g. 'cuda-python>=13'")
+                    help="(with --freeze, or a release without committed constraints) one more "
+                         "requirement, e.g. 'cuda-python>=13'")
     ap.add_argument("--python", metavar="PYTHON",
                     help=f"base interpreter (Python {'{}.{}'.format(*REQUIRED_PYTHON)}; "
                          "default: VSP_PYTHON, then python3.11)")
@@ -559,9 +643,8 @@ def main() -> int:
         if args.freeze:
             venv, how = freeze_release(args.vllm, args.python, args.require)
         else:
-            if args.require:
-                raise BuildError("--require is for --freeze (the constraints file pins the rest)")
-            venv, how = ensure_venv(args.vllm, args.python, args.rebuild, args.cached_only)
+            venv, how = ensure_venv(args.vllm, args.python, args.rebuild, args.cached_only,
+                                    args.require)
     except NotCached as exc:
         print(f"build_env: {exc}", file=sys.stderr)
         return 3

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -35,11 +36,21 @@ def _recipe(vllm: str):  # type: ignore[no-untyped-def]
     return be.Recipe.from_file(vllm, path, path.read_text())
 
 
-def test_the_reference_keeps_its_pip_recipe_and_cache_key() -> None:
-    # The cached reference venv is keyed by this file's sha256: a uv switch would rebuild it.
+def test_the_reference_is_installed_with_uv_from_the_pins_pip_froze() -> None:
     r = _recipe(realdata.REFERENCE_VLLM)
-    assert (r.installer, r.requirements) == ("pip", [f"vllm=={realdata.REFERENCE_VLLM}", "loguru", "setuptools"])
-    assert hashlib.sha256(r.constraints.read_bytes()).hexdigest()[:12] == "4140ffc51493"
+    assert (r.installer, r.requirements) == ("uv", [f"vllm=={realdata.REFERENCE_VLLM}", "loguru", "setuptools"])
+    # The venv's cache key (a new file, a new venv) and its pins: the 178 lines pip froze, as
+    # they were (so uv installs the environment pip made).
+    assert hashlib.sha256(r.constraints.read_bytes()).hexdigest()[:12] == "01eb5e526499"
+    pins = "".join(f"{line}\n" for line in r.constraints.read_text().splitlines()
+                   if line and not line.startswith("#"))
+    assert (len(pins.splitlines()), hashlib.sha256(pins.encode()).hexdigest()[:16]) == (178, "a0b264723776e692")
+
+
+def test_a_file_without_an_installer_line_is_installed_with_pip(tmp_path: Path) -> None:
+    path = tmp_path / "constraints-vllm-9.9.9.txt"
+    r = be.Recipe.from_file("9.9.9", path, "# pinned by hand\nvllm==9.9.9\n")
+    assert (r.installer, r.requirements) == ("pip", ["vllm==9.9.9", *be.EXTRA_PACKAGES])
 
 
 @pytest.mark.parametrize("vllm", [v for v in RELEASES if v != realdata.REFERENCE_VLLM])
@@ -92,3 +103,153 @@ def test_an_unknown_installer_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "constraints-vllm-9.9.9.txt"
     with pytest.raises(be.BuildError, match=r"^constraints-vllm-9\.9\.9\.txt: unknown vsp-installer 'conda' \(pip or uv\)$"):
         be.Recipe.from_file("9.9.9", path, "# vsp-installer: conda\nvllm==9.9.9\n")
+
+
+# A release without a committed constraints file, built with the script's own logic: uv's install,
+# its freeze and the import check are stood in (a real one is a 10 GB download); the venv itself,
+# the lock, the marker, the atomic rename and the post-move check are real.
+UNCOMMITTED = "9.9.9"
+RESOLVED = {"vllm": UNCOMMITTED, "speculators": realdata.OLD_SPECULATORS, "torch": "2.9.0"}
+
+
+@pytest.fixture
+def fake_uv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """Every install's requirements, in order; the cache is under tmp_path."""
+    monkeypatch.setenv("VSP_TEST_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("VSP_SKIP_DISK_CHECK", "1")
+    monkeypatch.setattr(be, "find_python", lambda explicit: sys.executable)
+    installs: list[list[str]] = []
+    monkeypatch.setattr(be, "install", lambda recipe, py: installs.append(list(recipe.requirements)))
+    monkeypatch.setattr(be, "freeze", lambda py, installer: dict(RESOLVED))
+    monkeypatch.setattr(be, "import_check", lambda py, recipe: None)
+    assert not be.constraints_path(UNCOMMITTED).exists()
+    return installs
+
+
+def _main(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, list[str]]:
+    monkeypatch.setattr(sys, "argv", ["build_env.py", "--vllm", UNCOMMITTED, *args])
+    rc = be.main()
+    out, err = capfd.readouterr()
+    return rc, out, err.splitlines()
+
+
+def _said(err: list[str], start: str) -> list[str]:
+    return [line for line in err if line.startswith(f"[build_env] {start}")]
+
+
+def test_a_release_without_committed_constraints_resolves_afresh_into_the_cache(
+        tmp_path: Path, fake_uv: list[list[str]], monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = _main(monkeypatch, capfd)
+    venvs = tmp_path / "cache" / "venvs"
+    pins = venvs / f"constraints-vllm-{UNCOMMITTED}.txt"
+    requirements = [f"vllm=={UNCOMMITTED}", *be.FREEZE_PACKAGES]
+    text = be.constraints_text(UNCOMMITTED, requirements, RESOLVED, sys.executable)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    final = venvs / f"vllm-{UNCOMMITTED}-{digest[:12]}"
+    assert rc == 0
+    assert out.splitlines()[-1] == str(final / "bin" / "python")
+    assert fake_uv == [requirements]
+    # What --freeze would write, byte for byte: copied into tests/e2e/ it keys this same venv.
+    assert pins.read_text() == text
+    assert (final / be.MARKER).read_text() == digest + "\n"
+    assert not be.constraints_path(UNCOMMITTED).exists()
+    assert sorted(p.name for p in venvs.iterdir()) == sorted(
+        [pins.name, final.name, f".vllm-{UNCOMMITTED}-freeze.lock"])
+    said = _said(err, "no committed")
+    assert len(said) == 1
+    prefix = (f"[build_env] no committed constraints-vllm-{UNCOMMITTED}.txt: resolved vLLM {UNCOMMITTED} "
+              f"afresh with uv and froze its 3 pins to {pins} (copy it to tests/e2e/ to commit them); "
+              f"venv {final} in ")
+    assert said[0].startswith(prefix) and said[0][len(prefix):].rstrip("s").isdigit()
+
+
+def test_the_cached_pins_of_an_uncommitted_release_are_reused(
+        tmp_path: Path, fake_uv: list[list[str]], monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    assert _main(monkeypatch, capfd)[0] == 0
+    pins = tmp_path / "cache" / "venvs" / f"constraints-vllm-{UNCOMMITTED}.txt"
+    rc, out, err = _main(monkeypatch, capfd, "--cached-only")
+    assert (rc, fake_uv) == (0, [[f"vllm=={UNCOMMITTED}", *be.FREEZE_PACKAGES]])
+    assert _said(err, "no committed") == [
+        f"[build_env] no committed constraints-vllm-{UNCOMMITTED}.txt: using the pins frozen before to {pins}"]
+    assert _said(err, "venv ") == [f"[build_env] venv reused: {Path(out.splitlines()[-1]).parent.parent}"]
+
+
+def test_a_lost_venv_is_built_again_from_the_cached_pins_not_resolved(
+        tmp_path: Path, fake_uv: list[list[str]], monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    assert _main(monkeypatch, capfd)[0] == 0
+    venvs = tmp_path / "cache" / "venvs"
+    pins = venvs / f"constraints-vllm-{UNCOMMITTED}.txt"
+    shutil.rmtree(next(venvs.glob(f"vllm-{UNCOMMITTED}-*")))
+    rc, out, err = _main(monkeypatch, capfd)
+    assert rc == 0
+    # The second install is from the cached file, as from a committed one: -c and the same names.
+    assert fake_uv == [[f"vllm=={UNCOMMITTED}", *be.FREEZE_PACKAGES]] * 2
+    assert _said(err, "venv ") == [f"[build_env] venv built: {Path(out.splitlines()[-1]).parent.parent}"]
+    assert pins.read_text() == be.constraints_text(
+        UNCOMMITTED, [f"vllm=={UNCOMMITTED}", *be.FREEZE_PACKAGES], RESOLVED, sys.executable)
+
+
+def test_cached_only_names_the_build_command_for_an_uncommitted_release(
+        fake_uv: list[list[str]], monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = _main(monkeypatch, capfd, "--cached-only")
+    assert (rc, out, fake_uv) == (3, "", [])
+    assert err == [f"build_env: vLLM {UNCOMMITTED} has no committed constraints and its venv is not built "
+                   f"(build it with: python tests/e2e/build_env.py --vllm {UNCOMMITTED})"]
+
+
+def test_a_require_the_cached_pins_lack_resolves_again(
+        tmp_path: Path, fake_uv: list[list[str]], monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    assert _main(monkeypatch, capfd)[0] == 0
+    assert _main(monkeypatch, capfd, "--require", "cuda-python>=13")[0] == 0
+    # Pins resolved with the --require answer a later run without it.
+    assert _main(monkeypatch, capfd)[0] == 0
+    plain = [f"vllm=={UNCOMMITTED}", *be.FREEZE_PACKAGES]
+    assert fake_uv == [plain, [*plain, "cuda-python>=13"]]
+    pins = tmp_path / "cache" / "venvs" / f"constraints-vllm-{UNCOMMITTED}.txt"
+    assert be.header_value(pins.read_text(), "requirements") == " ".join([*plain, "cuda-python>=13"])
+
+
+def test_a_failed_resolve_of_an_uncommitted_release_leaves_nothing(
+        tmp_path: Path, fake_uv: list[list[str]], monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    def broken(py: Path, recipe: object) -> None:
+        raise be.BuildError("import check failed")
+
+    monkeypatch.setattr(be, "import_check", broken)
+    rc, out, err = _main(monkeypatch, capfd)
+    assert (rc, out, err[-1]) == (1, "", "build_env: error: import check failed")
+    venvs = tmp_path / "cache" / "venvs"
+    assert [p.name for p in venvs.iterdir()] == [f".vllm-{UNCOMMITTED}-freeze.lock"]
+
+
+def test_an_uncommitted_release_s_cuda_mismatch_says_to_run_again_with_the_require(
+        fake_uv: list[list[str]], monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(be, "freeze", lambda py, installer: {**RESOLVED, "cuda-bindings": "13.5.0",
+                                                              "cuda-python": "12.6.2.post1"})
+    rc, _, err = _main(monkeypatch, capfd)
+    assert (rc, err[-1]) == (1, "build_env: error: the resolve paired cuda-bindings 13.5.0 with cuda-python "
+                                "12.6.2.post1, whose files overwrite the bindings; run again with "
+                                "--require 'cuda-python>=13'")
+
+
+def test_a_resolve_waiting_for_the_lock_takes_the_pins_a_concurrent_run_froze(
+        tmp_path: Path, fake_uv: list[list[str]]) -> None:
+    pins = tmp_path / "cache" / "venvs" / f"constraints-vllm-{UNCOMMITTED}.txt"
+    pins.parent.mkdir(parents=True)
+    pins.write_text(be.constraints_text(UNCOMMITTED, [f"vllm=={UNCOMMITTED}", *be.FREEZE_PACKAGES],
+                                        RESOLVED, sys.executable))
+    assert be.resolve_uncommitted(UNCOMMITTED, None, []) is None
+    assert fake_uv == []
+
+
+def test_a_require_with_a_committed_release_is_an_error(
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys, "argv", ["build_env.py", "--vllm", "0.33.0", "--require", "cuda-python>=13"])
+    assert be.main() == 1
+    assert capfd.readouterr().err.splitlines() == [
+        "build_env: error: --require is for --freeze or a release without committed constraints "
+        "(constraints-vllm-0.33.0.txt pins the rest)"]
