@@ -45,6 +45,13 @@ def test_guard_keeps_eos_token_id_on_a_017_nightly_built_before_the_change(
         "Request still takes eos_token_id",
         f"{GENERATOR}:69: kv-cache-resolve-layout [not-needed, guarded] not needed for this vLLM: "
         "CacheConfig does not define get_resolved_kv_cache_layout",
+        f"{GENERATOR}:69: generator-v1-runner [not-needed, guarded] not needed for this vLLM: "
+        "VllmConfig does not define use_v2_model_runner",
+        # The transformers rules: the sandbox has no transformers (--no-deps), so `since` decides.
+        "speculators/models/eagle.py:1: eagle-attention-mask-fallback [not-needed, unguarded] "
+        "not needed before vLLM 0.24.0",
+        "speculators/utils/pydantic_utils.py:27: pydantic-rebuild-torch-namespace [not-needed, unguarded] "
+        "not needed before vLLM 0.24.0",
         "22 edits in 2 files; vLLM 0.17.0.dev1 (static)",
     ]
 
@@ -153,6 +160,7 @@ def test_the_017_source_alone_selects_and_guards_the_rules(sandbox: Sandbox, vll
         ("kv-cache-resolve-layout", "not-needed", True),
         ("generator-v1-runner", "not-needed", True),
         # The sandbox has no transformers (--no-deps): `since` decides, unguarded.
+        ("eagle-attention-mask-fallback", "not-needed", False),
         ("pydantic-rebuild-torch-namespace", "not-needed", False),
     ]
 

@@ -83,7 +83,7 @@ def _no_kernel_warmup():
         return
     if hasattr(gpu_worker, "kernel_warmup"):
         _REAL.setdefault("kernel_warmup", gpu_worker.kernel_warmup)
-        gpu_worker.kernel_warmup = lambda worker: None
+        gpu_worker.kernel_warmup = lambda worker, **options: None
 
 
 def self_check(run):
@@ -93,8 +93,11 @@ def self_check(run):
 
     real = _REAL.get("kernel_warmup")
     if real is not None:
-        run.check("kernel_warmup stand-in vs kernel_warmup", list(inspect.signature(real).parameters) == ["worker"],
-                  str(inspect.signature(real)))
+        params = list(inspect.signature(real).parameters.values())
+        # 0.33 adds keyword-only options (process_local_only): taken, as nothing is warmed anyway.
+        run.check("kernel_warmup stand-in vs kernel_warmup",
+                  params[:1] and params[0].name == "worker"
+                  and all(p.kind is p.KEYWORD_ONLY for p in params[1:]), str(inspect.signature(real)))
 
     import torch
 
