@@ -48,9 +48,22 @@ RULES_ON_012 = (
 # speculators 0.4.0 has upstream's fixes of the vLLM breaks: what is left is the capture hooks (the
 # family rules) and its string order of request ids.
 RULES_ON_040 = ("worker-capture-hooks", "generator-results-in-input-order")
-# vLLM 0.24+ pulls transformers 5; on 5.20.2 (0.33.0's resolve) speculators' pydantic models fail
-# in model_rebuild(force=True) on their torch.dtype annotations, so speculators does not import.
-NO_TORCH = ("PydanticUndefinedAnnotation: name 'torch' is not defined")
+# vLLM 0.33.0: its three moves, the KV cache layout, the V1 runner and transformers 5.20's schema
+# rebuild on top (5.20 still has modeling_attn_mask_utils: the EAGLE fallback is not needed).
+RULES_ON_033 = (
+    "worker-request-tracking", "worker-no-eagle3-gate", "worker-capture-hooks", "llama-model-embed-input-ids",
+    "unify-hybrid-kv-cache-specs-move", "get-kv-cache-groups-uniform-spec-move", "kv-cache-config-drop-specs",
+    "get-kv-cache-config-from-groups-move", "scheduler-add-block-size", "cache-config-no-prefix-caching",
+    "scheduler-config-add-is-encoder-decoder", "request-drop-eos-token-id", "generator-abort-completed",
+    "generator-results-by-request", "generator-flush-finished", "executor-sample-tokens",
+    "collective-rpc-single-reply", "kv-cache-resolve-layout", "generator-v1-runner",
+    "pydantic-rebuild-torch-namespace",
+)
+RULES_040_ON_033 = (
+    "worker-capture-hooks", "unify-hybrid-kv-cache-specs-move", "get-kv-cache-groups-uniform-spec-move",
+    "get-kv-cache-config-from-groups-move", "request-drop-eos-token-id", "generator-results-in-input-order",
+    "kv-cache-resolve-layout", "generator-v1-runner", "pydantic-rebuild-torch-namespace",
+)
 
 
 @dataclass(frozen=True)
@@ -99,20 +112,20 @@ EXPECTED = {
         "rolled back speculators 0.4.0 to original: restored 2 files; sha256 equal to RECORD for all 54 files",
     ),
     ("0.33.0", "0.3.0"): Outcome(
-        1,
-        f"verification failed: import speculators.data_generation.custom_worker failed: {NO_TORCH} "
-        "(raised at speculators/utils/pydantic_utils.py:35); restored 2 files, nothing recorded",
-        "original", (),
-        2, f"speculators 0.3.0 on vLLM 0.33.0: rehearsal could not run: cannot rehearse: {NO_TORCH}",
-        "speculators 0.3.0 is already at original: nothing to do (sha256 equal to RECORD for all 52 files)",
+        0,
+        "patched speculators 0.3.0 for vLLM 0.33.0: 29 edits in 3 files; vLLM 0.33.0 (static); "
+        f"verification passed: 3 imports ok, 23 calls bind (live); {PARITY_PASSED}{DEFAULT_MODEL}",
+        "patched", RULES_ON_033,
+        0, f"speculators 0.3.0 on vLLM 0.33.0: {PARITY_PASSED}{DEFAULT_MODEL}",
+        "rolled back speculators 0.3.0 to original: restored 3 files; sha256 equal to RECORD for all 52 files",
     ),
     ("0.33.0", "0.4.0"): Outcome(
-        1,
-        f"verification failed: import speculators.data_generation.custom_worker failed: {NO_TORCH} "
-        "(raised at speculators/utils/pydantic_utils.py:35); restored 2 files, nothing recorded",
-        "original", (),
-        2, f"speculators 0.4.0 on vLLM 0.33.0: rehearsal could not run: cannot rehearse: {NO_TORCH}",
-        "speculators 0.4.0 is already at original: nothing to do (sha256 equal to RECORD for all 54 files)",
+        0,
+        "patched speculators 0.4.0 for vLLM 0.33.0: 11 edits in 3 files; vLLM 0.33.0 (static); "
+        f"verification passed: 3 imports ok, 26 calls bind (live); {PARITY_PASSED}{DEFAULT_MODEL}",
+        "patched", RULES_040_ON_033,
+        0, f"speculators 0.4.0 on vLLM 0.33.0: {PARITY_PASSED}{DEFAULT_MODEL}",
+        "rolled back speculators 0.4.0 to original: restored 3 files; sha256 equal to RECORD for all 54 files",
     ),
 }
 
