@@ -241,6 +241,15 @@ def render(cells: list[Cell], builds: dict[str, float], specs: list[str], when: 
     return "\n".join(lines) + "\n"
 
 
+def write(out: Path, json_out: Path | None, cells: list[Cell], builds: dict[str, float], specs: list[str],
+          when: str, commit: str) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(cells, builds, specs, when, commit))
+    if json_out:
+        json_out.write_text(json.dumps({"generated": when, "commit": commit, "builds_s": builds,
+                                        "cells": [asdict(c) for c in cells]}, indent=2) + "\n")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--vllm", action="append", metavar="X", help="a release (repeatable)")
@@ -270,11 +279,9 @@ def main() -> int:
             log(f"vLLM {rel} x speculators {spec}: apply {cell.apply.rc}, rehearse {cell.rehearse.rc}, "
                 f"RECORD-exact {cell.record_exact} ({cell.apply.seconds:.0f}+{cell.rehearse.seconds:.0f} s)")
             cells.append(cell)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(render(cells, builds, specs, when, commit))
-    if args.json_out:
-        args.json_out.write_text(json.dumps({"generated": when, "commit": commit, "builds_s": builds,
-                                             "cells": [asdict(c) for c in cells]}, indent=2) + "\n")
+        # After every release, so a run stopped part-way keeps the rows it measured.
+        write(args.out, args.json_out, cells, builds, specs, when, commit)
+    write(args.out, args.json_out, cells, builds, specs, when, commit)
     log(f"wrote {args.out}" + (f" and {args.json_out}" if args.json_out else ""))
     return 0 if all(c.record_exact for c in cells) else 1
 
