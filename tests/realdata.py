@@ -7,11 +7,14 @@ files and the dist-info are extracted (the wheel is ~500 MB, its Python source ~
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 CACHE = Path(os.environ.get("VSP_TEST_CACHE", Path.home() / ".cache" / "vllm-shim-patch"))
@@ -33,7 +36,26 @@ SPECULATORS = ("0.3.0", "0.4.0", "0.4.0.1")
 OLD_SPECULATORS, NEW_SPECULATORS = SPECULATORS[0], SPECULATORS[1]
 
 
+@contextlib.contextmanager
+def _locked(name: str) -> Iterator[None]:
+    """Hold the cache's lock `name`: the suite's workers (pytest -n) fetch into one cache, and a
+    second downloader must not see a wheel or a source folder another one is still writing."""
+    locks = CACHE / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{name}.lock", "w") as fd:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+
 def _download(name: str, version: str) -> Path:
+    with _locked(f"wheel-{name}-{version}"):
+        return _download_unlocked(name, version)
+
+
+def _download_unlocked(name: str, version: str) -> Path:
     wheels = CACHE / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     prefix = f"{name.replace('-', '_')}-{version}-"
@@ -58,8 +80,14 @@ def speculators_wheel(version: str = OLD_SPECULATORS) -> Path:
 def vllm_source(version: str = REFERENCE_VLLM) -> Path:
     """A directory holding the real ``vllm/`` package source (``.py`` only) and its dist-info."""
     dest = CACHE / "src" / f"vllm-{version}"
-    marker = dest / ".complete"
-    if marker.exists():
+    if (dest / ".complete").exists():
+        return dest
+    with _locked(f"src-vllm-{version}"):
+        return _extract_vllm_source(version, dest)
+
+
+def _extract_vllm_source(version: str, dest: Path) -> Path:
+    if (dest / ".complete").exists():  # another worker extracted it while this one waited
         return dest
     wheel = _download("vllm", version)
     tmp = dest.with_name(dest.name + ".partial")
@@ -102,6 +130,14 @@ def debian_python(minor: str = "3.13", suite: str = "trixie") -> Path:
     exe = dest / "usr" / "bin" / f"python{minor}"
     if (dest / ".complete").exists():
         return exe
+    with _locked(f"python{minor}-{suite}"):
+        if (dest / ".complete").exists():
+            return exe
+        _unpack_debian_python(minor, suite, dest, exe)
+    return exe
+
+
+def _unpack_debian_python(minor: str, suite: str, dest: Path, exe: Path) -> None:
     work = dest.with_name(dest.name + ".partial")
     shutil.rmtree(work, ignore_errors=True)
     (work / "lists" / "partial").mkdir(parents=True)
@@ -135,7 +171,6 @@ def debian_python(minor: str = "3.13", suite: str = "trixie") -> Path:
     root.rename(dest)
     shutil.rmtree(work)
     (dest / ".complete").write_text(" ".join(packages) + f" from {suite}\n")
-    return exe
 
 
 if __name__ == "__main__":

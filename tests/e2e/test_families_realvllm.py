@@ -15,7 +15,8 @@ from conftest import GENERATOR, PARITY_PASSED, WORKER, Sandbox, real_sandbox
 
 from vllm_shim_patch._remote.rehearse import families
 
-pytestmark = [pytest.mark.realvllm, pytest.mark.slow]
+# One worker runs the whole module (pytest -n): its module-scoped fixtures are built once.
+pytestmark = [pytest.mark.realvllm, pytest.mark.slow, pytest.mark.xdist_group("families")]
 
 # Every --arch preset: its published config.json, and the architecture vLLM builds from it.
 PRESETS = {name: families.preset(name)[1] for name in families.presets()}

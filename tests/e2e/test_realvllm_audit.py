@@ -82,10 +82,9 @@ def test_the_imports_of_other_packages_are_answered_by_the_real_distributions(re
 
 def test_under_transformers_5_20_every_import_of_other_packages_still_resolves(tmp_path: Path,
                                                                               speculators_wheel: Path) -> None:
-    proc = subprocess.run([sys.executable, str(E2E / "build_env.py"), "--vllm", "0.33.0", "--cached-only",
-                           "--print-path"], capture_output=True, text=True, timeout=600)
-    if proc.returncode == 3:
-        pytest.skip(proc.stderr.strip())
+    # A CI release (realdata.CI_RELEASES): built here when the cache lacks it, never skipped.
+    proc = subprocess.run([sys.executable, str(E2E / "build_env.py"), "--vllm", "0.33.0", "--print-path"],
+                          capture_output=True, text=True, timeout=3600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     python = Path(proc.stdout.strip().splitlines()[-1])
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],

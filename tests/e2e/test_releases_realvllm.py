@@ -6,11 +6,12 @@ little more than its own packages) and their outcome is asserted exactly, from t
 below: apply, rehearse and rollback through the CLI in a small venv that sees the release's vLLM,
 the verdict lines included. Where a break no rule fixes yet stops the run, the table names that
 break (it documents the state; a change in it, better or worse, fails the test until the table is
-updated). Every other release with a committed constraints file runs only where its venv is
-built (`--cached-only`; not built: skipped, naming the command), asserting what holds on every
-release: status agrees with apply's exit code, the rehearsal's verdict is its own, rollback
-restores RECORD-exact bytes. Their outcomes are documented by docs/compatibility.md
-(bench/matrix.py), not here.
+updated). Every other release with a committed constraints file runs only when asked for
+(VSP_TEST_OTHER_RELEASES=1) and only where its venv is built (`--cached-only`; not built: skipped,
+naming the command), asserting what holds on every release: status agrees with apply's exit code,
+the rehearsal's verdict is its own, rollback restores RECORD-exact bytes. Asked for, not found:
+what CI runs must not depend on which venvs a machine happens to hold (bench/matrix.py builds
+them all). Their outcomes are documented by docs/compatibility.md (bench/matrix.py), not here.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import base64
 import hashlib
 import itertools
 import json
+import os
 import re
 import subprocess
 import sys
@@ -35,6 +37,7 @@ RELEASES = sorted(
     key=lambda v: tuple(int(n) for n in v.split(".")),
 )
 OTHER_RELEASES = [v for v in RELEASES if v not in realdata.CI_RELEASES]
+OTHERS_ASKED = os.environ.get("VSP_TEST_OTHER_RELEASES") == "1"
 # The oldest speculators (every rule applies) and the first written for newer vLLM.
 SPECULATORS = (realdata.OLD_SPECULATORS, realdata.NEW_SPECULATORS)
 
@@ -207,6 +210,8 @@ def test_apply_rehearse_rollback_on_a_ci_release(vllm: str, spec: str, tmp_path:
 @pytest.mark.parametrize(("vllm", "spec"), list(itertools.product(OTHER_RELEASES, SPECULATORS)))
 @pytest.mark.realvllm
 @pytest.mark.slow
+@pytest.mark.skipif(not OTHERS_ASKED, reason="the releases outside CI's run with VSP_TEST_OTHER_RELEASES=1 "
+                    "(docs/compatibility.md, from bench/matrix.py, covers them)")
 def test_apply_rehearse_rollback_on_another_built_release(vllm: str, spec: str, tmp_path: Path) -> None:
     run = _apply_rehearse_rollback(vllm, spec, tmp_path, build=False)
     applied, rolled = _verdict(run.applied), _verdict(run.rolled)

@@ -19,7 +19,8 @@ from conftest import Sandbox, real_sandbox
 import vllm_shim_patch
 from vllm_shim_patch._remote.rehearse import families
 
-pytestmark = [pytest.mark.realvllm, pytest.mark.slow]
+# One worker runs the whole module (pytest -n): its module-scoped fixtures are built once.
+pytestmark = [pytest.mark.realvllm, pytest.mark.slow, pytest.mark.xdist_group("standins")]
 
 REHEARSE = Path(vllm_shim_patch.__file__).parent / "_remote" / "rehearse"
 DRIVER = Path(__file__).parent / "crosscheck.py"

@@ -23,7 +23,8 @@ from test_release_matrix import FULL, RELEASES, REQUIRED, _is_method
 
 from vllm_shim_patch.signatures import LiveSignatures, StaticSignatures
 
-pytestmark = [pytest.mark.realvllm, pytest.mark.slow]
+# One worker runs the whole module (pytest -n): its module-scoped fixtures are built once.
+pytestmark = [pytest.mark.realvllm, pytest.mark.slow, pytest.mark.xdist_group("live-vllm016")]
 
 BUILD_ENV = Path(__file__).parent.parent / "e2e" / "build_env.py"
 

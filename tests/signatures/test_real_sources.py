@@ -12,7 +12,8 @@ from sigcases import bind_call, render
 from vllm_shim_patch.report.binding import bind_reason
 from vllm_shim_patch.signatures import Param, Signature, StaticSignatures
 
-pytestmark = pytest.mark.slow
+# One worker runs the whole module (pytest -n): its module-scoped fixtures are built once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("real-sources")]
 
 
 @pytest.fixture(scope="module", params=realdata.VLLM_SOURCES)

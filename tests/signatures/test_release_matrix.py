@@ -25,7 +25,8 @@ from vllm_shim_patch.report.binding import bind_reason, existence_reason
 from vllm_shim_patch.signatures import Signature, StaticSignatures
 from vllm_shim_patch.signatures.model import Presence
 
-pytestmark = pytest.mark.slow
+# One worker runs the whole module (pytest -n): its module-scoped fixtures are built once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("release-matrix")]
 
 RELEASES = [
     "0.10.0", "0.10.1", "0.10.1.1", "0.10.2", "0.11.0", "0.11.1", "0.11.2", "0.12.0", "0.13.0",
