@@ -2,6 +2,7 @@
 """The compatibility matrix: every vLLM release x every speculators release, from real runs.
 
     python bench/matrix.py [--vllm X ...] [--all] [--speculators V ...] [--out docs/compatibility.md]
+    python bench/matrix.py --merge A.json B.json ... [--out docs/compatibility.md]
 
 Releases: those with a committed tests/e2e/constraints-vllm-X.txt (default), the ones named with
 --vllm, or with --all every release from 0.12.0 to 0.33.0 on the package index (a release
@@ -18,6 +19,10 @@ Written: the Markdown table (one row per release, one column per speculators rel
 final verdict line and exit code of apply and of rehearse, the rules applied, rollback), the
 date and the tool's commit; with --json-out the raw results too. Not run in CI: a
 release venv is ~11 GB and each cell takes a minute or two on CPU.
+
+--merge writes the table from the --json-out files of several runs (e.g. two halves of the
+releases run side by side, one per core), running nothing: a release in more than one file is
+taken from the last; the table names every run's date and commit.
 """
 
 from __future__ import annotations
@@ -250,6 +255,31 @@ def write(out: Path, json_out: Path | None, cells: list[Cell], builds: dict[str,
                                         "cells": [asdict(c) for c in cells]}, indent=2) + "\n")
 
 
+def load_cells(path: Path) -> tuple[str, str, dict[str, float], list[Cell]]:
+    """A --json-out file's date, commit, build seconds and cells."""
+    data = json.loads(path.read_text())
+    cells = []
+    for raw in data["cells"]:
+        steps = {k: Step(**raw[k]) if raw.get(k) else None for k in ("apply", "rehearse", "rollback")}
+        cells.append(Cell(**{**raw, **steps}))
+    return data["generated"], data["commit"], data["builds_s"], cells
+
+
+def merge(paths: list[Path], out: Path, specs: list[str]) -> int:
+    runs = [load_cells(p) for p in paths]
+    by: dict[tuple[str, str], Cell] = {}
+    builds: dict[str, float] = {}
+    for _, _, run_builds, cells in runs:
+        builds.update(run_builds)
+        by.update({(c.vllm, c.speculators): c for c in cells})
+    when = ", ".join(sorted({w for w, _, _, _ in runs}))
+    commit = ", ".join(sorted({c for _, c, _, _ in runs}))
+    cells = list(by.values())
+    write(out, None, cells, builds, specs, when, commit)
+    log(f"wrote {out} from {len(paths)} runs ({len(cells)} cells)")
+    return 0 if all(c.record_exact for c in cells) else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--vllm", action="append", metavar="X", help="a release (repeatable)")
@@ -259,7 +289,11 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "compatibility.md")
     ap.add_argument("--json-out", type=Path, default=None,
                     help="also write the raw results (argv, exit codes, stderr tails) as JSON")
+    ap.add_argument("--merge", nargs="+", type=Path, metavar="JSON",
+                    help="write the table from these --json-out files; run nothing")
     args = ap.parse_args()
+    if args.merge:
+        return merge(args.merge, args.out, args.speculators or list(realdata.SPECULATORS))
     releases = index_releases() if args.all else (args.vllm or constrained_releases())
     specs = args.speculators or list(realdata.SPECULATORS)
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
