@@ -20,9 +20,13 @@ final verdict line and exit code of apply and of rehearse, the rules applied, ro
 date and the tool's commit; with --json-out the raw results too. Not run in CI: a
 release venv is ~11 GB and each cell takes a minute or two on CPU.
 
---merge writes the table from the --json-out files of several runs (e.g. two halves of the
-releases run side by side, one per core), running nothing: a release in more than one file is
-taken from the last; the table names every run's date and commit.
+--merge writes the table from the --json-out files of several runs, running nothing: a
+release in more than one file is taken whole from the last; the table names every run's date
+and commit. Two halves side by side, one per core, each with its own output:
+
+    python bench/matrix.py --vllm 0.12.0 ... --out /tmp/a.md --json-out /tmp/a.json &
+    python bench/matrix.py --vllm 0.24.0 ... --out /tmp/b.md --json-out /tmp/b.json
+    python bench/matrix.py --merge /tmp/a.json /tmp/b.json
 """
 
 from __future__ import annotations
@@ -196,7 +200,7 @@ def git_commit() -> str:
 
 
 def md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
 def render_cell(c: Cell) -> str:
@@ -265,17 +269,20 @@ def load_cells(path: Path) -> tuple[str, str, dict[str, float], list[Cell]]:
     return data["generated"], data["commit"], data["builds_s"], cells
 
 
-def merge(paths: list[Path], out: Path, specs: list[str]) -> int:
+def merge(paths: list[Path], out: Path, json_out: Path | None, specs: list[str]) -> int:
     runs = [load_cells(p) for p in paths]
     by: dict[tuple[str, str], Cell] = {}
     builds: dict[str, float] = {}
     for _, _, run_builds, cells in runs:
         builds.update(run_builds)
+        # A release is taken whole from the last run that has it, never mixed from two.
+        releases = {c.vllm for c in cells}
+        by = {key: c for key, c in by.items() if key[0] not in releases}
         by.update({(c.vllm, c.speculators): c for c in cells})
     when = ", ".join(sorted({w for w, _, _, _ in runs}))
     commit = ", ".join(sorted({c for _, c, _, _ in runs}))
     cells = list(by.values())
-    write(out, None, cells, builds, specs, when, commit)
+    write(out, json_out, cells, builds, specs, when, commit)
     log(f"wrote {out} from {len(paths)} runs ({len(cells)} cells)")
     return 0 if all(c.record_exact for c in cells) else 1
 
@@ -293,7 +300,9 @@ def main() -> int:
                     help="write the table from these --json-out files; run nothing")
     args = ap.parse_args()
     if args.merge:
-        return merge(args.merge, args.out, args.speculators or list(realdata.SPECULATORS))
+        if args.vllm or args.all:
+            ap.error("--merge runs nothing: leave out --vllm and --all")
+        return merge(args.merge, args.out, args.json_out, args.speculators or list(realdata.SPECULATORS))
     releases = index_releases() if args.all else (args.vllm or constrained_releases())
     specs = args.speculators or list(realdata.SPECULATORS)
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

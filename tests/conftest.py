@@ -181,9 +181,19 @@ def unmarked(item: pytest.Item) -> list[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Under pytest-xdist the workers collect, and a worker's UsageError never reaches the report:
+    # there each unmarked test fails instead (pytest_runtest_setup), naming its missing mark.
+    if getattr(config, "workerinput", None) is not None:
+        return
     missing = [f"{item.nodeid}: mark it {', '.join(unmarked(item))}" for item in items if unmarked(item)]
     if missing:
         raise pytest.UsageError("tests without their tier's mark:\n" + "\n".join(missing))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if unmarked(item):
+        pytest.fail(f"test without its tier's mark: {item.nodeid}: mark it {', '.join(unmarked(item))}",
+                    pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,8 @@ REFERENCE_VLLM = "0.16.0"
 VLLM_SOURCES = (REFERENCE_VLLM, "0.17.0")
 # The releases CI's real-vLLM tier builds from a cold cache and asserts exactly
 # (tests/e2e/test_releases_realvllm.py): the oldest the rules cover, the reference, the newest.
-# Every other release with a committed constraints file runs there only where its venv is built.
+# Every other release with a committed constraints file runs there only when asked for
+# (VSP_TEST_OTHER_RELEASES=1) and only where its venv is built.
 CI_RELEASES = ("0.12.0", REFERENCE_VLLM, "0.33.0")
 # The speculators releases the tool patches, oldest first.
 SPECULATORS = ("0.3.0", "0.4.0", "0.4.0.1")
@@ -51,6 +52,9 @@ def _locked(name: str) -> Iterator[None]:
 
 
 def _download(name: str, version: str) -> Path:
+    found = sorted((CACHE / "wheels").glob(f"{name.replace('-', '_')}-{version}-*.whl"))
+    if found:  # a cached wheel needs no lock (nor a writable cache)
+        return found[0]
     with _locked(f"wheel-{name}-{version}"):
         return _download_unlocked(name, version)
 
@@ -61,11 +65,18 @@ def _download_unlocked(name: str, version: str) -> Path:
     prefix = f"{name.replace('-', '_')}-{version}-"
     found = sorted(wheels.glob(prefix + "*.whl"))
     if not found:
+        # Into a folder of its own, then renamed: the unlocked look in _download never sees a
+        # wheel pip is still writing.
+        part = wheels / f".{prefix}partial"
+        shutil.rmtree(part, ignore_errors=True)
         subprocess.run(
             [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-             "--only-binary=:all:", f"{name}=={version}", "-d", str(wheels)],
+             "--only-binary=:all:", f"{name}=={version}", "-d", str(part)],
             check=True,
         )
+        for wheel in part.glob(prefix + "*.whl"):
+            wheel.rename(wheels / wheel.name)
+        shutil.rmtree(part, ignore_errors=True)
         found = sorted(wheels.glob(prefix + "*.whl"))
     if not found:
         raise RuntimeError(f"pip download gave no wheel for {name}=={version}")
@@ -133,11 +144,11 @@ def debian_python(minor: str = "3.13", suite: str = "trixie") -> Path:
     with _locked(f"python{minor}-{suite}"):
         if (dest / ".complete").exists():
             return exe
-        _unpack_debian_python(minor, suite, dest, exe)
+        _unpack_debian_python(minor, suite, dest)
     return exe
 
 
-def _unpack_debian_python(minor: str, suite: str, dest: Path, exe: Path) -> None:
+def _unpack_debian_python(minor: str, suite: str, dest: Path) -> None:
     work = dest.with_name(dest.name + ".partial")
     shutil.rmtree(work, ignore_errors=True)
     (work / "lists" / "partial").mkdir(parents=True)

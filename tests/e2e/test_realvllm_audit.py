@@ -1,6 +1,6 @@
 """The audit with live signatures on the real vLLM 0.16.0 install: the same findings as the
 static reader, the imports of other packages against the real distributions (and against vLLM
-0.33.0's, under transformers 5, when its venv is built), and a --vllm-version that contradicts
+0.33.0's, under transformers 5, a CI release built when the cache lacks it), and a --vllm-version that contradicts
 the install is an error."""
 
 from __future__ import annotations

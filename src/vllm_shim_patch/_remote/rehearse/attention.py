@@ -245,6 +245,8 @@ def install():
     backend, _impl = build(module)
     qualname = f"{module.__name__}.{backend.__name__}"
 
+    mla_layer = _mla_layer()
+
     def get_attn_backend_cls(selected_backend=None, attn_selector_config=None, *args, **kwargs):
         config = attn_selector_config
         if config is not None and getattr(config, "use_sparse", False):
@@ -252,18 +254,31 @@ def install():
 
             raise CannotRehearse("the stand-in attention backend has no sparse attention (DeepSeek-V3.2's indexer)")
         if config is not None and getattr(config, "use_mla", False):
+            if mla_layer is None:
+                from .answer import CannotRehearse
+
+                raise CannotRehearse("the MLA stand-in replaces MLAAttention.forward_impl "
+                                     "(vllm.model_executor.layers.attention.mla_attention), which this vLLM does not have")
             return f"{module.__name__}.StandInMLABackend"
         return qualname
 
     current_platform.get_attn_backend_cls = get_attn_backend_cls
+    if mla_layer is not None:
+        _ORIGINAL.setdefault("forward_impl", mla_layer.forward_impl)
+        mla_layer.forward_impl = mla_forward_impl
+    return backend
+
+
+def _mla_layer():
+    """vLLM's MLAAttention where its forward_impl is the seam the MLA stand-in replaces (0.16 and
+    later); None before, where MLAAttention lives in vllm.attention.layer without a forward_impl
+    (0.15.1 has an mla_attention module, for the backends' impls only)."""
     try:
         from vllm.model_executor.layers.attention import mla_attention
     except ImportError:
-        mla_attention = None
-    if mla_attention is not None:
-        _ORIGINAL.setdefault("forward_impl", mla_attention.MLAAttention.forward_impl)
-        mla_attention.MLAAttention.forward_impl = mla_forward_impl
-    return backend
+        return None
+    layer = getattr(mla_attention, "MLAAttention", None)
+    return layer if layer is not None and hasattr(layer, "forward_impl") else None
 
 
 def self_check(run):
@@ -286,10 +301,9 @@ def self_check(run):
         want = list(inspect.signature(getattr(real, method)).parameters)
         ours = list(inspect.signature(getattr(impl, method)).parameters)[:len(want)]
         run.check(f"StandInAttentionImpl.{method} vs AttentionImpl.{method}", ours == want, f"{want} != {ours}")
-    try:
-        from vllm.model_executor.layers.attention import mla_attention
-    except ImportError:
-        return
+    mla_layer = _mla_layer()
+    if mla_layer is None:
+        return  # no MLA stand-in installed: a model with MLA is refused ("cannot rehearse")
     real = _ORIGINAL.get("forward_impl")
     if real is not None:
         # The parameters the stand-in reads, in order; every later one a feature that is off
@@ -302,5 +316,5 @@ def self_check(run):
                   f"{[p.name for p in params]}: the stand-in reads {ours}"
                   + (f"; {later} are not off by default" if later else ""))
     layer_attrs = {"num_heads", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_b_proj", "layer_name", "impl"}
-    missing = sorted(a for a in layer_attrs if a not in mla_attention.MLAAttention.__init__.__code__.co_names)
+    missing = sorted(a for a in layer_attrs if a not in mla_layer.__init__.__code__.co_names)
     run.check("mla_forward_impl vs MLAAttention.__init__", not missing, f"MLAAttention no longer sets {missing}")
