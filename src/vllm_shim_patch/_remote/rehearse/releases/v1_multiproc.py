@@ -99,12 +99,20 @@ NOT_REACHED = {
     "_init_kv_zero_meta": "KV caches with Mamba layers or mixed precisions only",
     "eplb": "Model Runner V2 only (the stand-in worker refuses V2: see RehearsalWorker.init_device)",
     "pool": "pooling models on Model Runner V2 only",
+    # vLLM 0.17-0.23 Worker.load_model: only for an elastic-EP scale-up launch
+    # (VLLM_ELASTIC_EP_SCALE_UP_LAUNCH=1, which build() takes out of the rehearsal's environment).
+    "setup_eplb_from_mapping": "elastic-EP scale-up launches only (VLLM_ELASTIC_EP_SCALE_UP_LAUNCH, unset here)",
+    "eep_eplb_suppressed": "elastic-EP scale-up launches only (VLLM_ELASTIC_EP_SCALE_UP_LAUNCH, unset here)",
     "init_routed_experts_capturer": "enable_return_routed_experts only (speculators' ModelConfig leaves it off)",
 }
 
 
 def build(run, family):
     import torch
+
+    # speculators launches no elastic-EP scale-up; a user's variable must not send the real
+    # Worker.load_model down that path (receive_expert_mapping, NOT_REACHED's eplb members).
+    os.environ.pop("VLLM_ELASTIC_EP_SCALE_UP_LAUNCH", None)
 
     from vllm.config import set_current_vllm_config
     from vllm.forward_context import set_forward_context
