@@ -14,6 +14,11 @@ over the specs it asked the workers for. (Between the two steps the engine core 
 decode context parallelism, neither of which speculators sets up.) The import is local to the
 function so the module still imports where vLLM has no `resolve_kv_cache_layout`. A function
 that already calls `resolve_kv_cache_layout` is left alone.
+
+vLLM 0.29 to 0.32 resolve the layout the same way but publish it with
+`set_kv_cache_layout(layout.name)` alone (the interleave size came with 0.33): the installed
+`MultiprocExecutor.set_kv_cache_layout` (the rule's `guard: accepts` has the engine read it)
+decides which call is written; where it is unknown, 0.33's.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import libcst as cst
 from vllm_shim_patch.rewrite.scoped import ScopedTransform, dotted, method_call, statements
 
 RECEIVER = "self.executor"  # the executor speculators' generator holds
+SET_LAYOUT = "vllm.v1.executor.multiproc_executor.MultiprocExecutor.set_kv_cache_layout"
+INTERLEAVE = "cp_kv_cache_interleave_size"
 PLAN = "get_kv_cache_config_from_groups"
 RESOLVE = "resolve_kv_cache_layout"
 LAYOUT = "kv_cache_layout"
@@ -77,17 +84,25 @@ class Codemod(ScopedTransform):
         if LAYOUT in self.module.code:
             self.needs_human(original_node.body[at], f"the name {LAYOUT!r} is already used in the module")
             return updated_node
+        installed = self.signatures.get(SET_LAYOUT)
+        if installed is None or installed.takes(INTERLEAVE):
+            publish = f"""
+            {RECEIVER}.set_kv_cache_layout(
+                {LAYOUT}.name, self.vllm_config.parallel_config.{INTERLEAVE}
+            )"""
+            since = "0.33+"
+        else:
+            publish = f"""
+            {RECEIVER}.set_kv_cache_layout({LAYOUT}.name)"""
+            since = "0.29+"
         inserted = statements(f"""
-            # vLLM 0.33+: the engine core resolves the KV cache layout before the KV cache is planned.
+            # vLLM {since}: the engine core resolves the KV cache layout before the KV cache is planned.
             from vllm.v1.attention.backends.utils import {RESOLVE}
             {LAYOUT} = {RESOLVE}(
                 self.vllm_config,
                 {RECEIVER}.get_supported_kv_cache_layouts(),
                 [spec for specs in {specs} for spec in specs.values()],
-            )
-            {RECEIVER}.set_kv_cache_layout(
-                {LAYOUT}.name, self.vllm_config.parallel_config.cp_kv_cache_interleave_size
-            )
+            ){publish}
             """, self.module)
         self.edited(original_node.body[at], f"resolve the KV cache layout before {PLAN}")
         # The blank lines and comments above the call stay above the statements it now needs.

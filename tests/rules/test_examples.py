@@ -6,11 +6,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from packaging.version import Version
 
 from vllm_shim_patch.cli import main
+from vllm_shim_patch.rewrite.engine import Engine
 from vllm_shim_patch.rules import Rule
 from vllm_shim_patch.rules.loader import load_pack
 from vllm_shim_patch.rules.testing import Case, cases, run_case
+from vllm_shim_patch.signatures.model import Param, Signature
 
 PACK = load_pack()
 CASES = cases(PACK.rules)
@@ -124,3 +127,33 @@ def test_readme_rule_table_is_current() -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = readme.split("<!-- rules:start -->\n", 1)[1].split("<!-- rules:end -->", 1)[0]
     assert block == table(load_pack().rules), "run: patch-speculators rules docs"
+
+
+LAYOUT_RULE = next(r for r in PACK.rules if r.id == "kv-cache-resolve-layout")
+SET_LAYOUT = "vllm.v1.executor.multiproc_executor.MultiprocExecutor.set_kv_cache_layout"
+LAYOUT_FACTS = {name: True for name in LAYOUT_RULE.guard.defines}
+
+
+def _set_layout(*params: str) -> Signature:
+    return Signature(SET_LAYOUT, tuple(Param(p, "positional_or_keyword", True) for p in params), "abstract.py:1")
+
+
+@pytest.mark.parametrize(("params", "call"), [
+    (("layout_name", "cp_kv_cache_interleave_size"),
+     "self.executor.set_kv_cache_layout(\n"
+     "            kv_cache_layout.name, self.vllm_config.parallel_config.cp_kv_cache_interleave_size\n"
+     "        )\n"),
+    (("layout_name",), "self.executor.set_kv_cache_layout(kv_cache_layout.name)\n"),
+], ids=["0.33-interleave-size", "0.29-to-0.32-layout-only"])
+def test_kv_cache_resolve_layout_publishes_as_the_installed_executor_takes_it(params: tuple[str, ...],
+                                                                               call: str) -> None:
+    # vLLM 0.29-0.32 define the layout methods but set_kv_cache_layout(layout_name) alone: the
+    # 0.33 call failed there with "takes 2 positional arguments but 3 were given".
+    source = LAYOUT_RULE.examples[0].before
+    engine = Engine([LAYOUT_RULE], version=Version("0.29.0"), facts=LAYOUT_FACTS,
+                    signatures={SET_LAYOUT: _set_layout(*params)})
+    result = engine.transform(source.encode(), "speculators/data_generation/vllm_hidden_states_generator.py")
+    after = result.after.decode()
+    assert ("        " + call) in after
+    assert after.count("set_kv_cache_layout(") == 1
+    assert ("vLLM 0.33+" in after) == (len(params) == 2)

@@ -442,6 +442,7 @@ class _ScopedPass:
 
     def _one(self, rule: Rule, scope: Scope, factory: Any, module: cst.Module, guarded: bool) -> cst.Module:
         transform = factory(rule, scope, module)
+        transform.signatures = self.engine.signatures or {}
         name = factory.codemod_name
         lazy = None
         try:

@@ -16,7 +16,7 @@ import inspect
 import signal
 import textwrap
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -81,9 +81,14 @@ class ScopedTransform(cst.CSTTransformer):
     visit then enters only the region and what may lead to it (the classes and functions on the
     way, compound statements), and the rest of the module is kept as it is, unvisited (most of
     the cost of a visit). Its `visit_`/`leave_` methods still run on the nodes it does not enter.
+
+    `self.signatures` holds the installed vLLM's signatures the engine read (qualified name ->
+    Signature, or None where unknown), the callees of the rule's `guard: accepts` among them: a
+    codemod whose edit depends on a signature names its callee there and reads it here.
     """
 
     METADATA_DEPENDENCIES = (PositionProvider,)
+    signatures: Mapping[str, Any] = {}  # set on each instance by the engine
     codemod_name: str | None = None  # set on a codemod's class when it is loaded
     region_only: bool = False
 
