@@ -193,7 +193,7 @@ def build(run, family):
             "kv_cache_config", "requests", "num_prompt_logprobs", "encoder_cache", "uses_mrope",
             "uses_xdrope_dim", "valid_sampled_token_count_event", "reorder_batch_threshold",
             "forward_passes", "steps", "kv_history", "_draft_token_ids", "late_interaction_runner",
-            "kv_caches", "use_async_spec_decode",
+            "kv_caches", "use_async_spec_decode", "routed_experts_initialized",
         }
         # What _update_states touches only with speculative decoding (speculators sets none).
         SPEC_DECODE_ONLY = {
@@ -237,6 +237,9 @@ def build(run, family):
             self.late_interaction_runner = late_interaction_runner()
             self.kv_caches = []
             self.use_async_spec_decode = False
+            # GPUModelRunner's value while enable_return_routed_experts is off (vLLM 0.21+'s
+            # _update_states reads it): only init_routed_experts_capturer (NOT_REACHED) sets it on.
+            self.routed_experts_initialized = False
             # An attention backend's reorder_batch_threshold (FlashInfer 1, FlashMLA 128): the
             # rehearsal sets it per call to reorder the batch as that backend would.
             self.reorder_batch_threshold = None
