@@ -119,6 +119,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("report",),
     ("analysis",),
     ("overlay",),
+    ("fleet",),
     ("rules.loader", "rules.testing"),
     ("rewrite",),
     ("rules.model", "rules"),  # the frozen Rule the engine compiles; rules/__init__ re-exports it
