@@ -28,6 +28,7 @@ from .settings import (
     RulesOptions,
     Settings,
     VerifyOptions,
+    WheelOptions,
 )
 
 if TYPE_CHECKING:
@@ -135,6 +136,8 @@ _APPLY = [
     _WAIT,
     click.option("-i", "--interactive", is_flag=True, default=None,
                  help="review each hunk before it is written: y/n/a(ll)/q(uit)"),
+    click.option("--wheel-out", metavar="DIR", default=None,
+                 help="after a passing apply, write the patched wheel for this vLLM series into DIR"),
 ]
 
 
@@ -228,6 +231,10 @@ def apply(ctx: click.Context, /, **options: object) -> None:
         from .commands.check import check
 
         emit(c.settings, check(c, opts))
+    if opts.wheel_out:
+        from .commands.wheel import apply_and_write
+
+        emit(c.settings, apply_and_write(c, opts))
     from .commands.apply import apply as run_apply
 
     emit(c.settings, run_apply(c, opts))
@@ -340,6 +347,31 @@ def rehearse(ctx: click.Context, /, **options: object) -> None:
     from .commands.rehearse import rehearse as run
 
     c, opts = _context(ctx, options, RehearseOptions)
+    emit(c.settings, run(c, opts))
+
+
+@main.command()
+@_VLLM_VERSION
+@_options(_MODEL)
+@click.option("-o", "--out-dir", "out_dir", metavar="DIR", default=None,
+              help="write the wheel here (created if need be); default: the current folder")
+@click.option("--all-series", is_flag=True, default=None,
+              help="one wheel per vLLM series the compatibility matrix rehearsed (with --vllm-sources)")
+@click.option("--vllm-sources", metavar="DIR", default=None,
+              help="with --all-series: a folder of vLLM source folders or wheels, one per release")
+@click.option("--wheel", metavar="PATH", default=None,
+              help="the installed release's original wheel (default: the file it was installed from, the pip "
+                   "and uv caches, the index)")
+@click.option("--no-index", is_flag=True, default=None, help="do not ask the package index for the original wheel")
+@click.option("--no-rehearse", is_flag=True, default=None,
+              help="patch a scratch copy without the rehearsal (the wheel says so)")
+@common_options
+@click.pass_context
+def wheel(ctx: click.Context, /, **options: object) -> None:
+    """Build the patched speculators wheel for a vLLM series (pip/uv install it on every box)."""
+    from .commands.wheel import wheel as run
+
+    c, opts = _context(ctx, options, WheelOptions)
     emit(c.settings, run(c, opts))
 
 

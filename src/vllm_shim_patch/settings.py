@@ -170,6 +170,17 @@ class ApplyOptions(CommandOptions):
     no_index: bool = False  # never ask the package index for them (the caches are still looked in)
     wait: bool = False
     interactive: bool = False  # review each hunk (the Context's `review`)
+    wheel_out: str | None = None  # after a passing apply, write the patched wheel into this folder
+
+
+@dataclass(frozen=True)
+class WheelOptions(CommandOptions):
+    out_dir: str | None = None  # where the wheel goes; None: the current folder
+    all_series: bool = False  # one wheel per series the compatibility matrix rehearsed
+    vllm_sources: str | None = None  # --all-series: a folder of vLLM sources (folders or wheels)
+    wheel: str | None = None  # the original release's wheel (else the installed-from file, caches, index)
+    no_index: bool = False
+    no_rehearse: bool = False  # a scratch apply without the rehearsal (said in the wheel)
 
 
 @dataclass(frozen=True)

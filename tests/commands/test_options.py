@@ -23,9 +23,11 @@ from vllm_shim_patch.settings import (
     RulesOptions,
     Settings,
     VerifyOptions,
+    WheelOptions,
 )
 
-OPTIONS = [ApplyOptions, AuditOptions, DiffOptions, NoOptions, RehearseOptions, RollbackOptions, RulesOptions, VerifyOptions]
+OPTIONS = [ApplyOptions, AuditOptions, DiffOptions, NoOptions, RehearseOptions, RollbackOptions, RulesOptions, VerifyOptions,
+           WheelOptions]
 
 
 @pytest.mark.parametrize("kind", [Settings, *OPTIONS], ids=lambda k: k.__name__)
@@ -51,12 +53,12 @@ def test_given_options_go_on_top_of_the_base_and_both_rules_lists_count() -> Non
 
 
 def _commands() -> list[tuple[str, object]]:
-    from vllm_shim_patch.commands import apply, audit, check, diff, history, rehearse, rollback, rules, status, verify
+    from vllm_shim_patch.commands import apply, audit, check, diff, history, rehearse, rollback, rules, status, verify, wheel
 
     found = [(m.__name__, getattr(m, n)) for m, n in [
         (apply, "apply"), (audit, "audit"), (check, "check"), (diff, "diff"), (history, "history"),
         (rehearse, "rehearse"), (rollback, "rollback"), (status, "status"), (verify, "verify"),
-        (rules, "rules_list"), (rules, "rules_check"), (rules, "rules_test"), (rules, "rules_docs")]]
+        (wheel, "wheel"), (rules, "rules_list"), (rules, "rules_check"), (rules, "rules_test"), (rules, "rules_docs")]]
     return found
 
 

@@ -64,8 +64,8 @@ def test_a_hand_edit_is_drift_and_blocks_the_rebuild(tmp_path: Path, wheel: buil
     (tmp_path / "speculators/__init__.py").write_bytes(b"# edited\n")
     (tmp_path / WORKER).unlink()
     assert found.drift(target) == ["speculators/__init__.py", WORKER]
-    with pytest.raises(TargetError, match=r"^speculators 0.4.0\+vsp.vllm0.33: speculators/__init__.py no longer holds "
-                                          r"the bytes speculators 0.4.0 was released with"):
+    with pytest.raises(TargetError, match=r"^speculators/__init__.py no longer holds the bytes speculators 0.4.0 was "
+                                          r"released with \(edited after the install\?\)$"):
         found.original_files(target)
 
 

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 # gpu_memory_utilization) and generate(prompts) the rehearsal drives.
 SUPPORTED = ("0.3.0", "0.4.0", "0.4.0.1")
 TIMEOUT = 300.0
+# What runs of vLLM's ranks: the executor is stood in by one in-process worker (releases/).
+TOPOLOGY = "world size 1: one in-process worker (tensor and pipeline parallel 1); rank logic beyond rank 0 not rehearsed"
 LAYERS = (1, 2)
 
 

@@ -13,7 +13,20 @@ _FOR_A_HUMAN = (Action.NEEDS_HUMAN, Action.NOTICE)
 
 def check(ctx: Context, opts: ApplyOptions) -> Outcome:
     """Exit 1 when a file would change, or a site is left for a human (`apply --check`), or when what
-    runs is not the patched source (a shadow copy, missing sources, unlisted files, stale bytecode)."""
+    runs is not the patched source (a shadow copy, missing sources, unlisted files, stale bytecode).
+    An install from a patched wheel is checked against that wheel (`installed.check`)."""
+    from ..fleet.installed import find
+
+    wheel = find(ctx.target)
+    if wheel is not None:
+        from .installed import check as check_wheel
+
+        return check_wheel(ctx, wheel, lambda: check_plan(ctx, opts))
+    return check_plan(ctx, opts)
+
+
+def check_plan(ctx: Context, opts: ApplyOptions) -> Outcome:
+    """The plan from the original bytes against what is installed (the body of `check`)."""
     from ..analysis.bytecode import beside
     from ..report.plan import problem_lines, site_line
 

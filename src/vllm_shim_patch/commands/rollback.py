@@ -17,6 +17,13 @@ def rollback(ctx: Context, opts: RollbackOptions) -> Outcome:
     from ..overlay.baseline import check_original, record_mismatches
     from ..overlay.recovery import recover, settled_on_failure
 
+    from ..fleet.installed import find
+
+    wheel = find(ctx.target)
+    if wheel is not None:
+        from .installed import rollback as wheel_rollback
+
+        return wheel_rollback(ctx, opts, wheel)
     to = opts.to
     ctx.refuse_editable()
     ov, target = ctx.overlay, ctx.target

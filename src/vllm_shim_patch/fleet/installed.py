@@ -95,10 +95,8 @@ class InstalledWheel:
                 continue
             out[row.path] = data
         if bad:
-            raise TargetError(f"{self.label}: {listing(bad)} no longer {'holds' if len(bad) == 1 else 'hold'} "
-                              f"the bytes {p.package} {p.release} was released with (edited after the install?), "
-                              f"so its original cannot be rebuilt here: reinstall it with pip install "
-                              f"--force-reinstall --no-deps '{p.package}==={p.release}'")
+            raise TargetError(f"{listing(bad)} no longer {'holds' if len(bad) == 1 else 'hold'} the bytes "
+                              f"{p.package} {p.release} was released with (edited after the install?)")
         return out
 
 
