@@ -212,8 +212,35 @@ def test_a_scratch_copy_without_the_rehearsal_leaves_the_target_as_it_is(
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)["wheel"]
     assert data["from"] == "a scratch copy patched and verified here (not rehearsed)"
-    assert data["rehearsal"]["outcome"] == "not run (--no-rehearse)"
+    assert data["rehearsal"]["outcome"] == "not run (no vLLM in the target)"
     assert sandbox.snapshot() == before and not sandbox.state.exists()
     meta = _members(Path(data["file"]))["speculators-0.3.0+vsp.vllm0.16.dist-info/METADATA"].decode()
     assert "Requires-Dist: vllm==0.16.*\n" in meta and 'Requires-Dist: vllm==0.16.*; extra == "datagen"\n' in meta
     assert io.StringIO(meta).read().count("Requires-Dist: vllm") == 2
+
+
+def test_all_series_builds_what_it_has_sources_for_and_names_the_rest(
+        tmp_path: Path, sandbox: Sandbox, reference_vllm_source: Path, speculators_wheel: Path) -> None:
+    from vllm_shim_patch.fleet.rehearsed import releases
+
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    (sources / "vllm-0.16.0").symlink_to(reference_vllm_source)
+    r = sandbox.run("wheel", "--all-series", "--vllm-sources", str(sources), "--wheel", str(speculators_wheel),
+                    "-o", str(tmp_path / "all"), "--json")
+    assert r.returncode == 1, r.stderr
+    data = json.loads(r.stdout)
+    assert [w["name"] for w in data["wheels"]] == ["speculators-0.3.0+vsp.vllm0.16-py3-none-any.whl"]
+    assert data["wheels"][0]["matrix"].endswith("records speculators 0.3.0 on vLLM 0.16.0: apply and rehearsal "
+                                                "(the parity workload) passed, rollback RECORD-exact")
+    others = [".".join(v.split(".")[:2]) for v in releases("0.3.0") if not v.startswith("0.16.")]
+    assert data["not_built"] == [{"series": s, "why": f"no vLLM {s}.x source in {sources}"} for s in others]
+    # The same inputs by another route (one series, a scratch copy): the same bytes.
+    one = sandbox.run("--vllm-source", str(reference_vllm_source), "wheel", "--vllm-version", "0.16", "--no-rehearse",
+                      "--wheel", str(speculators_wheel), "-o", str(tmp_path / "one"))
+    assert one.returncode == 0, one.stderr
+    name = data["wheels"][0]["name"]
+    assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "all" / name).read_bytes()
+    assert sandbox.run("wheel", "--all-series", "-o", str(tmp_path / "x")).stderr == (
+        "patch-speculators: error: --all-series needs --vllm-sources DIR: a folder with one vLLM source folder or "
+        "wheel per release to build for (the installed vLLM's own series needs none)\n")

@@ -209,14 +209,15 @@ def _scratch(ctx: Context, original: OriginalWheel, *, rehearse: bool, see_targe
                 f"{against}; the target is not changed")
         python = scratch.make(target.python, Path(tmp), original.files, see=see)
         inner = Context(replace(ctx.settings, python=python, state_dir=str(Path(tmp) / "state")), log=ctx.log)
-        outcome = apply(inner, ApplyOptions(no_rehearse=not rehearse, no_index=True))
+        # Without a vLLM in the copy nothing is rehearsed, and the verdict says so (not: --no-rehearse).
+        outcome = apply(inner, ApplyOptions(no_rehearse=not rehearse and with_vllm, no_index=True))
         if not outcome.ok:
             raise Refused(f"the patch did not pass in a scratch copy of {ctx.who}: {outcome.text.splitlines()[-1]}; "
                           f"nothing was written")
         trailers = patched_here(inner)
         if trailers is None:
             raise Refused(f"the scratch copy of {ctx.who} holds no patch after apply: {outcome.text}")
-        how = "a scratch copy patched, verified and rehearsed here" if rehearse else \
+        how = "a scratch copy patched, verified and rehearsed here" if rehearse and with_vllm else \
             "a scratch copy patched and verified here (not rehearsed)"
         return build_here(inner, trailers, original), how
 
@@ -250,7 +251,7 @@ def _all_series(ctx: Context, opts: WheelOptions, folder: Path) -> Outcome:
         raise UsageError("--all-series needs --vllm-sources DIR: a folder with one vLLM source folder or wheel per "
                          "release to build for (the installed vLLM's own series needs none)")
     sources = _sources(opts.vllm_sources)
-    ctx.load()
+    ctx.check_package()  # each series' own context loads the rest
     refuse_patched_wheel(ctx, "wheel")
     target = ctx.target
     releases = rehearsed.releases(target.version)
