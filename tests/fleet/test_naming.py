@@ -68,3 +68,12 @@ def test_the_rehearsal_knows_a_patched_build_of_a_supported_release() -> None:
     assert request(installed="0.3.0+vsp.vllm0.16")["supported"] == [*SUPPORTED, "0.3.0+vsp.vllm0.16"]
     assert request(installed="0.2.0+vsp.vllm0.16")["supported"] == list(SUPPORTED)
     assert request(installed="0.3.0")["supported"] == list(SUPPORTED)
+
+
+@pytest.mark.parametrize(("recorded", "now", "same"), [
+    ("0.16", "0.16", True), ("0.16.0", "0.16", True), ("0.16", "0.16.0", True), ("0.16", "0.17", False),
+    ("0.16.0", "0.16.1", False), ("", "0.16", False)])
+def test_a_patch_is_reused_only_within_its_series(recorded: str, now: str, same: bool) -> None:
+    from vllm_shim_patch.commands.wheel import _same_series
+
+    assert _same_series(recorded, Version(now)) is same

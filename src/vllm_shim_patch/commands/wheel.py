@@ -22,6 +22,8 @@ from ..settings import ApplyOptions, WheelOptions
 from .context import Context, Outcome
 
 if TYPE_CHECKING:
+    from packaging.version import Version
+
     from ..fleet.build import Built
     from ..overlay.pristine import OriginalWheel
 
@@ -135,12 +137,28 @@ def patched_here(ctx: Context) -> dict[str, str] | None:
                if state.files == files else files)
     if trailers.get("kind") != "patch":
         return None
+    if not _same_series(trailers.get("vllm", "").split(" ")[0], ctx.check_version()):
+        return None  # patched for another series than asked for now: a scratch copy is patched for this one
     if differs:
         raise Refused(text.drifted(ctx.who, differs))
     record = {e.path: e.hash for e in target.record if e.hash}
     if state.data.get("local_commit") or any(state.original.get(p) != h for p, h in record.items() if p in files):
         return None  # hand edits, or an original accepted as modified: the release as published is patched anew
     return trailers
+
+
+def _same_series(recorded: str, now: Version) -> bool:
+    """Whether the patch recorded for `recorded` may be the one for `now` (one series holds the
+    other; `check` then says whether the rules plan the same bytes)."""
+    from packaging.version import InvalidVersion, Version
+
+    from ..versions import in_series
+
+    try:
+        then = Version(recorded)
+    except InvalidVersion:
+        return False
+    return in_series(then, now) or in_series(now, then)
 
 
 def build_here(ctx: Context, trailers: dict[str, str], original: OriginalWheel) -> Built:
