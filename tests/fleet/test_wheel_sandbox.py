@@ -122,6 +122,8 @@ def test_the_wheel_installs_everywhere_and_check_recognises_it(
             1, f"{who} is not patched for vLLM 0.17: it was installed from the patched wheel for vLLM 0.16 "
                f"(vllm==0.16.*), and --vllm-version is vLLM 0.17; install the wheel built for that series "
                f"(patch-speculators wheel --vllm-version 0.17 on a box with it), or pin vllm==0.16.*\n"), kind
+        shown = json.loads(box.run("diff", "--installed", "--json").stdout)
+        assert [f["path"] for f in shown["files"]] == data["files"], kind
         status = json.loads(box.run("status", "--json").stdout)
         assert (status["state"], status["wheel"]["series"], status["files"]) == ("patched", "0.16", []), kind
         # A hand edit after the install: drift, from the RECORD the installer wrote.

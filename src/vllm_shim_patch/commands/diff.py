@@ -39,8 +39,11 @@ def _installed(ctx: Context) -> Outcome:
     from ..rewrite.results import FileResult
     from ..settings import FileStatus
 
+    from ..fleet.installed import find
+
     ov = ctx.overlay
-    if not ov.exists() or ov.state() is None:
+    # An install from a patched wheel keeps its originals: the patch is shown against them.
+    if (not ov.exists() or ov.state() is None) and find(ctx.target) is None:
         # Never recorded: the files are all there is, so RECORD is what they can be compared with.
         t = ctx.target
         listed = {e.path: e.hash for e in t.record}
