@@ -17,6 +17,7 @@ def check(ctx: Context, opts: ApplyOptions) -> Outcome:
     An install from a patched wheel is checked against that wheel (`installed.check`)."""
     from ..fleet.installed import find
 
+    ctx.check_package()  # a package no rule is for: refused before the target's answer, as always
     wheel = find(ctx.target)
     if wheel is not None:
         from .installed import check as check_wheel
