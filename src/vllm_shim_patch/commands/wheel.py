@@ -77,7 +77,10 @@ def refuse_patched_wheel(ctx: Context, command: str) -> None:
 def wheel(ctx: Context, opts: WheelOptions) -> Outcome:
     """Write the patched wheel for the series (--all-series: for every series the compatibility
     matrix rehearsed that can be built here); exit 0 written, 1 refused or left undone, 2 input."""
+    from ..analysis.rehearse import model_request
+
     folder = output_folder(opts.out_dir)
+    model_request(ctx.settings.model, ctx.settings.arch)  # one the rehearsal cannot build: exit 2 now
     if opts.all_series:
         return _all_series(ctx, opts, folder)
     if opts.vllm_sources:
