@@ -109,6 +109,13 @@ def test_the_watchdog_blames_speculators_only_for_time_in_its_code(stage: str, o
                                                                           {"exception": exception})
 
 
+def test_each_forward_the_runner_reports_is_an_iteration() -> None:
+    run = Run()
+    run.count_forward()
+    run.count_forward()
+    assert answer.answer(run, True, answer.PASSED)["iterations"] == 2
+
+
 def test_the_answer_is_json_and_names_what_ran() -> None:
     run = Run()
     run.stage, run.iterations = "done", 3

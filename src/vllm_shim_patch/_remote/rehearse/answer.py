@@ -50,6 +50,10 @@ class Run:
         self.standins = None
         self.generator = None
 
+    def count_forward(self):
+        """One forward pass of the model over the scheduled tokens (the stand-in runner reports it)."""
+        self.iterations += 1
+
     def check(self, name, ok, detail=""):
         """Record one self-check; a mismatch means this vLLM cannot be rehearsed as it is."""
         self.checks.append({"check": name, "ok": bool(ok), **({"detail": detail} if detail and not ok else {})})

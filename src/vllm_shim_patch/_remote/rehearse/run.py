@@ -108,7 +108,7 @@ def run(run, req):
     if not (experts and moe.install()):
         run.stood_in.remove(moe.STOOD_IN)
     common.register_in_process([importlib.import_module(m) for m in family.MODULES])
-    S = adapter.build(run, family)
+    S = adapter.build(run.count_forward)
     run.standins = (adapter, S)
     run.stage = "self-check"
     device.self_check(run)

@@ -2,8 +2,8 @@
 
 One module per range of releases whose internals agree. Each defines NAME, REAL, STOOD_IN,
 `fits()` (what the installed vLLM defines, never its version string: None when it fits, else
-the member that is missing), `build(run, family, parts)`, `self_check(run, S)`, `install(S)` and
-`restore(S)`. The first adapter that fits is used. Adding a release range: one module, one entry.
+the member that is missing), `build(on_forward)`, `self_check(run, standins)`, `install(standins)` and
+`restore(standins)` (which undoes everything install did). The first adapter that fits is used. Adding a release range: one module, one entry.
 """
 
 from . import v1_multiproc
