@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import TargetError, UsageError
 from ..settings import Action
+from ..target import REMOTE
 from ..vllm_source import parse_scope
 
 if TYPE_CHECKING:
@@ -90,22 +91,37 @@ def check_can_run(target: Target) -> None:
         raise TargetError(f"cannot rehearse: {why[1]}")
 
 
-# The model families the rehearsal builds (`_remote/rehearse/families/`, which a test holds equal):
-# family -> the architectures its stand-ins cover; and the `--arch` presets.
-FAMILIES = {
-    "llama": ("LlamaForCausalLM", "MistralForCausalLM"),
-    "qwen": ("Qwen2ForCausalLM", "Qwen3ForCausalLM"),
-    "qwen3-moe": ("Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM"),
-    "deepseek": ("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM", "MistralLarge3ForCausalLM"),
-    "kimi-k2.5": ("KimiK25ForConditionalGeneration",),
-    "gpt-oss": ("GptOssForCausalLM",),
-    "qwen3-vl": ("Qwen3VLForConditionalGeneration",),
-}
-PRESETS = ("deepseek", "gpt-oss", "kimi-k2.5", "llama", "mistral-large-3", "qwen", "qwen3-moe", "qwen3-vl")
+def families() -> Any:
+    """The rehearsal's one family table (`_remote/rehearse/families/`: FAMILIES, `presets()`,
+    `supported()`), loaded by path under a private name: its modules are standard library only at
+    module level, so nothing of the rehearsal or of vLLM runs in the tool."""
+    import importlib.util
+    import sys
+
+    loaded = sys.modules.get(_FAMILIES_MODULE)
+    if loaded is not None:
+        return loaded
+    folder = REMOTE / "rehearse" / "families"
+    spec = importlib.util.spec_from_file_location(_FAMILIES_MODULE, folder / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[_FAMILIES_MODULE] = module  # its relative imports find their package
+    spec.loader.exec_module(module)
+    return module
+
+
+_FAMILIES_MODULE = "_vsp_rehearse_families"
+
+
+def presets() -> list[str]:
+    """The `--arch` names: each family's, and its further presets."""
+    return list(families().presets())
 
 
 def supported_architectures() -> list[str]:
-    return sorted(a for archs in FAMILIES.values() for a in archs)
+    """The architectures the rehearsal has stand-ins for (`--model`)."""
+    return list(families().supported())
 
 
 def model_request(model: str | None, arch: str | None) -> dict[str, Any]:
@@ -118,8 +134,8 @@ def model_request(model: str | None, arch: str | None) -> dict[str, Any]:
     if model and arch:
         raise UsageError("--model and --arch: give one (--arch builds a preset where no checkpoint is at hand)")
     if arch:
-        if arch not in PRESETS:
-            raise UsageError(f"--arch {arch}: no such preset (known: {', '.join(PRESETS)})")
+        if arch not in presets():
+            raise UsageError(f"--arch {arch}: no such preset (known: {', '.join(presets())})")
         return {"arch": arch}
     if not model:
         return {}
