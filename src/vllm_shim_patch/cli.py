@@ -329,7 +329,7 @@ def verify(ctx: click.Context, /, **options: object) -> None:
 
 @main.command()
 @click.option("--timeout", metavar="SECONDS", type=click.FloatRange(min=1), default=None,
-              help="give up after this long (default: 300)")
+              help="give up after this long (default: 900)")
 @click.option("--quick", is_flag=True, default=None,
               help="short prompts only (a smoke run; no chunked prefill)")
 @_options(_MODEL)

@@ -114,6 +114,17 @@ def test_the_failing_site_names_the_rule(line: int, function: str, fixes: list[s
     assert r.pending == ("scheduler-add-block-size", "executor-sample-tokens", "collective-rpc-single-reply")
 
 
+def test_running_out_of_time_names_no_rule_even_on_a_line_a_rule_edits() -> None:
+    from vllm_shim_patch._remote.rehearse import answer
+
+    run = answer.Run()
+    run.stage = "init"
+    timed_out = answer.timed_out(run, 900)
+    timed_out["failure"].update(_failed(149, "__init__")["failure"])  # a frame inside a pending edit
+    r = interpret(timed_out, _plan(*SITES))
+    assert (r.outcome, r.passed, r.failed, r.fixes, r.pending, r.opt_ins) == ("timeout", False, False, (), (), ())
+
+
 def test_a_rule_declined_in_review_is_named_as_declined() -> None:
     r = interpret(_failed(149, "__init__"), _plan(*SITES), frozenset({"scheduler-add-block-size"}))
     assert [(s.rule_id, s.action) for s in r.fixes] == [("scheduler-add-block-size", Action.DECLINED)]
