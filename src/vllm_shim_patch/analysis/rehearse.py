@@ -17,7 +17,7 @@ from ..settings import Action
 from ..vllm_source import parse_scope
 
 if TYPE_CHECKING:
-    from ..rules.model import Rule
+    from ..rewrite.rule import Rule
     from ..rewrite.results import Site
     from ..rewrite.plan import Plan
     from ..target import Target

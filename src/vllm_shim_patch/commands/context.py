@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..report.diff import Hunk
     from ..rewrite.plan import Plan
     from ..rewrite.plancache import PlanCache
-    from ..rules.model import RulePack
+    from ..rewrite.rule import RulePack
     from ..signatures.static import StaticSignatures as StaticSource
     from ..target import Target
 
@@ -284,7 +284,7 @@ class Context:
             facts = {n: source.defines(n) for n in names}
         requirements = {req for r in self.full_pack.rules for req in r.guard.requires}
         if requirements:
-            from ..rules.model import requirement_fact
+            from ..rewrite.rule import requirement_fact
             from ..versions import satisfies
 
             installed = dict(self.target.dependencies)

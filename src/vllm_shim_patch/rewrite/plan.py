@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import Version
 
 from ..errors import UsageError
-from ..rules.model import Rule, RulePack
+from .rule import Rule, RulePack
 from ..settings import Action, FileStatus, SignatureKind
 from ..target import Target
 from ..versions import in_series, parse_version, resolve_version

@@ -21,7 +21,7 @@ from ..errors import RuleError
 from ..rewrite.ops import OPERATIONS
 from ..rewrite.ops.base import QUALNAME_RE, is_identifier
 from ..vllm_source import parse_scope
-from .model import DEFAULT_PACKAGE, SCHEMA_VERSION, Example, Guard, OldSignature, Rule, RulePack
+from ..rewrite.rule import DEFAULT_PACKAGE, SCHEMA_VERSION, Example, Guard, OldSignature, Rule, RulePack
 
 GENERIC_KEYS = ("id", "call", "in", "guard", "since", "why", "signature", "examples", "unchanged", "option",
                 "symptoms")

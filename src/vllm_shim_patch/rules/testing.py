@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ..rewrite.engine import Engine
 from ..settings import Action, FileStatus
-from .model import Rule
+from ..rewrite.rule import Rule
 
 
 @dataclass(frozen=True)

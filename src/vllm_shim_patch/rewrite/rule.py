@@ -1,4 +1,5 @@
-"""Rules as frozen data: what the loader reads from YAML and the engine compiles."""
+"""Rules as frozen data: what `rules/loader.py` reads from YAML and the engine compiles (standard
+library only, nothing of ours: every layer from here up may hold a `Rule`)."""
 
 from __future__ import annotations
 
