@@ -123,7 +123,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("rewrite",),  # rewrite/rule.py: the frozen Rule the engine compiles
     ("signatures",),
     ("target",),
-    ("settings", "errors", "fsutil", "faults", "versions", "words", "vllm_source", ""),
+    ("settings", "kinds", "errors", "fsutil", "faults", "versions", "words", "vllm_source", ""),
 ]
 
 
@@ -281,7 +281,8 @@ def test_only_main_imports_the_cli() -> None:
 
 def test_the_bottom_imports_nothing_of_ours() -> None:
     graph = import_graph()
-    assert graph[f"{NAME}.settings"] == set()
+    assert graph[f"{NAME}.kinds"] == set()
+    assert graph[f"{NAME}.settings"] == {f"{NAME}.kinds"}  # RuleOption: the opt-ins a setting gives
     assert graph[f"{NAME}.errors"] == set()
     assert graph[f"{NAME}.words"] == set()
     assert graph[f"{NAME}.vllm_source"] == set()

@@ -12,7 +12,7 @@ from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any
 
 from ..signatures.words import bind_reason, existence_reason
-from ..settings import Action, BindStatus
+from ..kinds import Action, BindStatus
 from .calls import ATTRIBUTE, CALL, IMPORT, METHOD, CallRecord
 from .verify import Binding
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TargetError, UsageError
-from ..settings import Action
+from ..kinds import Action
 from ..vllm_source import parse_scope
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..signatures.words import bind_reason
 from ..words import agree, plural
-from ..settings import Action, BindStatus
+from ..kinds import Action, BindStatus
 from .session import run_session
 
 if TYPE_CHECKING:

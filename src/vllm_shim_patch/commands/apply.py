@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from ..faults import checkpoint
 from ..fsutil import hash_file, record_hash
 from ..report import apply as text
-from ..settings import Action, ApplyOptions, FileStatus
+from ..kinds import Action, FileStatus
+from ..settings import ApplyOptions
 from .context import Context, Outcome, Review
 
 if TYPE_CHECKING:

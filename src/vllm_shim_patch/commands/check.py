@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..report import check as text
-from ..settings import Action, ApplyOptions
+from ..kinds import Action
+from ..settings import ApplyOptions
 from .apply import desired_files, pending_writes
 from .context import Context, Outcome
 

@@ -13,7 +13,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TargetError, UsageError
-from ..settings import Log, Settings, SignatureKind, quiet
+from ..kinds import SignatureKind
+from ..settings import Log, Settings, quiet
 
 if TYPE_CHECKING:
     import threading
@@ -426,7 +427,7 @@ class Context:
                 continue
         if not extra:
             return []
-        from ..settings import Action
+        from ..kinds import Action
 
         plan = self.plan(extra)
         out = []

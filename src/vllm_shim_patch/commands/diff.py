@@ -37,7 +37,7 @@ def _installed(ctx: Context) -> Outcome:
     from ..fsutil import hash_file
     from ..report.diff import file_diff, installed_summary, untracked_installed
     from ..rewrite.results import FileResult
-    from ..settings import FileStatus
+    from ..kinds import FileStatus
 
     ov = ctx.overlay
     if not ov.exists() or ov.state() is None:
@@ -82,7 +82,7 @@ def _planned(ctx: Context) -> dict[str, FileResult]:
 def _local_edits(ctx: Context, originals: dict[str, bytes]) -> list[FileResult]:
     """The user's hand edits (`local`) that the installed files carry: pristine original -> local."""
     from ..rewrite.results import FileResult
-    from ..settings import FileStatus
+    from ..kinds import FileStatus
 
     ov = ctx.overlay
     state = ov.state()

@@ -27,7 +27,7 @@ from libcst.metadata import (
 )
 
 from .rule import requirement_fact
-from ..settings import Action, FileStatus
+from ..kinds import Action, FileStatus
 from .context import CallSite, NeedsHuman, Rewrite
 from .results import FileResult, Site
 from .names import import_names

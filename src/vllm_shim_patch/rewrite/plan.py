@@ -10,7 +10,7 @@ from packaging.version import Version
 
 from ..errors import UsageError
 from .rule import Rule, RulePack
-from ..settings import Action, FileStatus, SignatureKind
+from ..kinds import Action, FileStatus, SignatureKind
 from ..target import Target
 from ..versions import in_series, parse_version, resolve_version
 from .results import FileResult, Site

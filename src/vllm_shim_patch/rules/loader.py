@@ -374,7 +374,7 @@ class NodeReader:
         return tuple(out)
 
     def option(self, node: Any) -> str:
-        from ..settings import RuleOption
+        from ..kinds import RuleOption
 
         name = self.scalar(node, "'option'")
         known = [o.value for o in RuleOption]

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..rewrite.engine import Engine
-from ..settings import Action, FileStatus
+from ..kinds import Action, FileStatus
 from ..rewrite.rule import Rule
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from vllm_shim_patch.settings import Word
+from vllm_shim_patch.kinds import Word
 
 __all__ = [
     "IGNORED_EXTRA",
