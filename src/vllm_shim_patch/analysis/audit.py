@@ -115,7 +115,7 @@ class Checker:
             if sig is None:
                 return Binding(use, BindStatus.UNKNOWN, problem)
         result = use.bind(sig)
-        return Binding(use, BindStatus(result.status), bind_reason(result), bound=result)
+        return Binding(use, result.status, bind_reason(result), bound=result)
 
     def _import(self, use: CallRecord) -> Binding:
         if self.members is None:

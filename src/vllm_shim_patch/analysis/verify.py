@@ -80,7 +80,7 @@ def bind_all(calls: Iterable[CallRecord], signatures: dict[str, Any], why_unknow
             out.append(Binding(call, BindStatus.UNKNOWN, why_unknown or "signature unknown", site))
             continue
         result = call.bind(sig)
-        out.append(Binding(call, BindStatus(result.status), bind_reason(result), site, result))
+        out.append(Binding(call, result.status, bind_reason(result), site, result))
     return out
 
 
