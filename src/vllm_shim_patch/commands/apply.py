@@ -9,29 +9,29 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..faults import checkpoint
-from ..fsutil import hash_file, record_hash
-from ..report import apply as text
+from ..fsutil import hash_file
 from ..kinds import Action, FileStatus
-from ..settings import ApplyOptions
+from ..report import apply as text
+from ..settings import ApplyOptions, DiffOptions
 from .context import Context, Outcome, Review
+from .pending import desired_files, pending_writes
 
 if TYPE_CHECKING:
     from ..rewrite.plan import Plan
 
 
-def desired_files(plan: Plan, originals: dict[str, bytes]) -> dict[str, bytes]:
-    """Every .py file as the plan wants it: the original bytes with the plan's changes on top."""
-    return {**originals, **{r.path: r.after for r in plan.changed}}
-
-
-def pending_writes(ctx: Context, desired: dict[str, bytes]) -> dict[str, bytes]:
-    root = ctx.target.location
-    return {p: data for p, data in desired.items() if hash_file(root / p) != record_hash(data)}
-
-
 def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
     """Plan from the original bytes, write atomically, verify, then commit; restore on failure
-    (`opts.interactive`: each hunk is offered to `ctx.review` first)."""
+    (`opts.interactive`: each hunk is offered to `ctx.review` first). `opts.dry_run`: the diff
+    instead (`diff`), `opts.check`: whether it is patched (`check`), writing nothing."""
+    if opts.dry_run:
+        from .diff import diff
+
+        return diff(ctx, DiffOptions())
+    if opts.check:
+        from .check import check
+
+        return check(ctx, opts)
     from ..analysis.rehearse import model_request
     from ..overlay.baseline import prepare
     from ..overlay.pristine import check_wheel, finder

@@ -5,8 +5,8 @@ from __future__ import annotations
 from ..report import check as text
 from ..kinds import Action
 from ..settings import ApplyOptions
-from .apply import desired_files, pending_writes
 from .context import Context, Outcome
+from .pending import desired_files, pending_writes
 
 # The sites that leave work for a human: apply cannot make the package run there.
 _FOR_A_HUMAN = (Action.NEEDS_HUMAN, Action.NOTICE)

@@ -41,6 +41,7 @@ class Outcome:
     data: Any = field(default_factory=dict)  # a JSON object, or a list for the listing commands
     exit_code: int = 0
     notes: tuple[str, ...] = ()  # for stderr after the text (a diff's summary), not under --json
+    diff: bool = False  # the text is a unified diff: the CLI colours it on a terminal
 
     @property
     def ok(self) -> bool:

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..settings import DiffOptions
-from .apply import desired_files, pending_writes
+from .context import Context, Outcome
+from .pending import desired_files, pending_writes
 
 if TYPE_CHECKING:
     from ..rewrite.results import FileResult
-from .context import Context, Outcome
 
 
 def diff(ctx: Context, opts: DiffOptions) -> Outcome:
@@ -28,8 +28,9 @@ def diff(ctx: Context, opts: DiffOptions) -> Outcome:
     notes = (*note_lines(plan), *site_lines(plan, verbose=ctx.settings.verbose > 0))
     if plan.changed and not pending:
         return Outcome("", {**data, "already_patched": True}, code,
-                       notes=(*notes, already_patched(ctx.who, plan)))
-    return Outcome(render_diff(plan), {**data, "already_patched": False}, code, notes=(*notes, summary(plan)))
+                       notes=(*notes, already_patched(ctx.who, plan)), diff=True)
+    return Outcome(render_diff(plan), {**data, "already_patched": False}, code, notes=(*notes, summary(plan)),
+                   diff=True)
 
 
 def _installed(ctx: Context) -> Outcome:
@@ -46,7 +47,7 @@ def _installed(ctx: Context) -> Outcome:
         listed = {e.path: e.hash for e in t.record}
         differ = [p for p in t.python_files() if hash_file(t.location / p) != listed.get(p)]
         return Outcome("", {"package": ctx.who, "files": [], "differ_from_record": differ}, 0,
-                       notes=(untracked_installed(ctx.who, differ),))
+                       notes=(untracked_installed(ctx.who, differ),), diff=True)
     originals, installed = ctx.originals(), ctx.installed()
     changed = [FileResult(p, FileStatus.CHANGED, originals.get(p, b""), installed.get(p, b""))
                for p in sorted(set(originals) | set(installed)) if originals.get(p) != installed.get(p)]
@@ -54,7 +55,7 @@ def _installed(ctx: Context) -> Outcome:
     if not local:
         return Outcome("".join(file_diff(r) for r in changed),
                        {"package": ctx.who, "files": [{"path": r.path, "diff": file_diff(r)} for r in changed]}, 0,
-                       notes=(installed_summary(ctx.who, len(changed)),))
+                       notes=(installed_summary(ctx.who, len(changed)),), diff=True)
     from ..report.diff import local_header, rules_header
 
     # The rules' hunks name their rules when the plan from the hand-edited bytes is what is installed.
@@ -66,7 +67,7 @@ def _installed(ctx: Context) -> Outcome:
     files = ([{"path": r.path, "diff": file_diff(r), "by": "local"} for r in local]
              + [{"path": r.path, "diff": file_diff(r), "by": "rules"} for r in ours])
     return Outcome(text, {"package": ctx.who, "files": files}, 0,
-                   notes=(installed_summary(ctx.who, len(ours), len(local)),))
+                   notes=(installed_summary(ctx.who, len(ours), len(local)),), diff=True)
 
 
 def _planned(ctx: Context) -> dict[str, FileResult]:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..settings import RulesOptions
+from ..settings import NoOptions, RulesOptions
 from .context import Context, Outcome
 
 
-def rules_list(ctx: Context, opts: RulesOptions) -> Outcome:
+def rules_list(ctx: Context, opts: NoOptions) -> Outcome:
     """Every loaded rule: id, since, operations, target (opt-in ones too, their option named)."""
     from ..report.rules import listing
 
@@ -41,7 +41,7 @@ def rules_test(ctx: Context, opts: RulesOptions) -> Outcome:
     return Outcome(tested(results), data, 1 if not results or not all(r.ok for r in results) else 0)
 
 
-def rules_docs(ctx: Context, opts: RulesOptions) -> Outcome:
+def rules_docs(ctx: Context, opts: NoOptions) -> Outcome:
     """The rules as the README's Markdown table (--json: its rows)."""
     from ..report.rules import rows, table
 
