@@ -22,7 +22,7 @@ def diff(ctx: Context, opts: DiffOptions) -> Outcome:
     from ..report.plan import already_patched, note_lines, plan_json, site_lines, summary
 
     plan = ctx.plan()
-    pending = sorted(pending_writes(ctx, desired_files(plan, ctx.originals()))) if plan.changed else []
+    pending = sorted(pending_writes(ctx, desired_files(plan, ctx.files.originals()))) if plan.changed else []
     code = 0 if plan.clean else 1
     data = {**plan_json(plan), "writes": pending}
     notes = (*note_lines(plan), *site_lines(plan, verbose=ctx.settings.verbose > 0))
@@ -40,7 +40,7 @@ def _installed(ctx: Context) -> Outcome:
     from ..rewrite.results import FileResult
     from ..kinds import FileStatus
 
-    ov = ctx.overlay
+    ov = ctx.files.overlay
     if not ov.exists() or ov.state() is None:
         # Never recorded: the files are all there is, so RECORD is what they can be compared with.
         t = ctx.target
@@ -48,7 +48,7 @@ def _installed(ctx: Context) -> Outcome:
         differ = [p for p in t.python_files() if hash_file(t.location / p) != listed.get(p)]
         return Outcome("", {"package": ctx.who, "files": [], "differ_from_record": differ}, 0,
                        notes=(untracked_installed(ctx.who, differ),), diff=True)
-    originals, installed = ctx.originals(), ctx.installed()
+    originals, installed = ctx.files.originals(), ctx.files.installed()
     changed = [FileResult(p, FileStatus.CHANGED, originals.get(p, b""), installed.get(p, b""))
                for p in sorted(set(originals) | set(installed)) if originals.get(p) != installed.get(p)]
     local = _local_edits(ctx, originals)
@@ -85,7 +85,7 @@ def _local_edits(ctx: Context, originals: dict[str, bytes]) -> list[FileResult]:
     from ..rewrite.results import FileResult
     from ..kinds import FileStatus
 
-    ov = ctx.overlay
+    ov = ctx.files.overlay
     state = ov.state()
     if state is None or not state.data.get("local_commit"):
         return []

@@ -22,3 +22,25 @@ def pending_writes(ctx: Context, desired: dict[str, bytes]) -> dict[str, bytes]:
     root = ctx.target.location
     return {p: data for p, data in desired.items() if hash_file(root / p) != record_hash(data)}
 
+
+def unrecorded_with_rules(ctx: Context) -> list[tuple[str, list[str]]]:
+    """The .py files RECORD does not list that a rule would act on, each with the rules (apply
+    skips them; `--check` fails on them)."""
+    target = ctx.target
+    extra = {}
+    for path in ctx.files.unrecorded():
+        try:
+            extra[path] = (target.location / path).read_bytes()
+        except OSError:
+            continue
+    if not extra:
+        return []
+    from ..kinds import Action
+
+    plan = ctx.plan(extra)
+    out = []
+    for r in plan.results:
+        acting = [s.rule_id for s in r.sites if s.action not in (Action.NOT_NEEDED, Action.ALREADY)]
+        if r.changed or acting:
+            out.append((r.path, list(dict.fromkeys(acting))))
+    return out
