@@ -1,9 +1,10 @@
 """The `patch-speculators` command: parse options, call a command, print its outcome.
 
 Exit codes: 0 ok; 1 a check or verification failed, or something was left undone (a file
-skipped, a site left for a human); 2 usage or input error. Only click and the standard library
-are imported at module level, so `--help` and `status` start fast. Nothing imports this module
-but `__main__`.
+skipped, a site left for a human); 2 usage or input error. Every command comes from the table
+`commands.COMMANDS` (none is written here); only click, the standard library, that table and
+`settings` are imported at module level, so `--help` and `status` start fast. Nothing imports
+this module but `__main__`.
 """
 
 from __future__ import annotations
