@@ -19,7 +19,7 @@ from packaging.version import Version
 
 from vllm_shim_patch.rewrite.results import FileResult, Site
 from vllm_shim_patch.rewrite.plan import Plan
-from vllm_shim_patch.settings import Action, FileStatus
+from vllm_shim_patch.kinds import Action, FileStatus
 from vllm_shim_patch.target import REMOTE, Target
 
 TARGET = Target(python="/env/bin/python", python_version="3.11.7", package="speculators", version="0.3.0",

@@ -32,7 +32,7 @@ def _run(monkeypatch: pytest.MonkeyPatch, reply: dict[str, Any], **options: Any)
 
     monkeypatch.setattr(session, "run_session", run_session)
     ctx = Context(Settings(python=TARGET.python))
-    ctx._target = TARGET
+    ctx.probe._target = TARGET
     return rehearse(ctx, RehearseOptions(**options)), asked
 
 

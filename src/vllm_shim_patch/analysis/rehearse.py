@@ -13,12 +13,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TargetError, UsageError
-from ..settings import Action
+from ..kinds import Action
 from ..target import REMOTE
 from ..vllm_source import parse_scope
 
 if TYPE_CHECKING:
-    from ..rules.model import Rule
+    from ..rewrite.rule import Rule
     from ..rewrite.results import Site
     from ..rewrite.plan import Plan
     from ..target import Target
