@@ -63,15 +63,15 @@ t = time.perf_counter(); import yaml; add("import yaml", time.perf_counter() - t
 
 import subprocess
 from libcst.metadata import wrapper as mw
-from vllm_shim_patch.commands.context import Context
+from vllm_shim_patch.commands.services import InstalledVllm, PackageFiles
 from vllm_shim_patch.rewrite import engine
 from vllm_shim_patch.rules import loader
 
 wrap(subprocess.Popen, "communicate", "subprocess: wait for the target interpreter")
 wrap(loader, "load_pack", "rules: load and validate the bundled YAML")
-wrap_cached(Context, "guard", "Context.guard (vLLM signatures for the guard)")
-wrap_cached(Context, "overlay", "Context.overlay (open the overlay)")
-wrap(Context, "originals", "Context.originals (original bytes)")
+wrap_cached(InstalledVllm, "guard", "ctx.vllm.guard (vLLM signatures for the guard)")
+wrap_cached(PackageFiles, "overlay", "ctx.files.overlay (open the overlay)")
+wrap(PackageFiles, "originals", "ctx.files.originals (original bytes)")
 wrap(engine.Engine, "transform", "engine.transform, all files (incl. below)")
 wrap(engine.cst, "parse_module", "  libcst.parse_module")
 wrap(engine, "import_names", "  callee names from the imports (rewrite/names.py, ast)")

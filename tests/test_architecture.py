@@ -119,13 +119,12 @@ LAYERS: list[tuple[str, ...]] = [
     ("report",),
     ("analysis",),
     ("overlay",),
-    ("fleet",),
-    ("rules.loader", "rules.testing"),
-    ("rewrite",),
-    ("rules.model", "rules"),  # the frozen Rule the engine compiles; rules/__init__ re-exports it
+    ("fleet",),  # the patched wheel: overlay/ recognises an install from one
+    ("rules",),  # the loader asks the operations in rewrite/ops to parse their keys
+    ("rewrite",),  # rewrite/rule.py: the frozen Rule the engine compiles
     ("signatures",),
     ("target",),
-    ("settings", "errors", "fsutil", "faults", "versions", "words", "vllm_source", ""),
+    ("settings", "kinds", "errors", "fsutil", "faults", "versions", "words", "vllm_source", ""),
 ]
 
 
@@ -163,8 +162,8 @@ def _documented() -> list[str]:
 
 def test_the_doc_lists_the_layers_in_order() -> None:
     names = _documented()
-    # Not in the diagram: the package's and rules' __init__ (nothing but re-exports), __main__.
-    assert sorted(names) == sorted(p for layer in LAYERS for p in layer if p not in ("", "rules", "__main__"))
+    # Not in the diagram: the package's __init__ (nothing but its version), __main__.
+    assert sorted(names) == sorted(p for layer in LAYERS for p in layer if p not in ("", "__main__"))
     ranks = [rank(f"{NAME}.{n}") for n in names]
     assert ranks == sorted(ranks, reverse=True), list(zip(names, ranks))
 
@@ -178,12 +177,14 @@ def test_each_layer_imports_only_from_below() -> None:
     [
         (f"{NAME}.overlay.baseline", f"{NAME}.report.audit", True),
         (f"{NAME}.rewrite.plan", f"{NAME}.rules.loader", True),
-        (f"{NAME}.rewrite.plan", f"{NAME}.rules.model", False),
+        (f"{NAME}.rewrite.plan", f"{NAME}.rules", True),
+        (f"{NAME}.rewrite.plan", f"{NAME}.rewrite.rule", False),
         (f"{NAME}.rules.loader", f"{NAME}.rewrite.ops", False),
         (f"{NAME}.analysis.verify", f"{NAME}.words", False),
         (f"{NAME}.commands.apply", f"{NAME}.commands.context", False),
     ],
-    ids=["overlay-to-report", "engine-to-loader", "engine-to-model", "loader-to-ops", "to-bottom", "same-layer"],
+    ids=["overlay-to-report", "engine-to-loader", "engine-to-rules", "engine-to-model", "loader-to-ops", "to-bottom",
+         "same-layer"],
 )
 def test_upward_finder(importer: str, imported: str, upward_: bool) -> None:
     assert bool(upward({importer: {imported}})) is upward_
@@ -196,6 +197,69 @@ def test_the_graph_is_read() -> None:
     assert f"{NAME}.rewrite.ops" in graph[f"{NAME}.rules.loader"]
     assert f"{NAME}.commands.context" in graph[f"{NAME}.commands.apply"]
     assert f"{NAME}.settings" in graph[f"{NAME}.cli"]
+
+
+def folders() -> list[str]:
+    """Every package of ours but the top one: each folder, nested ones included."""
+    return sorted(m for m, path in _modules().items() if path.name == "__init__.py" and m != NAME)
+
+
+def layers_of(folder: str, graph: dict[str, set[str]]) -> list[int]:
+    """The layers the modules of `folder` (its own __init__ and everything under it) are in."""
+    return sorted({rank(m) for m in graph if m == folder or m.startswith(folder + ".")})
+
+
+def test_every_folder_is_one_layer() -> None:
+    # A folder split across layers (its loader above rewrite/, its model below) lets an arrow run
+    # back up between folders while every module still imports only from below.
+    graph = import_graph()
+    assert folders(), "no folder found"
+    assert {f: layers_of(f, graph) for f in folders() if len(layers_of(f, graph)) != 1} == {}
+
+
+def room(module: str) -> str:
+    """What `module` is at the top of the package: its top folder, or the module itself (a room,
+    as farm-studio draws the package)."""
+    return ".".join(module.split(".")[:2])
+
+
+def rooms(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph between rooms (the imports inside one room left out)."""
+    out: dict[str, set[str]] = {}
+    for module, deps in graph.items():
+        out.setdefault(room(module), set()).update(room(d) for d in deps if room(d) != room(module))
+    return out
+
+
+def test_no_arrow_runs_back_up_between_folders() -> None:
+    graph = rooms(import_graph())
+    assert f"{NAME}.rewrite" in graph[f"{NAME}.rules"]  # read: the loader compiles with the operations
+    assert _cycle(graph) is None
+
+
+@pytest.mark.parametrize(
+    ("graph", "cycle"),
+    [
+        # The shape this test was written against: rules/ both above rewrite/ and below it.
+        ({f"{NAME}.rules.loader": {f"{NAME}.rewrite.ops"}, f"{NAME}.rewrite.ops": {f"{NAME}.rules.model"},
+          f"{NAME}.rules.model": set()}, [f"{NAME}.rewrite", f"{NAME}.rules", f"{NAME}.rewrite"]),
+        ({f"{NAME}.rules.loader": {f"{NAME}.rewrite.ops"}, f"{NAME}.rewrite.ops": {f"{NAME}.rewrite.rule"},
+          f"{NAME}.rewrite.rule": set()}, None),
+    ],
+    ids=["folder-spans-two-layers", "one-layer-each"],
+)
+def test_room_cycle_finder(graph: dict[str, set[str]], cycle: list[str] | None) -> None:
+    assert _cycle(rooms(graph)) == cycle
+
+
+def test_a_folder_split_across_layers_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The layers as they were: rules.loader above rewrite/, rules.model below it.
+    split = [layer for layer in LAYERS if layer != ("rules",)]
+    split.insert(split.index(("rewrite",)), ("rules.loader", "rules.testing"))
+    split.insert(split.index(("rewrite",)) + 1, ("rules.model", "rules"))
+    monkeypatch.setattr(f"{__name__}.LAYERS", split)
+    graph = {f"{NAME}.rules": set(), f"{NAME}.rules.loader": set(), f"{NAME}.rules.model": set()}
+    assert len(layers_of(f"{NAME}.rules", graph)) == 2
 
 
 def test_no_import_cycle() -> None:
@@ -218,7 +282,8 @@ def test_only_main_imports_the_cli() -> None:
 
 def test_the_bottom_imports_nothing_of_ours() -> None:
     graph = import_graph()
-    assert graph[f"{NAME}.settings"] == set()
+    assert graph[f"{NAME}.kinds"] == set()
+    assert graph[f"{NAME}.settings"] == {f"{NAME}.kinds"}  # RuleOption: the opt-ins a setting gives
     assert graph[f"{NAME}.errors"] == set()
     assert graph[f"{NAME}.words"] == set()
     assert graph[f"{NAME}.vllm_source"] == set()

@@ -1,35 +1,25 @@
 """The `patch-speculators` command: parse options, call a command, print its outcome.
 
 Exit codes: 0 ok; 1 a check or verification failed, or something was left undone (a file
-skipped, a site left for a human); 2 usage or input error. Only click and the standard library
-are imported at module level, so `--help` and `status` start fast. Nothing imports this module
-but `__main__`.
+skipped, a site left for a human); 2 usage or input error. Every command comes from the table
+`commands.COMMANDS` (none is written here); only click, the standard library, that table and
+`settings` are imported at module level, so `--help` and `status` start fast. Nothing imports
+this module but `__main__`.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import typing
 from collections.abc import Callable
-from dataclasses import fields, replace
+from dataclasses import Field, fields, replace
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from .settings import (
-    ApplyOptions,
-    AuditOptions,
-    CliOptions,
-    CommandOptions,
-    DiffOptions,
-    NoOptions,
-    RehearseOptions,
-    RollbackOptions,
-    RulesOptions,
-    Settings,
-    VerifyOptions,
-    WheelOptions,
-)
+from .commands import COMMANDS, DEFAULT, GROUPS, Command
+from .settings import ApplyOptions, CliOptions, CommandOptions, Opt, Settings, spelling
 
 if TYPE_CHECKING:
     from .commands.context import Context, Outcome
@@ -83,75 +73,45 @@ def fail(message: str, code: int = 2) -> NoReturn:
     sys.exit(code)
 
 
-_COMMON = [
-    click.option("--python", metavar="PATH", default=None,
-                 help="interpreter (or venv folder) of the ML environment; default: this one"),
-    click.option("--package", metavar="NAME", default=None, help="distribution to patch; default: speculators"),
-    click.option("--rules", "rules", metavar="PATH", multiple=True,
-                 help="more rule files or folders (repeatable)"),
-    click.option("--skip", "skip", metavar="RULE", multiple=True, help="leave out the rule with this id (repeatable)"),
-    click.option("--only", "only", metavar="RULE", multiple=True,
-                 help="use only the rules with these ids (repeatable)"),
-    click.option("--trust-remote-code", is_flag=True, default=None,
-                 help="also run the rules that load the model's own code (its tokenizer)"),
-    click.option("--state-dir", metavar="DIR", default=None,
-                 help="overlay location; default: $XDG_STATE_HOME/vllm-shim-patch"),
-    click.option("--vllm-source", metavar="PATH", default=None,
-                 help="read vLLM signatures from this source folder or wheel"),
-    click.option("--static", is_flag=True, default=None,
-                 help="read signatures from vLLM's source instead of importing it"),
-    click.option("--json", "as_json", is_flag=True, default=None, help="print JSON"),
-    click.option("-v", "--verbose", count=True, default=None, help="say more"),
-    click.option("-q", "--quiet", is_flag=True, default=None, help="print only errors and the diff"),
-]
-
-_VLLM_VERSION = click.option("--vllm-version", metavar="X", default=None,
-                             help="target vLLM series, e.g. 0.16; default: the installed vLLM")
-_NO_GUARD = click.option("--no-guard", is_flag=True, default=None,
-                         help="ignore the installed signatures: rules apply by their since alone")
-_WAIT = click.option("--wait", is_flag=True, default=None, help="wait for another running patch-speculators")
-
-_MODEL = [
-    click.option("--model", metavar="PATH", default=None,
-                 help="rehearse on this model's architecture: the folder you give speculators, or its config.json"),
-    click.option("--arch", metavar="NAME", default=None,
-                 help="rehearse on a family's published config (llama, qwen, deepseek, ...; see rehearse --help)"),
-]
-
-_APPLY = [
-    _VLLM_VERSION,
-    *_MODEL,
-    click.option("--dry-run", is_flag=True, default=None, help="print the diff apply would write; change nothing"),
-    click.option("--check", is_flag=True, default=None, help="exit 1 if the package is not patched for this vLLM"),
-    click.option("--no-verify", is_flag=True, default=None, help="skip verification (and the rehearsal) after writing"),
-    click.option("--no-rehearse", is_flag=True, default=None,
-                 help="skip the rehearsal of speculators' generator after verification"),
-    _NO_GUARD,
-    click.option("--accept-modified", is_flag=True, default=None,
-                 help="with no pristine copy of files that differ from RECORD: take them as the original"),
-    click.option("--wheel", metavar="PATH", default=None,
-                 help="the installed release's wheel: pristine bytes for files edited by hand"),
-    click.option("--no-index", is_flag=True, default=None,
-                 help="do not ask the package index for the pristine wheel (the pip and uv caches still are)"),
-    _WAIT,
-    click.option("-i", "--interactive", is_flag=True, default=None,
-                 help="review each hunk before it is written: y/n/a(ll)/q(uit)"),
-    click.option("--wheel-out", metavar="DIR", default=None,
-                 help="after a passing apply, write the patched wheel for this vLLM series into DIR"),
-]
+def _click(f: Field[Any], spelled: Opt, kind: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The click option (or argument) of one options field, as `spelled`."""
+    if spelled.argument:
+        return click.argument(f.name, nargs=-1 if kind == tuple[str, ...] else 1, type=click.Path())
+    flags = spelled.flags or ("--" + f.name.replace("_", "-"),)
+    how: dict[str, Any] = {"help": spelled.help, "default": None}
+    if spelled.metavar is not None:
+        how["metavar"] = spelled.metavar
+    if kind is bool:
+        how["is_flag"] = True
+    elif kind is int:
+        how["count"] = True
+    elif kind == tuple[str, ...]:
+        how["multiple"] = True
+        del how["default"]
+    elif kind == float | None:
+        how["type"] = click.FloatRange(min=spelled.at_least)
+    return click.option(*flags, f.name, **how)
 
 
-def _options(options: list[Callable[..., Any]]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _fields(kind: type) -> dict[str, tuple[Field[Any], Opt, Any]]:
+    hints = typing.get_type_hints(kind)
+    return {f.name: (f, spelling(f), hints[f.name]) for f in fields(kind)}
+
+
+def _options(entry: Command) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options of `entry`'s command, in the order --help lists them: the settings its entry
+    names, its own, then the common ones."""
+    settings = _fields(Settings)
+    chosen = [settings[name] for name in entry.settings]
+    chosen += _fields(entry.options).values()
+    chosen += [s for s in settings.values() if s[1].common]
+
     def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
-        for option in reversed(options):
-            f = option(f)
+        for option in reversed(chosen):
+            f = _click(*option)(f)
         return f
 
     return decorate
-
-
-common_options = _options(_COMMON)
-apply_options = _options(_APPLY)
 
 
 OptionsT = TypeVar("OptionsT", bound=CommandOptions)
@@ -162,6 +122,7 @@ def _context(ctx: click.Context, options: dict[str, object], kind: type[OptionsT
     own on top (both --rules lists count). Apply's own options given before another command's
     name are the default command's, so they do not reach that command."""
     from .commands.context import Context
+    from .errors import UsageError
 
     given = _parsed(ctx)
     own = {k: options.pop(k) for k in [f.name for f in fields(kind)] if k in options}
@@ -171,7 +132,10 @@ def _context(ctx: click.Context, options: dict[str, object], kind: type[OptionsT
     opts = kind.from_options(own, base)
     # The error boundary reads --json from here, whichever side of the command name it was given.
     ctx.find_root().obj = replace(given, settings=settings)
-    review = _review if isinstance(opts, ApplyOptions) and opts.interactive else None
+    interactive = isinstance(opts, ApplyOptions) and opts.interactive
+    if interactive and not sys.stdin.isatty():
+        raise UsageError("--interactive needs a terminal on standard input")
+    review = _review if interactive else None
     return Context(settings, log=lambda line: info(settings, line), review=review), opts
 
 
@@ -180,64 +144,27 @@ def _parsed(ctx: click.Context) -> CliOptions:
     return obj if isinstance(obj, CliOptions) else CliOptions()
 
 
-def emit(settings: Settings, outcome: Outcome, *, exit: bool = True) -> None:
+def emit(settings: Settings, outcome: Outcome) -> NoReturn:
+    """Print `outcome` (a diff in colour on a terminal) and exit with its code."""
     if settings.as_json:
         click.echo(json.dumps(outcome.data, indent=2, default=str))
     else:
-        if outcome.text:
-            click.echo(outcome.text, nl=not outcome.text.endswith("\n"))
+        text = outcome.text
+        if outcome.diff and sys.stdout.isatty():
+            from .report.diff import colorize
+
+            text = colorize(text)
+        if text:
+            click.echo(text, nl=not text.endswith("\n"))
         for line in outcome.notes:
             info(settings, line)
-    if exit:
-        sys.exit(outcome.exit_code)
+    sys.exit(outcome.exit_code)
 
 
 def info(settings: Settings, text: str) -> None:
     """Progress and summaries on stderr, so stdout stays a clean diff or JSON."""
     if not settings.quiet:
         click.echo(text, err=True)
-
-
-@click.group(cls=_Group, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
-@apply_options
-@common_options
-@click.version_option(package_name="vllm-shim-patch", prog_name=PROG)
-@click.pass_context
-def main(ctx: click.Context, /, **options: object) -> None:
-    """Patch speculators for the installed vLLM: plan, write, verify, record.
-
-    With no command: apply the rules for --vllm-version (or the installed vLLM).
-    """
-    own = {k: options.pop(k) for k in [f.name for f in fields(ApplyOptions)] if k in options}
-    ctx.obj = CliOptions(Settings.from_options(options), ApplyOptions.from_options(own))
-    if ctx.invoked_subcommand is None:
-        ctx.invoke(apply)
-
-
-@main.command()
-@apply_options
-@common_options
-@click.pass_context
-def apply(ctx: click.Context, /, **options: object) -> None:
-    """Write the planned edits, verify, record (the default command)."""
-    from .errors import UsageError
-
-    c, opts = _context(ctx, options, ApplyOptions)
-    if opts.interactive and not sys.stdin.isatty():
-        raise UsageError("--interactive needs a terminal on standard input")
-    if opts.dry_run:
-        _emit_diff(c, DiffOptions())
-    if opts.check:
-        from .commands.check import check
-
-        emit(c.settings, check(c, opts))
-    if opts.wheel_out:
-        from .commands.wheel import apply_and_write
-
-        emit(c.settings, apply_and_write(c, opts))
-    from .commands.apply import apply as run_apply
-
-    emit(c.settings, run_apply(c, opts))
 
 
 def _review(hunks: list[Hunk]) -> set[tuple[str, int, str]]:
@@ -263,180 +190,42 @@ def _review(hunks: list[Hunk]) -> set[tuple[str, int, str]]:
     return declined
 
 
-@main.command()
-@_VLLM_VERSION
-@_NO_GUARD
-@click.option("--installed", is_flag=True, default=None,
-              help="print the installed files' diff against their original instead")
-@common_options
+def _command(entry: Command) -> click.Command:
+    """The click command of one entry of the table: its options, its context, its outcome printed."""
+
+    def run(ctx: click.Context, /, **options: object) -> None:
+        c, opts = _context(ctx, options, entry.options)
+        emit(c.settings, entry.load()(c, opts))
+
+    return click.command(entry.name.split()[-1], help=entry.help)(_options(entry)(click.pass_context(run)))
+
+
+_DEFAULT = next(entry for entry in COMMANDS if entry.name == DEFAULT)
+
+
+@click.group(cls=_Group, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@_options(_DEFAULT)
+@click.version_option(package_name="vllm-shim-patch", prog_name=PROG)
 @click.pass_context
-def diff(ctx: click.Context, /, **options: object) -> None:
-    """Print the diff apply would write, rule by hunk (--installed: the patch as installed)."""
-    c, opts = _context(ctx, options, DiffOptions)
-    _emit_diff(c, opts)
+def main(ctx: click.Context, /, **options: object) -> None:
+    """Patch speculators for the installed vLLM: plan, write, verify, record.
+
+    With no command: apply the rules for --vllm-version (or the installed vLLM).
+    """
+    own = {k: options.pop(k) for k in [f.name for f in fields(ApplyOptions)] if k in options}
+    ctx.obj = CliOptions(Settings.from_options(options), ApplyOptions.from_options(own))
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(main.commands[DEFAULT])
 
 
-def _emit_diff(c: Context, opts: DiffOptions) -> NoReturn:
-    from .commands.diff import diff as run_diff
-    from .report.diff import colorize
-
-    outcome = run_diff(c, opts)
-    if not c.settings.as_json and sys.stdout.isatty():
-        outcome = replace(outcome, text=colorize(outcome.text))
-    emit(c.settings, outcome, exit=False)
-    sys.exit(outcome.exit_code)
-
-
-@main.command()
-@common_options
-@click.pass_context
-def status(ctx: click.Context, /, **options: object) -> None:
-    """Original, patched, drifted, interrupted or not tracked."""
-    from .commands.status import status as run
-
-    c, opts = _context(ctx, options, NoOptions)
-    emit(c.settings, run(c, opts), exit=False)
+def _build() -> None:
+    for name, help in GROUPS.items():
+        main.add_command(click.Group(name, help=help))
+    for entry in COMMANDS:
+        *group, _ = entry.name.split()
+        parent = main.commands[group[0]] if group else main
+        assert isinstance(parent, click.Group)
+        parent.add_command(_command(entry))
 
 
-@main.command()
-@common_options
-@click.pass_context
-def log(ctx: click.Context, /, **options: object) -> None:
-    """Show the overlay's history, newest first."""
-    from .commands.history import history
-
-    c, opts = _context(ctx, options, NoOptions)
-    emit(c.settings, history(c, opts), exit=False)
-
-
-@main.command()
-@click.option("--to", "to", metavar="REF", default=None, help="an earlier state (commit or tag); default: original")
-@_WAIT
-@common_options
-@click.pass_context
-def rollback(ctx: click.Context, /, **options: object) -> None:
-    """Write the original bytes back, checked against RECORD."""
-    from .commands.rollback import rollback as run
-
-    c, opts = _context(ctx, options, RollbackOptions)
-    emit(c.settings, run(c, opts))
-
-
-@main.command()
-@click.option("--all", "all_calls", is_flag=True, help="import every module and bind every call into vLLM")
-@common_options
-@click.pass_context
-def verify(ctx: click.Context, /, **options: object) -> None:
-    """Import changed modules, bind their calls into vLLM."""
-    from .commands.verify import verify as run
-
-    c, opts = _context(ctx, options, VerifyOptions)
-    emit(c.settings, run(c, opts))
-
-
-@main.command()
-@click.option("--timeout", metavar="SECONDS", type=click.FloatRange(min=1), default=None,
-              help="give up after this long (default: 300)")
-@click.option("--quick", is_flag=True, default=None,
-              help="short prompts only (a smoke run; no chunked prefill)")
-@_options(_MODEL)
-@common_options
-@click.pass_context
-def rehearse(ctx: click.Context, /, **options: object) -> None:
-    """Run speculators' generator on CPU against the installed vLLM (exit 0 pass, 1 failure, 2 cannot run)."""
-    from .commands.rehearse import rehearse as run
-
-    c, opts = _context(ctx, options, RehearseOptions)
-    emit(c.settings, run(c, opts))
-
-
-@main.command()
-@_VLLM_VERSION
-@_options(_MODEL)
-@click.option("-o", "--out-dir", "out_dir", metavar="DIR", default=None,
-              help="write the wheel here (created if need be); default: the current folder")
-@click.option("--all-series", is_flag=True, default=None,
-              help="one wheel per vLLM series the compatibility matrix rehearsed (with --vllm-sources)")
-@click.option("--vllm-sources", metavar="DIR", default=None,
-              help="with --all-series: a folder of vLLM source folders or wheels, one per release")
-@click.option("--wheel", metavar="PATH", default=None,
-              help="the installed release's original wheel (default: the file it was installed from, the pip "
-                   "and uv caches, the index)")
-@click.option("--no-index", is_flag=True, default=None, help="do not ask the package index for the original wheel")
-@click.option("--no-rehearse", is_flag=True, default=None,
-              help="patch a scratch copy without the rehearsal (the wheel says so)")
-@common_options
-@click.pass_context
-def wheel(ctx: click.Context, /, **options: object) -> None:
-    """Build the patched speculators wheel for a vLLM series (pip/uv install it on every box)."""
-    from .commands.wheel import wheel as run
-
-    c, opts = _context(ctx, options, WheelOptions)
-    emit(c.settings, run(c, opts))
-
-
-@main.command()
-@_VLLM_VERSION
-@click.option("--emit-rules", "emit_rules", metavar="FILE", default=None,
-              help="write draft rules for the mismatches no rule fixes (fill their TODOs, then rules test)")
-@click.option("--no-rules", "no_rules", is_flag=True, default=None,
-              help="check the package as installed only: do not plan the rules (faster)")
-@common_options
-@click.pass_context
-def audit(ctx: click.Context, /, **options: object) -> None:
-    """Check every use of vLLM (imports, calls, methods, attributes), as installed and after the rules."""
-    from .commands.audit import audit as run
-
-    c, opts = _context(ctx, options, AuditOptions)
-    emit(c.settings, run(c, opts))
-
-
-@main.group()
-def rules() -> None:
-    """List, validate and test rule files."""
-
-
-@rules.command("list")
-@common_options
-@click.pass_context
-def rules_list(ctx: click.Context, /, **options: object) -> None:
-    """List the loaded rules."""
-    from .commands.rules import rules_list as run
-
-    c, opts = _context(ctx, options, RulesOptions)
-    emit(c.settings, run(c, opts), exit=False)
-
-
-@rules.command("check")
-@click.argument("paths", nargs=-1, type=click.Path())
-@common_options
-@click.pass_context
-def rules_check(ctx: click.Context, /, **options: object) -> None:
-    """Validate rule files (default: the bundled ones and --rules)."""
-    from .commands.rules import rules_check as run
-
-    c, opts = _context(ctx, options, RulesOptions)
-    emit(c.settings, run(c, opts), exit=False)
-
-
-@rules.command("test")
-@click.argument("paths", nargs=-1, type=click.Path())
-@common_options
-@click.pass_context
-def rules_test(ctx: click.Context, /, **options: object) -> None:
-    """Run the before/after examples embedded in rule files."""
-    from .commands.rules import rules_test as run
-
-    c, opts = _context(ctx, options, RulesOptions)
-    emit(c.settings, run(c, opts))
-
-
-@rules.command("docs")
-@common_options
-@click.pass_context
-def rules_docs(ctx: click.Context, /, **options: object) -> None:
-    """Print the rules as a Markdown table (the README's is this; --json: its rows)."""
-    from .commands.rules import rules_docs as run
-
-    c, opts = _context(ctx, options, RulesOptions)
-    emit(c.settings, run(c, opts), exit=False)
+_build()

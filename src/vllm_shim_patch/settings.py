@@ -1,78 +1,23 @@
-"""The bottom layer: typed settings, each command's options, and the words every layer speaks.
+"""The bottom layer: typed settings and each command's options.
 
-Standard library only, and nothing of the package imported: the CLI builds `Settings`, every
-other module reads it, and `--help`/`status` stay fast.
+Standard library only, and nothing of the package but the bottom's `kinds` imported: the CLI
+builds `Settings`, every other module reads it, and `--help`/`status` stay fast.
 """
 
 from __future__ import annotations
 
-import enum
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
-from typing import TypeVar
+from dataclasses import Field, dataclass, field, fields, replace
+from typing import Any, TypeVar
+
+from .kinds import RuleOption
 
 Log = Callable[[str], None]
 
 
 def quiet(_: str) -> None:
     """A `Log` that says nothing (the Python API's default)."""
-
-
-class Word(str, enum.Enum):
-    """A string enum that prints as its value on every Python (3.11 changed `Enum.__format__`)."""
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-    def __format__(self, spec: str) -> str:
-        return format(str(self.value), spec)
-
-
-class Action(Word):
-    """What the engine did at one call site, in the order a report lists them."""
-
-    EDITED = "edited"
-    NEEDS_HUMAN = "needs-human"
-    NOTICE = "notice"
-    NOT_NEEDED = "not-needed"
-    ALREADY = "already"
-    DECLINED = "declined"
-    SKIPPED = "skipped"  # a rule --skip or --only left out (named when a rehearsal needs it)
-
-
-class RuleOption(Word):
-    """An opt-in a rule may need (`option:` in its YAML): the rule runs only when it is given."""
-
-    TRUST_REMOTE_CODE = "trust-remote-code"  # run the model's own tokenizer code (Kimi-K2.5)
-
-
-class FileStatus(Word):
-    CHANGED = "changed"
-    UNCHANGED = "unchanged"
-    SKIPPED = "skipped"  # not parsed (syntax error, unreadable): nothing to say about its calls
-    FAILED = "failed"  # a rule or codemod broke on it: the run fails closed
-
-
-class BindStatus(Word):
-    OK = "ok"
-    MISMATCH = "mismatch"
-    UNKNOWN = "unknown"
-
-
-class SignatureKind(Word):
-    LIVE = "live"  # inspect in the target interpreter
-    STATIC = "static"  # vLLM's source read with ast
-
-
-class PackageState(Word):
-    ORIGINAL = "original"
-    PATCHED = "patched"
-    LOCAL = "local"  # the user's own edits (`local`) on the pristine original, no rule applied
-    DRIFTED = "drifted"
-    INTERRUPTED = "interrupted"
-    BUSY = "busy"
-    NOT_TRACKED = "not tracked"
 
 
 def _given(cls: type, options: Mapping[str, object]) -> dict[str, object]:
@@ -85,26 +30,79 @@ def _given(cls: type, options: Mapping[str, object]) -> dict[str, object]:
     return {k: v for k, v in options.items() if v is not None and v != () and not (k == "verbose" and v == 0)}
 
 
+CLI = "cli"  # the key of a field's `Opt` in its metadata
+
+
+@dataclass(frozen=True)
+class Opt:
+    """How the command line spells one field of `Settings` or of a command's options (the CLI
+    builds its options from these; the kind of option follows the field's type: a bool is a flag,
+    an int a count, a tuple a repeatable option, a float a number)."""
+
+    help: str
+    flags: tuple[str, ...] = ()  # default: --the-field-name
+    metavar: str | None = None
+    at_least: float | None = None  # a number's lower bound
+    argument: bool = False  # the paths after the options, not an option (a tuple: any number)
+    common: bool = False  # of `Settings`: every command takes it (else the commands that name it)
+
+
+_T = TypeVar("_T")
+
+
+def option(default: _T, help: str, *, flags: tuple[str, ...] = (), metavar: str | None = None,
+           at_least: float | None = None, argument: bool = False, common: bool = False) -> _T:
+    """A field with its command-line spelling (`Opt`) in its metadata."""
+    return field(default=default, metadata={CLI: Opt(help, flags, metavar, at_least, argument, common)})
+
+
+def spelling(f: Field[Any]) -> Opt:
+    """The command-line spelling of an options field (every field has one)."""
+    found = f.metadata.get(CLI)
+    if not isinstance(found, Opt):
+        raise TypeError(f"option {f.name!r} has no command-line spelling: declare it with settings.option()")
+    return found
+
+
 @dataclass(frozen=True)
 class Settings:
-    """What the user chose, for every command: where the target is, which rules, how to speak."""
+    """What the user chose, for every command: where the target is, which rules, how to speak.
 
-    python: str | None = None  # interpreter or venv folder of the ML environment
-    package: str = "speculators"
-    rules: tuple[str, ...] = ()  # extra rule files or folders
-    skip: tuple[str, ...] = ()  # rule ids left out (--skip)
-    only: tuple[str, ...] = ()  # rule ids kept, the others left out (--only)
-    state_dir: str | None = None
-    vllm_source: str | None = None  # read vLLM's signatures from this folder or wheel
-    vllm_version: str | None = None  # the series rules are selected for; default: installed
-    static: bool = False  # bind against the source even when vLLM imports
-    no_guard: bool = False  # rules by their `since` alone
-    trust_remote_code: bool = False  # the rules with `option: trust-remote-code` run
-    model: str | None = None  # the rehearsal builds this checkpoint's architecture (folder or config.json)
-    arch: str | None = None  # the rehearsal builds this family preset (no checkpoint at hand)
-    as_json: bool = False
-    verbose: int = 0
-    quiet: bool = False
+    The common options first, in the order `--help` lists them; then the ones only some commands
+    take (each command's entry in `commands.COMMANDS` names them)."""
+
+    python: str | None = option(None, "interpreter (or venv folder) of the ML environment; default: this one",
+                                metavar="PATH", common=True)
+    package: str = option("speculators", "distribution to patch; default: speculators", metavar="NAME",
+                          common=True)
+    rules: tuple[str, ...] = option((), "more rule files or folders (repeatable)", metavar="PATH", common=True)
+    skip: tuple[str, ...] = option((), "leave out the rule with this id (repeatable)", metavar="RULE",
+                                   common=True)
+    only: tuple[str, ...] = option((), "use only the rules with these ids (repeatable)", metavar="RULE",
+                                   common=True)
+    # The rules with `option: trust-remote-code` run.
+    trust_remote_code: bool = option(False, "also run the rules that load the model's own code (its tokenizer)",
+                                     common=True)
+    state_dir: str | None = option(None, "overlay location; default: $XDG_STATE_HOME/vllm-shim-patch",
+                                   metavar="DIR", common=True)
+    vllm_source: str | None = option(None, "read vLLM signatures from this source folder or wheel",
+                                     metavar="PATH", common=True)
+    # Bind against the source even when vLLM imports.
+    static: bool = option(False, "read signatures from vLLM's source instead of importing it", common=True)
+    as_json: bool = option(False, "print JSON", flags=("--json",), common=True)
+    verbose: int = option(0, "say more", flags=("-v", "--verbose"), common=True)
+    quiet: bool = option(False, "print only errors and the diff", flags=("-q", "--quiet"), common=True)
+    # The series rules are selected for; default: the installed vLLM's.
+    vllm_version: str | None = option(None, "target vLLM series, e.g. 0.16; default: the installed vLLM",
+                                      metavar="X")
+    # Rules by their `since` alone.
+    no_guard: bool = option(False, "ignore the installed signatures: rules apply by their since alone")
+    # The rehearsal builds this checkpoint's architecture (folder or config.json).
+    model: str | None = option(None, "rehearse on this model's architecture: the folder you give speculators, "
+                               "or its config.json", metavar="PATH")
+    # The rehearsal builds this family preset (no checkpoint at hand).
+    arch: str | None = option(None, "rehearse on a family's published config (llama, qwen, deepseek, ...; "
+                              "see rehearse --help)", metavar="NAME")
 
     @property
     def rule_options(self) -> frozenset[str]:
@@ -161,59 +159,87 @@ class NoOptions(CommandOptions):
 
 @dataclass(frozen=True)
 class ApplyOptions(CommandOptions):
-    dry_run: bool = False  # print the diff and exit
-    check: bool = False  # exit 1 unless patched
-    no_verify: bool = False
-    no_rehearse: bool = False
-    accept_modified: bool = False  # without a pristine copy of hand-edited files: take them as the original
-    wheel: str | None = None  # the installed release's wheel: the pristine bytes of hand-edited files
-    no_index: bool = False  # never ask the package index for them (the caches are still looked in)
-    wait: bool = False
-    interactive: bool = False  # review each hunk (the Context's `review`)
-    wheel_out: str | None = None  # after a passing apply, write the patched wheel into this folder
+    dry_run: bool = option(False, "print the diff apply would write; change nothing")
+    check: bool = option(False, "exit 1 if the package is not patched for this vLLM")
+    no_verify: bool = option(False, "skip verification (and the rehearsal) after writing")
+    no_rehearse: bool = option(False, "skip the rehearsal of speculators' generator after verification")
+    # Without a pristine copy of hand-edited files: take them as the original.
+    accept_modified: bool = option(False, "with no pristine copy of files that differ from RECORD: take them "
+                                   "as the original")
+    # The installed release's wheel: the pristine bytes of hand-edited files.
+    wheel: str | None = option(None, "the installed release's wheel: pristine bytes for files edited by hand",
+                               metavar="PATH")
+    # Never ask the package index for them (the caches are still looked in).
+    no_index: bool = option(False, "do not ask the package index for the pristine wheel (the pip and uv "
+                            "caches still are)")
+    wait: bool = option(False, "wait for another running patch-speculators")
+    # Review each hunk (the Context's `review`).
+    interactive: bool = option(False, "review each hunk before it is written: y/n/a(ll)/q(uit)",
+                               flags=("-i", "--interactive"))
+    # After a passing apply, write the patched wheel (commands/wheel.py) into this folder.
+    wheel_out: str | None = option(None, "after a passing apply, write the patched wheel for this vLLM series "
+                                   "into DIR", metavar="DIR")
 
 
 @dataclass(frozen=True)
 class WheelOptions(CommandOptions):
-    out_dir: str | None = None  # where the wheel goes; None: the current folder
-    all_series: bool = False  # one wheel per series the compatibility matrix rehearsed
-    vllm_sources: str | None = None  # --all-series: a folder of vLLM sources (folders or wheels)
-    wheel: str | None = None  # the original release's wheel (else the installed-from file, caches, index)
-    no_index: bool = False
-    no_rehearse: bool = False  # a scratch apply without the rehearsal (said in the wheel)
+    # Where the wheel goes; None: the current folder.
+    out_dir: str | None = option(None, "write the wheel here (created if need be); default: the current folder",
+                                 flags=("-o", "--out-dir"), metavar="DIR")
+    # One wheel per series the compatibility matrix rehearsed.
+    all_series: bool = option(False, "one wheel per vLLM series the compatibility matrix rehearsed (with "
+                              "--vllm-sources)")
+    # --all-series: a folder of vLLM sources (folders or wheels), one per release.
+    vllm_sources: str | None = option(None, "with --all-series: a folder of vLLM source folders or wheels, one "
+                                      "per release", metavar="DIR")
+    # The original release's wheel (else the installed-from file, the caches, the index).
+    wheel: str | None = option(None, "the installed release's original wheel (default: the file it was "
+                               "installed from, the pip and uv caches, the index)", metavar="PATH")
+    no_index: bool = option(False, "do not ask the package index for the original wheel")
+    # A scratch apply without the rehearsal (the wheel says so).
+    no_rehearse: bool = option(False, "patch a scratch copy without the rehearsal (the wheel says so)")
 
 
 @dataclass(frozen=True)
 class DiffOptions(CommandOptions):
-    installed: bool = False  # the installed files against their original, not the planned diff
+    # The installed files against their original, not the planned diff.
+    installed: bool = option(False, "print the installed files' diff against their original instead")
 
 
 @dataclass(frozen=True)
 class RollbackOptions(CommandOptions):
-    to: str | None = None  # an earlier state; None: the original
-    wait: bool = False
+    # An earlier state; None: the original.
+    to: str | None = option(None, "an earlier state (commit or tag); default: original", metavar="REF")
+    wait: bool = option(False, "wait for another running patch-speculators")
 
 
 @dataclass(frozen=True)
 class VerifyOptions(CommandOptions):
-    all_calls: bool = False
+    all_calls: bool = option(False, "import every module and bind every call into vLLM", flags=("--all",))
 
 
 @dataclass(frozen=True)
 class RehearseOptions(CommandOptions):
-    timeout: float | None = None  # seconds; None: the default
-    quick: bool = False  # the short calls only, not speculators' own workload
+    # Seconds; None: the default.
+    timeout: float | None = option(None, "give up after this long (default: 900)", metavar="SECONDS",
+                                   at_least=1)
+    # The short calls only, not speculators' own workload.
+    quick: bool = option(False, "short prompts only (a smoke run; no chunked prefill)")
 
 
 @dataclass(frozen=True)
 class AuditOptions(CommandOptions):
-    emit_rules: str | None = None  # write draft rules here
-    no_rules: bool = False  # as installed only
+    emit_rules: str | None = option(None, "write draft rules for the mismatches no rule fixes (fill their "
+                                    "TODOs, then rules test)", metavar="FILE")
+    # As installed only.
+    no_rules: bool = option(False, "check the package as installed only: do not plan the rules (faster)")
 
 
 @dataclass(frozen=True)
 class RulesOptions(CommandOptions):
-    paths: tuple[str, ...] = ()  # rule files or folders instead of the bundled ones
+    # Rule files or folders instead of the bundled ones.
+    paths: tuple[str, ...] = option((), "rule files or folders (default: the bundled ones and --rules)",
+                                    argument=True)
 
 
 @dataclass(frozen=True)

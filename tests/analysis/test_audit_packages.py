@@ -16,7 +16,7 @@ from vllm_shim_patch.analysis.packages import PackageAudit, PackageChecker, audi
 from vllm_shim_patch.analysis.session import run_session
 from vllm_shim_patch.report.audit import render
 from vllm_shim_patch.rewrite.results import FileResult, Site
-from vllm_shim_patch.settings import Action, FileStatus
+from vllm_shim_patch.kinds import Action, FileStatus
 from vllm_shim_patch.target import Target
 
 # transformers' `_LazyModule` in small: the module replaces itself in sys.modules, and a name is

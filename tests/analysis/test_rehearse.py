@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from vllm_shim_patch._remote.rehearse import families
 from vllm_shim_patch.analysis.rehearse import SUPPORTED, interpret, refusal, request
 from vllm_shim_patch.errors import TargetError
 from packaging.version import Version
 
 from vllm_shim_patch.rewrite.results import FileResult, Site
 from vllm_shim_patch.rewrite.plan import Plan
-from vllm_shim_patch.settings import Action, FileStatus
+from vllm_shim_patch.kinds import Action, FileStatus
 from vllm_shim_patch.target import REMOTE, Target
 
 TARGET = Target(python="/env/bin/python", python_version="3.11.7", package="speculators", version="0.3.0",
@@ -113,6 +114,17 @@ def test_the_failing_site_names_the_rule(line: int, function: str, fixes: list[s
     assert r.pending == ("scheduler-add-block-size", "executor-sample-tokens", "collective-rpc-single-reply")
 
 
+def test_running_out_of_time_names_no_rule_even_on_a_line_a_rule_edits() -> None:
+    from vllm_shim_patch._remote.rehearse import answer
+
+    run = answer.Run()
+    run.stage = "init"
+    timed_out = answer.timed_out(run, 900)
+    timed_out["failure"].update(_failed(149, "__init__")["failure"])  # a frame inside a pending edit
+    r = interpret(timed_out, _plan(*SITES))
+    assert (r.outcome, r.passed, r.failed, r.fixes, r.pending, r.opt_ins) == ("timeout", False, False, (), (), ())
+
+
 def test_a_rule_declined_in_review_is_named_as_declined() -> None:
     r = interpret(_failed(149, "__init__"), _plan(*SITES), frozenset({"scheduler-add-block-size"}))
     assert [(s.rule_id, s.action) for s in r.fixes] == [("scheduler-add-block-size", Action.DECLINED)]
@@ -169,12 +181,15 @@ def test_rehearse_without_vllm_in_the_target_exits_2(sandbox) -> None:  # type: 
     assert json.loads(j.stdout)["ok"] is False
 
 
-def test_the_tool_knows_the_rehearsals_families_and_presets() -> None:
-    from vllm_shim_patch._remote.rehearse import families
+def test_the_tool_reads_the_rehearsals_one_family_table() -> None:
     from vllm_shim_patch.analysis import rehearse as tool_side
 
-    assert {name: tuple(f.ARCHITECTURES) for name, f in families.FAMILIES.items()} == tool_side.FAMILIES
-    assert tuple(families.presets()) == tool_side.PRESETS
+    table = tool_side.families()
+    assert Path(table.__file__) == Path(families.__file__)  # the same file, no copy of it
+    assert table is tool_side.families()  # loaded once
+    assert {name: f.ARCHITECTURES for name, f in table.FAMILIES.items()} == {
+        name: f.ARCHITECTURES for name, f in families.FAMILIES.items()}
+    assert tool_side.presets() == families.presets()
     assert tool_side.supported_architectures() == families.supported()
 
 
@@ -198,11 +213,10 @@ def test_a_model_folder_or_its_config_is_sent_as_an_absolute_path(tmp_path: Path
     ('{"architectures": ["LlamaForCausalLM"],\n  oops}', None, "--model {m}: {m}/config.json:2: not JSON "
                                                                "(Expecting property name enclosed in double quotes)"),
     ('{"model_type": "llama"}', None, "--model {m}: {m}/config.json names no architectures"),
+    # The architectures of the one family table (a new family's are listed without a change here).
     ('{"architectures": ["MambaForCausalLM"]}', None,
-     "--model {m}: the rehearsal has no stand-ins for MambaForCausalLM (supported: DeepseekV2ForCausalLM, "
-     "DeepseekV3ForCausalLM, GptOssForCausalLM, KimiK25ForConditionalGeneration, LlamaForCausalLM, "
-     "MistralForCausalLM, MistralLarge3ForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, "
-     "Qwen3MoeForCausalLM, Qwen3VLForConditionalGeneration)"),
+     "--model {m}: the rehearsal has no stand-ins for MambaForCausalLM (supported: "
+     + ", ".join(sorted(a for f in families.FAMILIES.values() for a in f.ARCHITECTURES)) + ")"),
     ('{"architectures": ["LlamaForCausalLM"]}', "llama", "--model and --arch: give one (--arch builds a preset "
                                                           "where no checkpoint is at hand)"),
 ])
@@ -224,9 +238,12 @@ def test_an_unknown_preset_names_the_known_ones() -> None:
     from vllm_shim_patch.analysis.rehearse import model_request
     from vllm_shim_patch.errors import UsageError
 
-    with pytest.raises(UsageError, match=r"^--arch gemma: no such preset \(known: deepseek, gpt-oss, kimi-k2.5, "
-                                         r"llama, mistral-large-3, qwen, qwen3-moe, qwen3-vl\)$"):
+    known = sorted(name for f in families.FAMILIES.values() for name in (f.NAME, *f.PRESETS))
+    with pytest.raises(UsageError) as e:
         model_request(None, "gemma")
+    assert str(e.value) == f"--arch gemma: no such preset (known: {', '.join(known)})"
+    assert known[:4] == ["deepseek", "gpt-oss", "kimi-k2.5", "llama"]  # each family's name, and its presets'
+    assert "mistral-large-3" in known
 
 
 @pytest.mark.slow

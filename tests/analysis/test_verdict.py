@@ -15,7 +15,7 @@ from vllm_shim_patch.analysis.calls import CallRecord, scan
 from vllm_shim_patch.analysis.verify import plan_calls, run_checks
 from vllm_shim_patch.rewrite.results import FileResult, Site
 from vllm_shim_patch.rewrite.plan import Plan
-from vllm_shim_patch.settings import Action, FileStatus, SignatureKind
+from vllm_shim_patch.kinds import Action, FileStatus, SignatureKind
 from vllm_shim_patch.signatures.model import POS_OR_KW, Param, Signature
 from vllm_shim_patch.target import Target
 

@@ -45,7 +45,7 @@ def test_errors_come_in_their_order(tmp_path: Path, args: tuple[str, ...], kind:
 def test_the_probe_error_surfaces_at_target_not_at_start(tmp_path: Path) -> None:
     ctx = Context(Settings(python="/nonexistent/python", vllm_source=str(tmp_path / "none")))
     ctx.start_probe()  # neither the probe's error nor the missing source is raised here
-    assert not ctx.source_opened
+    assert not ctx.vllm.opened
     with pytest.raises(TargetError, match=r"^interpreter '/nonexistent/python' not found"):
         ctx.target  # noqa: B018
     with pytest.raises(TargetError):  # asked again: probed again, as before

@@ -12,22 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from vllm_shim_patch.settings import (
-    ApplyOptions,
-    AuditOptions,
-    CliOptions,
-    DiffOptions,
-    NoOptions,
-    RehearseOptions,
-    RollbackOptions,
-    RulesOptions,
-    Settings,
-    VerifyOptions,
-    WheelOptions,
-)
+from vllm_shim_patch.commands import COMMANDS, DEFAULT, GROUPS, Command
+from vllm_shim_patch.settings import ApplyOptions, CliOptions, CommandOptions, Settings, spelling
 
-OPTIONS = [ApplyOptions, AuditOptions, DiffOptions, NoOptions, RehearseOptions, RollbackOptions, RulesOptions, VerifyOptions,
-           WheelOptions]
+# Every command's options, read from the one table the CLI is built from.
+OPTIONS = sorted({entry.options for entry in COMMANDS}, key=lambda k: k.__name__)
 
 
 @pytest.mark.parametrize("kind", [Settings, *OPTIONS], ids=lambda k: k.__name__)
@@ -52,23 +41,67 @@ def test_given_options_go_on_top_of_the_base_and_both_rules_lists_count() -> Non
     assert ApplyOptions.from_options({"check": True}, apply) == ApplyOptions(wait=True, check=True)
 
 
-def _commands() -> list[tuple[str, object]]:
-    from vllm_shim_patch.commands import apply, audit, check, diff, history, rehearse, rollback, rules, status, verify, wheel
-
-    found = [(m.__name__, getattr(m, n)) for m, n in [
-        (apply, "apply"), (audit, "audit"), (check, "check"), (diff, "diff"), (history, "history"),
-        (rehearse, "rehearse"), (rollback, "rollback"), (status, "status"), (verify, "verify"),
-        (wheel, "wheel"), (rules, "rules_list"), (rules, "rules_check"), (rules, "rules_test"), (rules, "rules_docs")]]
-    return found
-
-
-@pytest.mark.parametrize(("module", "command"), _commands(), ids=lambda v: v if isinstance(v, str) else "")
-def test_every_command_has_one_shape(module: str, command: object) -> None:
+@pytest.mark.parametrize("entry", COMMANDS, ids=lambda e: e.name.replace(" ", "-"))
+def test_every_command_has_one_shape(entry: Command) -> None:
+    command = entry.load()
     assert callable(command)
     signature = inspect.signature(command)
     assert list(signature.parameters) == ["ctx", "opts"]
     assert signature.return_annotation == "Outcome"
-    assert signature.parameters["opts"].annotation in {k.__name__ for k in OPTIONS}
+    assert signature.parameters["opts"].annotation == entry.options.__name__
+    assert issubclass(entry.options, CommandOptions)
+
+
+def _click_commands() -> dict[str, set[str]]:
+    """Every command the CLI offers, by its words, with the names of its parameters."""
+    import click
+
+    from vllm_shim_patch.cli import main
+
+    found: dict[str, set[str]] = {}
+
+    def walk(group: click.Group, prefix: str) -> None:
+        for name, cmd in group.commands.items():
+            if isinstance(cmd, click.Group):
+                walk(cmd, f"{prefix}{name} ")
+            else:
+                found[prefix + name] = {p.name for p in cmd.params if p.name is not None} - {"help"}
+
+    walk(main, "")
+    return found
+
+
+def test_the_cli_is_the_table() -> None:
+    # No command is added to the CLI by hand, none in the table is left out of it, and each takes
+    # exactly the options its entry says: the common settings, the ones it names, its own.
+    settings = {f.name: spelling(f) for f in dataclasses.fields(Settings)}
+    common = {name for name, opt in settings.items() if opt.common}
+    expected = {entry.name: common | set(entry.settings) | {f.name for f in dataclasses.fields(entry.options)}
+                for entry in COMMANDS}
+    assert _click_commands() == expected
+    assert {entry.name.split()[0] for entry in COMMANDS if " " in entry.name} == set(GROUPS)
+
+
+def test_every_option_is_spelled_and_every_named_setting_exists() -> None:
+    settings = {f.name: spelling(f) for f in dataclasses.fields(Settings)}
+    for entry in COMMANDS:
+        assert [n for n in entry.settings if n not in settings or settings[n].common] == [], entry.name
+        for f in dataclasses.fields(entry.options):
+            spelling(f)  # raises without one
+    # A setting no command takes could never be given.
+    named = {n for entry in COMMANDS for n in entry.settings}
+    assert {n for n, opt in settings.items() if not opt.common} == named
+    assert len({entry.name for entry in COMMANDS}) == len(COMMANDS)
+    assert any(entry.name == DEFAULT and entry.options is ApplyOptions for entry in COMMANDS)
+
+
+def test_an_option_declared_without_a_spelling_is_refused() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Bare(CommandOptions):
+        plain: bool = False
+
+    with pytest.raises(TypeError, match=r"^option 'plain' has no command-line spelling"):
+        spelling(dataclasses.fields(Bare)[0])
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -280,26 +280,25 @@ def test_quick_keeps_the_short_workload_and_says_so(real: Sandbox) -> None:
         f"{DEFAULT_MODEL}")
 
 
-def test_running_out_of_time_before_speculators_runs_cannot_rehearse(real: Sandbox, tmp_path: Path) -> None:
+def test_running_out_of_time_cannot_rehearse(real: Sandbox, tmp_path: Path) -> None:
     """One second is spent importing vLLM: that says nothing about speculators (exit 2, not 1)."""
     work = tmp_path / "tmp"
     work.mkdir()
     r = real.run("rehearse", "--json", "--timeout", "1", env={"TMPDIR": str(work)}, timeout=600)
     assert r.returncode == 2, r.stderr
     data = json.loads(r.stdout)
-    assert (data["outcome"], data["stage"]) == ("cannot_rehearse", "import")
-    assert data["failure"]["exception"] == (
-        "cannot rehearse: speculators' code was not reached within 1s (stage import: importing vLLM or building "
-        "the stand-ins took that long); give a longer --timeout")
+    assert (data["outcome"], data["stage"]) == ("timeout", "import")
+    assert data["failure"]["exception"] == "cannot rehearse: timed out after 1 s (the machine is busy? pass --timeout)"
     assert list(work.iterdir()) == []  # the model folder and vLLM's cache are gone
     # No process of the target's interpreter is left running.
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
     assert str(real.python) not in ps
 
 
-def test_a_hang_in_speculators_code_path_is_a_failure(real: Sandbox, tmp_path: Path) -> None:
-    """The scheduler never returns (a stand-in for a deadlock in the real run): the watchdog ends
-    the run, reports it as a failure, and the process leaves nothing behind."""
+def test_a_hang_in_speculators_code_path_runs_out_of_time_and_is_no_verdict(real: Sandbox, tmp_path: Path) -> None:
+    """The scheduler never returns (a deadlock, or a machine too busy to finish): the watchdog ends
+    the run, says it could not finish (a timeout is no failure of speculators), and the process
+    leaves nothing behind."""
     import vllm_shim_patch
 
     assert real.run("--vllm-version", "0.16", "--no-verify").returncode == 0  # speculators' init passes
@@ -332,7 +331,7 @@ def test_a_hang_in_speculators_code_path_is_a_failure(real: Sandbox, tmp_path: P
                          timeout=600, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(work)})
     answer = json.loads(out.stdout)["rehearse"]
     assert (answer["outcome"], answer["stage"]) == ("timeout", "generate-1"), answer
-    assert answer["failure"]["exception"] == "TimeoutError: rehearsal exceeded 60s"
+    assert answer["failure"]["exception"] == "cannot rehearse: timed out after 60 s (the machine is busy? pass --timeout)"
     assert list(work.iterdir()) == []
 
 

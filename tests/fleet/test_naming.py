@@ -74,6 +74,6 @@ def test_the_rehearsal_knows_a_patched_build_of_a_supported_release() -> None:
     ("0.16", "0.16", True), ("0.16.0", "0.16", True), ("0.16", "0.16.0", True), ("0.16", "0.17", False),
     ("0.16.0", "0.16.1", False), ("", "0.16", False)])
 def test_a_patch_is_reused_only_within_its_series(recorded: str, now: str, same: bool) -> None:
-    from vllm_shim_patch.commands.wheel import _same_series
+    from vllm_shim_patch.commands.patched_wheel import same_series
 
-    assert _same_series(recorded, Version(now)) is same
+    assert same_series(recorded, Version(now)) is same

@@ -7,7 +7,7 @@ from vllm_shim_patch.analysis.audit import AuditRow
 from vllm_shim_patch.analysis.calls import CallRecord
 from vllm_shim_patch.analysis.verify import Binding
 from vllm_shim_patch.report.audit import render
-from vllm_shim_patch.settings import BindStatus
+from vllm_shim_patch.kinds import BindStatus
 
 OK, MISMATCH, UNKNOWN = BindStatus.OK, BindStatus.MISMATCH, BindStatus.UNKNOWN
 

@@ -21,7 +21,7 @@ from vllm_shim_patch.errors import TargetError
 from vllm_shim_patch.rewrite import grammar
 from vllm_shim_patch.rewrite.results import FileResult
 from vllm_shim_patch.rewrite.grammar import compile_in_target
-from vllm_shim_patch.settings import FileStatus
+from vllm_shim_patch.kinds import FileStatus
 from vllm_shim_patch.target import Target
 
 PEP695 = b"type Hidden[T] = list[T]  # PEP 695: Python 3.12 and later\n"

@@ -24,8 +24,8 @@ from vllm_shim_patch.rewrite.plan import Plan, make_plan
 from vllm_shim_patch.rewrite.plancache import PlanCache, plan_key
 from vllm_shim_patch.rewrite.results import FileResult, Site
 from vllm_shim_patch.rules.loader import load_pack
-from vllm_shim_patch.rules.model import RulePack
-from vllm_shim_patch.settings import Action, FileStatus
+from vllm_shim_patch.rewrite.rule import RulePack
+from vllm_shim_patch.kinds import Action, FileStatus
 from vllm_shim_patch.signatures.model import Param, Signature
 from vllm_shim_patch.target import Target
 

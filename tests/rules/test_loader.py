@@ -13,7 +13,7 @@ from vllm_shim_patch.cli import main
 from vllm_shim_patch.errors import RuleError
 from vllm_shim_patch.rules import Example, OldSignature, Rule
 from vllm_shim_patch.rules.loader import load_pack, parse_rules
-from vllm_shim_patch.rules.model import Guard
+from vllm_shim_patch.rewrite.rule import Guard
 
 MALFORMED = Path(__file__).parent / "malformed"
 _PAIR = MALFORMED / "duplicate-id-across-files"

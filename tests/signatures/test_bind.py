@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -15,6 +16,7 @@ from vllm_shim_patch.signatures import (
     SignatureSource,
     StaticSignatures,
 )
+from vllm_shim_patch.kinds import BindStatus
 from vllm_shim_patch.report.binding import bind_reason
 from vllm_shim_patch.signatures.model import MULTIPLE, POSITIONAL_AS_KEYWORD
 
@@ -97,20 +99,22 @@ BIND = [
 def test_bind(sig: Signature, arguments: str, status: str, reason: str) -> None:
     result = bind_call(sig, arguments)
     assert (result.status, bind_reason(result)) == (status, reason)
+    assert result.status is BindStatus(status)  # the enum, not its string
+    assert json.dumps(result.status) == json.dumps(status)  # and JSON says the same as before
 
 
 @pytest.mark.parametrize(("sig", "arguments", "expected"), [
-    pytest.param(REQUEST_017, REQ4, BindResult("ok"), id="ok"),
+    pytest.param(REQUEST_017, REQ4, BindResult(BindStatus.OK), id="ok"),
     pytest.param(REQUEST_017, "request_id=r, prompt_token_ids=p, block_hasher=h, eos_token_id=e",
-                 BindResult("mismatch", unexpected=("block_hasher", "eos_token_id"),
+                 BindResult(BindStatus.MISMATCH, unexpected=("block_hasher", "eos_token_id"),
                             missing=("sampling_params", "pooling_params")), id="unexpected-and-missing"),
     pytest.param(POSONLY, "1, x=2, zz=3", BindResult(
-        "mismatch", unexpected=("zz",), missing=("z",), keyword_problems=((POSITIONAL_AS_KEYWORD, "x"),)),
+        BindStatus.MISMATCH, unexpected=("zz",), missing=("z",), keyword_problems=((POSITIONAL_AS_KEYWORD, "x"),)),
         id="posonly"),
     pytest.param(REQUEST_017, "r, p, s, None, request_id=r", BindResult(
-        "mismatch", keyword_problems=((MULTIPLE, "request_id"),)), id="multiple"),
-    pytest.param(REQUEST_017, "1, 2, 3, 4, 5, 6, 7", BindResult("mismatch", too_many=(7, 6)), id="too-many"),
-    pytest.param(KWARGS, "1, **kw", BindResult("unknown", splat=True), id="splat"),
+        BindStatus.MISMATCH, keyword_problems=((MULTIPLE, "request_id"),)), id="multiple"),
+    pytest.param(REQUEST_017, "1, 2, 3, 4, 5, 6, 7", BindResult(BindStatus.MISMATCH, too_many=(7, 6)), id="too-many"),
+    pytest.param(KWARGS, "1, **kw", BindResult(BindStatus.UNKNOWN, splat=True), id="splat"),
 ])
 def test_bind_problems_are_data(sig: Signature, arguments: str, expected: BindResult) -> None:
     result = bind_call(sig, arguments)

@@ -12,7 +12,7 @@ from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any
 
 from ..signatures.words import bind_reason, existence_reason
-from ..settings import Action, BindStatus
+from ..kinds import Action, BindStatus
 from .calls import ATTRIBUTE, CALL, IMPORT, METHOD, CallRecord
 from .verify import Binding
 
@@ -115,7 +115,7 @@ class Checker:
             if sig is None:
                 return Binding(use, BindStatus.UNKNOWN, problem)
         result = use.bind(sig)
-        return Binding(use, BindStatus(result.status), bind_reason(result), bound=result)
+        return Binding(use, result.status, bind_reason(result), bound=result)
 
     def _import(self, use: CallRecord) -> Binding:
         if self.members is None:

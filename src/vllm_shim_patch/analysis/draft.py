@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..settings import BindStatus
+from ..kinds import BindStatus
 from .calls import CALL, IMPORT
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..settings import BindStatus
+from ..kinds import BindStatus
 from .audit import AuditRow, Checker
 from .calls import CallRecord
 from .verify import Binding

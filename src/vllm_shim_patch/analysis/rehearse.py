@@ -13,11 +13,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TargetError, UsageError
-from ..settings import Action
+from ..kinds import Action
+from ..target import REMOTE
 from ..vllm_source import parse_scope
 
 if TYPE_CHECKING:
-    from ..rules.model import Rule
+    from ..rewrite.rule import Rule
     from ..rewrite.results import Site
     from ..rewrite.plan import Plan
     from ..target import Target
@@ -25,7 +26,10 @@ if TYPE_CHECKING:
 # The releases whose VllmHiddenStatesGenerator(model_path, layer_ids, max_model_len,
 # gpu_memory_utilization) and generate(prompts) the rehearsal drives.
 SUPPORTED = ("0.3.0", "0.4.0", "0.4.0.1")
-TIMEOUT = 300.0
+# Seconds the rehearsal may take (`--timeout`). The parity workload takes 47 s on vLLM 0.16.0 on
+# this 2-core machine when idle, and up to 153 s in docs/compatibility.md (vLLM 0.12.0, shared);
+# under load 300 s ran out two thirds of the way through: six times the slowest cell.
+TIMEOUT = 900.0
 # What runs of vLLM's ranks: the executor is stood in by one in-process worker (releases/).
 TOPOLOGY = "world size 1: one in-process worker (tensor and pipeline parallel 1); rank logic beyond rank 0 not rehearsed"
 LAYERS = (1, 2)
@@ -92,22 +96,37 @@ def check_can_run(target: Target) -> None:
         raise TargetError(f"cannot rehearse: {why[1]}")
 
 
-# The model families the rehearsal builds (`_remote/rehearse/families/`, which a test holds equal):
-# family -> the architectures its stand-ins cover; and the `--arch` presets.
-FAMILIES = {
-    "llama": ("LlamaForCausalLM", "MistralForCausalLM"),
-    "qwen": ("Qwen2ForCausalLM", "Qwen3ForCausalLM"),
-    "qwen3-moe": ("Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM"),
-    "deepseek": ("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM", "MistralLarge3ForCausalLM"),
-    "kimi-k2.5": ("KimiK25ForConditionalGeneration",),
-    "gpt-oss": ("GptOssForCausalLM",),
-    "qwen3-vl": ("Qwen3VLForConditionalGeneration",),
-}
-PRESETS = ("deepseek", "gpt-oss", "kimi-k2.5", "llama", "mistral-large-3", "qwen", "qwen3-moe", "qwen3-vl")
+def families() -> Any:
+    """The rehearsal's one family table (`_remote/rehearse/families/`: FAMILIES, `presets()`,
+    `supported()`), loaded by path under a private name: its modules are standard library only at
+    module level, so nothing of the rehearsal or of vLLM runs in the tool."""
+    import importlib.util
+    import sys
+
+    loaded = sys.modules.get(_FAMILIES_MODULE)
+    if loaded is not None:
+        return loaded
+    folder = REMOTE / "rehearse" / "families"
+    spec = importlib.util.spec_from_file_location(_FAMILIES_MODULE, folder / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[_FAMILIES_MODULE] = module  # its relative imports find their package
+    spec.loader.exec_module(module)
+    return module
+
+
+_FAMILIES_MODULE = "_vsp_rehearse_families"
+
+
+def presets() -> list[str]:
+    """The `--arch` names: each family's, and its further presets."""
+    return list(families().presets())
 
 
 def supported_architectures() -> list[str]:
-    return sorted(a for archs in FAMILIES.values() for a in archs)
+    """The architectures the rehearsal has stand-ins for (`--model`)."""
+    return list(families().supported())
 
 
 def model_request(model: str | None, arch: str | None) -> dict[str, Any]:
@@ -120,8 +139,8 @@ def model_request(model: str | None, arch: str | None) -> dict[str, Any]:
     if model and arch:
         raise UsageError("--model and --arch: give one (--arch builds a preset where no checkpoint is at hand)")
     if arch:
-        if arch not in PRESETS:
-            raise UsageError(f"--arch {arch}: no such preset (known: {', '.join(PRESETS)})")
+        if arch not in presets():
+            raise UsageError(f"--arch {arch}: no such preset (known: {', '.join(presets())})")
         return {"arch": arch}
     if not model:
         return {}
@@ -183,8 +202,9 @@ class Rehearsal:
 
     @property
     def failed(self) -> bool:
-        """A failure found in speculators' run (a hang counts: the real run would hang too)."""
-        return self.outcome in (FAILED, TIMEOUT_OUTCOME)
+        """A failure found in speculators' run. Running out of time is none (TIMEOUT_OUTCOME:
+        the run could not finish, as CANNOT could not start)."""
+        return self.outcome == FAILED
 
     @property
     def failure(self) -> dict[str, Any]:
@@ -205,7 +225,7 @@ def interpret(answer: dict[str, Any], plan: Plan | None, declined: frozenset[str
     are now): pending sites that span the speculators frame's line, else a pending scoped edit in
     the same function at most NEAR_LINES above it. `declined`: rules the reviewer said no to in this
     run; `skipped`: rules --skip/--only left out (`plan` then holds them, so they can be named)."""
-    if plan is None or answer.get("outcome") not in (FAILED, TIMEOUT_OUTCOME, CANNOT):
+    if plan is None or answer.get("outcome") not in (FAILED, CANNOT):
         return Rehearsal(answer)
     pending = [s for s in plan.sites if s.action in (Action.EDITED, Action.NEEDS_HUMAN, Action.DECLINED)]
     if answer.get("outcome") == CANNOT:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..signatures.words import bind_reason
 from ..words import agree, plural
-from ..settings import Action, BindStatus
+from ..kinds import Action, BindStatus
 from .session import run_session
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def bind_all(calls: Iterable[CallRecord], signatures: dict[str, Any], why_unknow
             out.append(Binding(call, BindStatus.UNKNOWN, why_unknown or "signature unknown", site))
             continue
         result = call.bind(sig)
-        out.append(Binding(call, BindStatus(result.status), bind_reason(result), site, result))
+        out.append(Binding(call, result.status, bind_reason(result), site, result))
     return out
 
 

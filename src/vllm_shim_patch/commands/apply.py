@@ -9,29 +9,39 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..faults import checkpoint
-from ..fsutil import hash_file, record_hash
+from ..fsutil import hash_file
+from ..kinds import Action, FileStatus
 from ..report import apply as text
-from ..settings import Action, ApplyOptions, FileStatus
+from ..settings import ApplyOptions, DiffOptions
+from . import preflight
 from .context import Context, Outcome, Review
+from .pending import desired_files, pending_writes, unrecorded_with_rules
 
 if TYPE_CHECKING:
     from ..analysis.rehearse import Rehearsal
     from ..rewrite.plan import Plan
 
 
-def desired_files(plan: Plan, originals: dict[str, bytes]) -> dict[str, bytes]:
-    """Every .py file as the plan wants it: the original bytes with the plan's changes on top."""
-    return {**originals, **{r.path: r.after for r in plan.changed}}
-
-
-def pending_writes(ctx: Context, desired: dict[str, bytes]) -> dict[str, bytes]:
-    root = ctx.target.location
-    return {p: data for p, data in desired.items() if hash_file(root / p) != record_hash(data)}
-
-
 def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
     """Plan from the original bytes, write atomically, verify, then commit; restore on failure
-    (`opts.interactive`: each hunk is offered to `ctx.review` first)."""
+    (`opts.interactive`: each hunk is offered to `ctx.review` first). `opts.dry_run`: the diff
+    instead (`diff`), `opts.check`: whether it is patched (`check`), writing nothing;
+    `opts.wheel_out`: after a passing apply, the patched wheel too (`patched_wheel`)."""
+    if opts.dry_run:
+        from .diff import diff
+
+        return diff(ctx, DiffOptions())
+    if opts.check:
+        from .check import check
+
+        return check(ctx, opts)
+    if opts.wheel_out is not None:
+        from dataclasses import replace
+
+        from .patched_wheel import prepare_out, write_out
+
+        out = prepare_out(ctx, opts)  # the folder and the original wheel, before anything is written
+        return write_out(ctx, out, apply(ctx, replace(opts, wheel_out=None)))
     from ..analysis.rehearse import model_request
     from ..overlay.baseline import prepare
     from ..overlay.pristine import check_wheel, finder
@@ -40,24 +50,24 @@ def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
     from ..rewrite.plan import select_version
 
     ctx.load()
-    ctx.refuse_editable()
-    _refuse_patched_wheel(ctx)
-    ctx.check_mounted_writable()
-    signatures, _ = ctx.guard  # read the signatures before taking the lock
+    preflight.refuse_editable(ctx.target)
+    preflight.refuse_patched_wheel(ctx.target, "apply")
+    preflight.check_mounted_writable(ctx.target)
+    signatures, _ = ctx.vllm.guard  # read the signatures before taking the lock
     # Every input error before the first write: a bad --vllm-version must not leave an overlay behind.
-    select_version(ctx.target, ctx.pack, ctx.settings.vllm_version, guarded=signatures is not None,
-                   source=ctx.source_version)
-    for rule in ctx.pack.rules:
+    select_version(ctx.target, ctx.rules.pack, ctx.settings.vllm_version, guarded=signatures is not None,
+                   source=ctx.vllm.source_version)
+    for rule in ctx.rules.pack.rules:
         compile_rule(rule)  # a codemod that cannot load fails here, not after the original is recorded
     if opts.wheel is not None:
         check_wheel(opts.wheel, ctx.target)  # missing, or another release's: exit 2 before the lock
     model_request(ctx.settings.model, ctx.settings.arch)  # a --model the rehearsal cannot build: exit 2 now
-    ov = ctx.overlay
-    with ov.locked(opts.wait), settled_on_failure(ov, ctx.target, ctx.tracked, ctx.log):
-        recover(ov, ctx.target, ctx.tracked, ctx.log)
+    ov = ctx.files.overlay
+    with ov.locked(opts.wait), settled_on_failure(ov, ctx.target, ctx.files.tracked, ctx.log):
+        recover(ov, ctx.target, ctx.files.tracked, ctx.log)
         prepare(ov, ctx.target, opts.accept_modified, ctx.log,
                 pristine=finder(ctx.target, opts.wheel, not opts.no_index, ctx.log))
-        originals = ctx.originals()
+        originals = ctx.files.originals()
         plan = _reviewed_plan(ctx, originals, ctx.review if opts.interactive else None)
         _report_plan(ctx, plan)
         failed = [r for r in plan.problems if r.status is FileStatus.FAILED]
@@ -108,20 +118,9 @@ def rehearsal_trailers(rehearsal: Rehearsal | None, why_not: str | None) -> dict
     return out
 
 
-def _refuse_patched_wheel(ctx: Context) -> None:
-    """An install from a patched wheel is checked (--check), never patched again in place."""
-    from ..errors import UsageError
-    from ..fleet.installed import find
-    from ..report.wheel import refuse_patched_wheel
-
-    found = find(ctx.target)
-    if found is not None:
-        raise UsageError(refuse_patched_wheel(ctx.who, found, "apply"))
-
-
 def _local(ctx: Context) -> dict[str, Any]:
     """`local` in the JSON: the files edited by hand that the rules planned from (none: absent)."""
-    state = ctx.overlay.state()
+    state = ctx.files.overlay.state()
     if state is None or not state.data.get("local_commit"):
         return {}
     return {"local": {"commit": state.data["local_commit"], "files": state.data["local_files"]}}
@@ -155,7 +154,7 @@ def _skipped_unrecorded(ctx: Context) -> bool:
     """Say which files the rules would act on that RECORD does not list (apply edits none of them)."""
     from ..report.check import unrecorded_note
 
-    skipped = ctx.unrecorded_with_rules()
+    skipped = unrecorded_with_rules(ctx)
     if skipped:
         ctx.log(unrecorded_note(skipped, ctx.target.package))
     return bool(skipped)
@@ -174,9 +173,9 @@ def _bytecode_left(ctx: Context, written: list[str]) -> bool:
 
 def _recorded(ctx: Context) -> bool:
     """Every tracked file is what the overlay's HEAD records."""
-    state = ctx.overlay.state()
+    state = ctx.files.overlay.state()
     assert state is not None
-    return all(hash_file(ctx.target.location / p) == state.head.get(p) for p in ctx.tracked)
+    return all(hash_file(ctx.target.location / p) == state.head.get(p) for p in ctx.files.tracked)
 
 
 def _nothing_to_do(ctx: Context, plan: Plan, base: dict[str, Any], code: int) -> Outcome:
@@ -191,9 +190,9 @@ def _nothing_to_do(ctx: Context, plan: Plan, base: dict[str, Any], code: int) ->
 def _write(ctx: Context, writes: dict[str, bytes], head: str) -> None:
     if not writes:
         return
-    ctx.check_writable(sorted(writes))
+    preflight.check_writable(ctx.target, sorted(writes))
     # A failure (a full disk) is settled by `settled_on_failure`: the journal says what to undo.
-    ctx.overlay.write_files("apply", writes, head, package=ctx.who)
+    ctx.files.overlay.write_files("apply", writes, head, package=ctx.who)
 
 
 def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
@@ -205,13 +204,13 @@ def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
     from ..analysis.verify import verify_plan
     from ..report.rehearse import headline, lines
 
-    ov = ctx.overlay
+    ov = ctx.files.overlay
     refused = refusal(ctx.target)
     why_not = ("--no-rehearse" if not rehearse else refused[0] if refused else None)
     # Only a target without vLLM (a sandbox read with --vllm-source) has nothing to rehearse on.
     unrehearsable = rehearse and refused is not None and ctx.target.vllm_location is not None
     try:
-        result = verify_plan(ctx.target, plan, ctx.bindings, live=ctx.live,
+        result = verify_plan(ctx.target, plan, ctx.vllm.bindings, live=ctx.vllm.live,
                              rehearse=request(verbose=ctx.settings.verbose > 0,
                                               model=model_request(ctx.settings.model, ctx.settings.arch))
                              if why_not is None else None)
@@ -221,9 +220,9 @@ def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
             if rehearsal.failed:
                 # Which loaded rule matches the failing site, on the files as now written.
                 declined = frozenset(s.rule_id for s in plan.sites if s.action is Action.DECLINED)
-                skipped = frozenset(ctx.skipped)
-                rehearsal = interpret(result.rehearsal, ctx.plan({**ctx.originals(), **writes}, everything=bool(skipped)),
-                                      declined, skipped, ctx.full_pack.rules, ctx.settings.rule_options)
+                skipped = frozenset(ctx.rules.skipped)
+                rehearsal = interpret(result.rehearsal, ctx.plan({**ctx.files.originals(), **writes}, everything=bool(skipped)),
+                                      declined, skipped, ctx.rules.full.rules, ctx.settings.rule_options)
     except BaseException:
         # Verification could not run (or was interrupted): leave nothing half-done behind.
         ov.restore(head, sorted(writes))
@@ -259,10 +258,10 @@ def _commit(ctx: Context, plan: Plan, writes: dict[str, bytes], verdict: str, re
     target, kind = ctx.target, plan.signature_kind
     guard = f"guarded by {kind} signatures" if kind else "unguarded"
     installed = f"installed {target.vllm_version}" if target.vllm_version else "no vLLM installed"
-    skipped = ctx.skipped
+    skipped = ctx.rules.skipped
     options = sorted(ctx.settings.rule_options)
     flags = ", ".join(f"--{o}" for o in options)
-    state = ctx.overlay.state()
+    state = ctx.files.overlay.state()
     local = state.data.get("local_files") if state is not None and state.data.get("local_commit") else None
     message = commit_message(
         "patch",
@@ -278,6 +277,6 @@ def _commit(ctx: Context, plan: Plan, writes: dict[str, bytes], verdict: str, re
          "Rules": ",".join(plan.rule_ids), **({"Skipped": ",".join(skipped)} if skipped else {}),
          **({"Options": ",".join(options)} if options else {}), "Verify": verdict, **rehearsal},
     )
-    ctx.overlay.commit(ctx.tracked, message, tag="patched")
-    sync_state(ctx.overlay, target, ctx.tracked)
-    ctx.overlay.clear_journal()
+    ctx.files.overlay.commit(ctx.files.tracked, message, tag="patched")
+    sync_state(ctx.files.overlay, target, ctx.files.tracked)
+    ctx.files.overlay.clear_journal()

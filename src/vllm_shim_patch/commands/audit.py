@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..settings import AuditOptions
+from . import preflight
 from .context import Context, Outcome
 
 if TYPE_CHECKING:
@@ -26,17 +27,18 @@ def audit(ctx: Context, opts: AuditOptions) -> Outcome:
     from ..report import audit as report
 
     if not opts.no_rules:
-        ctx.check_package()
-        plan = ctx.plan(ctx.originals(), reuse=True)
+        preflight.check_package(ctx.settings.package, ctx.rules.pack)
+        plan = ctx.plan(ctx.files.originals(), reuse=True)
         version = str(plan.version)
     else:
-        plan, version = None, str(ctx.check_version())
-        ctx.refuse_editable()  # RECORD lists no source of its own: "0 uses" would not be true
-        ctx.refuse_sourceless()
-        ctx.overlay  # noqa: B018  (a damaged overlay stops every command, this one too)
+        version = str(preflight.check_version(ctx.settings.vllm_version, ctx.target, ctx.vllm.source_version))
+        plan = None
+        preflight.refuse_editable(ctx.target)  # RECORD lists no source of its own: "0 uses" would not be true
+        preflight.refuse_sourceless(ctx.target)
+        ctx.files.overlay  # noqa: B018  (a damaged overlay stops every command, this one too)
     # The files as installed are what runs; the plan (from the original bytes) is what apply
     # would leave. A file the rules' edits are installed in has nothing pending.
-    installed = ctx.installed()
+    installed = ctx.files.installed()
     pending, applied = [], []
     for r in plan.changed if plan is not None else ():
         now = installed.get(r.path)
@@ -66,8 +68,8 @@ def audit(ctx: Context, opts: AuditOptions) -> Outcome:
     imports_after = {r.path: read(r.after, r.path, imports=True) for r in pending}
     wanted = package_request([u for group in (*imports.values(), *imports_after.values()) for u in group])
     answer, probe, why = _ask_target(ctx, wanted, callees)
-    signatures, sig_kind, note = ctx.bindings(callees, probe=probe)
-    source = ctx.static_source
+    signatures, sig_kind, note = ctx.vllm.bindings(callees, probe=probe)
+    source = ctx.vllm.source
     members = source.members if source is not None else None
     checker = Checker(signatures, note, members, source if sig_kind == "static" else None)
     rows = audit_plan(pending, uses, after, checker, version)
@@ -98,7 +100,7 @@ def _ask_target(ctx: Context, modules: dict[str, list[str]], callees: set[str]
     from ..analysis.session import run_session
     from ..errors import VerifyError
 
-    live = bool(callees) and ctx.live
+    live = bool(callees) and ctx.vllm.live
     if not modules and not live:
         return None, None, ""
     try:
@@ -119,7 +121,7 @@ def _emit(ctx: Context, rows: list[AuditRow], signatures: dict[str, Any], versio
     from ..errors import UsageError
     from ..fsutil import atomic_write
 
-    items, left = drafts(rows, signatures, version, {r.id for r in ctx.loaded_pack.rules} if ctx.loaded_pack else set())
+    items, left = drafts(rows, signatures, version, {r.id for r in ctx.rules.loaded.rules} if ctx.rules.loaded else set())
     if not items:
         return (report.emitted(dest, None, 0, 0), {"path": None, "rules": 0, "not_expressible": left})
     path = Path(dest).expanduser()

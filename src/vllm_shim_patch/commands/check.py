@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from ..kinds import Action
 from ..report import check as text
-from ..settings import Action, ApplyOptions
-from .apply import desired_files, pending_writes
+from ..settings import ApplyOptions
+from . import preflight
 from .context import Context, Outcome
+from .pending import desired_files, pending_writes, unrecorded_with_rules
 
 # The sites that leave work for a human: apply cannot make the package run there.
 _FOR_A_HUMAN = (Action.NEEDS_HUMAN, Action.NOTICE)
@@ -17,7 +19,9 @@ def check(ctx: Context, opts: ApplyOptions) -> Outcome:
     An install from a patched wheel is checked against that wheel (`installed.check`)."""
     from ..fleet.installed import find
 
-    ctx.check_package()  # a package no rule is for: refused before the target's answer, as always
+    ctx.start_probe()
+    # A package no rule is for: refused before the target's answer, as always.
+    preflight.check_package(ctx.settings.package, ctx.rules.pack)
     wheel = find(ctx.target)
     if wheel is not None:
         from .installed import check as check_wheel
@@ -32,10 +36,10 @@ def check_plan(ctx: Context, opts: ApplyOptions) -> Outcome:
     from ..report.plan import problem_lines, site_line
 
     plan = ctx.plan()
-    missing = ctx.missing_sources()
-    pending = sorted(set(pending_writes(ctx, desired_files(plan, ctx.originals()))) - set(missing))
+    missing = ctx.files.missing()
+    pending = sorted(set(pending_writes(ctx, desired_files(plan, ctx.files.originals()))) - set(missing))
     human = [site_line(s) for s in plan.sites if s.action in _FOR_A_HUMAN] + problem_lines(plan)
-    unrecorded = ctx.unrecorded_with_rules()
+    unrecorded = unrecorded_with_rules(ctx)
     stale = [b.path for b in beside(ctx.target.location, [r.path for r in plan.changed]) if b.runs_instead]
     data = {"ok": not (pending or missing or unrecorded or stale) and plan.clean, "pending": pending,
             "vllm": str(plan.version), "rules": plan.rule_ids, "for_a_human": human, "missing": missing,

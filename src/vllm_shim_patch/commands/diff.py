@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..settings import DiffOptions
-from .apply import desired_files, pending_writes
+from .context import Context, Outcome
+from .pending import desired_files, pending_writes
 
 if TYPE_CHECKING:
     from ..rewrite.results import FileResult
-from .context import Context, Outcome
 
 
 def diff(ctx: Context, opts: DiffOptions) -> Outcome:
@@ -22,26 +22,26 @@ def diff(ctx: Context, opts: DiffOptions) -> Outcome:
     from ..report.plan import already_patched, note_lines, plan_json, site_lines, summary
 
     plan = ctx.plan()
-    pending = sorted(pending_writes(ctx, desired_files(plan, ctx.originals()))) if plan.changed else []
+    pending = sorted(pending_writes(ctx, desired_files(plan, ctx.files.originals()))) if plan.changed else []
     code = 0 if plan.clean else 1
     data = {**plan_json(plan), "writes": pending}
     notes = (*note_lines(plan), *site_lines(plan, verbose=ctx.settings.verbose > 0))
     if plan.changed and not pending:
         return Outcome("", {**data, "already_patched": True}, code,
-                       notes=(*notes, already_patched(ctx.who, plan)))
-    return Outcome(render_diff(plan), {**data, "already_patched": False}, code, notes=(*notes, summary(plan)))
+                       notes=(*notes, already_patched(ctx.who, plan)), diff=True)
+    return Outcome(render_diff(plan), {**data, "already_patched": False}, code, notes=(*notes, summary(plan)),
+                   diff=True)
 
 
 def _installed(ctx: Context) -> Outcome:
     """The installed files against their original bytes (the overlay's `original`, else RECORD's)."""
+    from ..fleet.installed import find
     from ..fsutil import hash_file
+    from ..kinds import FileStatus
     from ..report.diff import file_diff, installed_summary, untracked_installed
     from ..rewrite.results import FileResult
-    from ..settings import FileStatus
 
-    from ..fleet.installed import find
-
-    ov = ctx.overlay
+    ov = ctx.files.overlay
     # An install from a patched wheel keeps its originals: the patch is shown against them.
     if (not ov.exists() or ov.state() is None) and find(ctx.target) is None:
         # Never recorded: the files are all there is, so RECORD is what they can be compared with.
@@ -49,15 +49,15 @@ def _installed(ctx: Context) -> Outcome:
         listed = {e.path: e.hash for e in t.record}
         differ = [p for p in t.python_files() if hash_file(t.location / p) != listed.get(p)]
         return Outcome("", {"package": ctx.who, "files": [], "differ_from_record": differ}, 0,
-                       notes=(untracked_installed(ctx.who, differ),))
-    originals, installed = ctx.originals(), ctx.installed()
+                       notes=(untracked_installed(ctx.who, differ),), diff=True)
+    originals, installed = ctx.files.originals(), ctx.files.installed()
     changed = [FileResult(p, FileStatus.CHANGED, originals.get(p, b""), installed.get(p, b""))
                for p in sorted(set(originals) | set(installed)) if originals.get(p) != installed.get(p)]
     local = _local_edits(ctx, originals)
     if not local:
         return Outcome("".join(file_diff(r) for r in changed),
                        {"package": ctx.who, "files": [{"path": r.path, "diff": file_diff(r)} for r in changed]}, 0,
-                       notes=(installed_summary(ctx.who, len(changed)),))
+                       notes=(installed_summary(ctx.who, len(changed)),), diff=True)
     from ..report.diff import local_header, rules_header
 
     # The rules' hunks name their rules when the plan from the hand-edited bytes is what is installed.
@@ -69,7 +69,7 @@ def _installed(ctx: Context) -> Outcome:
     files = ([{"path": r.path, "diff": file_diff(r), "by": "local"} for r in local]
              + [{"path": r.path, "diff": file_diff(r), "by": "rules"} for r in ours])
     return Outcome(text, {"package": ctx.who, "files": files}, 0,
-                   notes=(installed_summary(ctx.who, len(ours), len(local)),))
+                   notes=(installed_summary(ctx.who, len(ours), len(local)),), diff=True)
 
 
 def _planned(ctx: Context) -> dict[str, FileResult]:
@@ -85,9 +85,9 @@ def _planned(ctx: Context) -> dict[str, FileResult]:
 def _local_edits(ctx: Context, originals: dict[str, bytes]) -> list[FileResult]:
     """The user's hand edits (`local`) that the installed files carry: pristine original -> local."""
     from ..rewrite.results import FileResult
-    from ..settings import FileStatus
+    from ..kinds import FileStatus
 
-    ov = ctx.overlay
+    ov = ctx.files.overlay
     state = ov.state()
     if state is None or not state.data.get("local_commit"):
         return []

@@ -9,7 +9,7 @@ from .context import Context, Outcome
 
 def history(ctx: Context, opts: NoOptions) -> Outcome:
     """The overlay's commits, newest first, with their tags."""
-    ov = ctx.overlay
+    ov = ctx.files.overlay
     if not ov.exists():
         return Outcome(untracked_history(ctx.who), {"commits": []}, 0)
     raw = ov.git("log", "--format=%H%x09%cI%x09%D%x09%s")

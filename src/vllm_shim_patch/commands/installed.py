@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TargetError, UsageError
+from ..kinds import PackageState
 from ..report import wheel as text
-from ..settings import PackageState, RollbackOptions
+from ..settings import RollbackOptions
 from .context import Context, Outcome
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ def check(ctx: Context, wheel: InstalledWheel, replan: Callable[[], Outcome]) ->
     drift = wheel.drift(target)
     if drift:
         return Outcome(text.wheel_drifted(who, wheel, drift), {**data, "drift": drift}, 1)
-    source = ctx.source_version[1] if ctx.source_version else None
+    source = ctx.vllm.source_version[1] if ctx.vllm.source_version else None
     named = [("--vllm-version", ctx.settings.vllm_version), ("the installed vLLM", target.vllm_version),
              ("the vLLM source given (--vllm-source)", source)]
     for what, version in named:

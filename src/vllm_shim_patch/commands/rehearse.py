@@ -24,9 +24,9 @@ def rehearse(ctx: Context, opts: RehearseOptions) -> Outcome:
         answer = {"ok": False, "outcome": ERROR, "failure": {"exception": "the target gave no rehearsal answer"}}
     result = interpret(answer, None)
     if result.failed or answer.get("outcome") == CANNOT:  # a rule may name what it could not run
-        skipped = frozenset(ctx.skipped)
-        result = interpret(answer, ctx.plan(ctx.installed(), everything=bool(skipped)), skipped=skipped,
-                           rules=ctx.full_pack.rules, options=ctx.settings.rule_options)
+        skipped = frozenset(ctx.rules.skipped)
+        result = interpret(answer, ctx.plan(ctx.files.installed(), everything=bool(skipped)), skipped=skipped,
+                           rules=ctx.rules.full.rules, options=ctx.settings.rule_options)
     code = 0 if result.passed else 1 if result.failed else 2
     text = rehearsed(lines(result, verbose=verbose), ctx.who, target.vllm_version, headline(result))
     return Outcome(text, {"ok": result.passed, "package": ctx.who, "vllm": target.vllm_version,

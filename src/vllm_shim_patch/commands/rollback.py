@@ -9,15 +9,15 @@ from ..fsutil import hash_file, record_hash
 from ..report import apply as text
 from ..words import listing
 from ..settings import RollbackOptions
+from . import preflight
 from .context import Context, Outcome
 
 
 def rollback(ctx: Context, opts: RollbackOptions) -> Outcome:
     """Write the original (or `opts.to`) back under the lock, checked against RECORD."""
+    from ..fleet.installed import find
     from ..overlay.baseline import check_original, record_mismatches
     from ..overlay.recovery import recover, settled_on_failure
-
-    from ..fleet.installed import find
 
     wheel = find(ctx.target)
     if wheel is not None:
@@ -25,12 +25,12 @@ def rollback(ctx: Context, opts: RollbackOptions) -> Outcome:
 
         return wheel_rollback(ctx, opts, wheel)
     to = opts.to
-    ctx.refuse_editable()
-    ov, target = ctx.overlay, ctx.target
-    files = ctx.tracked
+    preflight.refuse_editable(ctx.target)
+    ov, target = ctx.files.overlay, ctx.target
+    files = ctx.files.tracked
     if not ov.exists():
         return _untracked(ctx, to)
-    ctx.check_mounted_writable()
+    preflight.check_mounted_writable(ctx.target)
     label = to or "original"
     with ov.locked(opts.wait), settled_on_failure(ov, target, files, ctx.log):
         recover(ov, target, files, ctx.log)
@@ -61,7 +61,7 @@ def _untracked(ctx: Context, to: str | None) -> Outcome:
     if to is not None:
         raise OverlayError(f"no state {to!r}: {ctx.who} is not tracked (this tool never recorded it), "
                            f"so there is nothing to roll back to")
-    bad = record_mismatches(ctx.target, ctx.tracked)
+    bad = record_mismatches(ctx.target, ctx.files.tracked)
     if bad:
         return Outcome(text.untracked_off_record(ctx.who, bad), {"changed": False, "record_mismatch": bad}, 1)
     return Outcome(text.untracked_clean(ctx.who), {"changed": False}, 0)
@@ -79,7 +79,7 @@ def _settle_baseline(ctx: Context) -> None:
         refuse_links,
     )
 
-    ov, target, files = ctx.overlay, ctx.target, ctx.tracked
+    ov, target, files = ctx.files.overlay, ctx.target, ctx.files.tracked
     refuse_links(target, files)
     state = fresh_state(ov, target, files)
     recorded = another_release(state, target)
@@ -110,8 +110,8 @@ def _resolve_same_install(ctx: Context, label: str) -> str:
     """The commit of `label`, refused when it is a state of another installed version."""
     from ..overlay.baseline import package_of, read_trailers
 
-    commit = ctx.overlay.resolve(label)
-    recorded = package_of(read_trailers(ctx.overlay, commit))
+    commit = ctx.files.overlay.resolve(label)
+    recorded = package_of(read_trailers(ctx.files.overlay, commit))
     if recorded and recorded != (ctx.target.package, ctx.target.version):
         raise OverlayError(
             f"{label} is a state of {' '.join(recorded)}, but {ctx.who} is installed: roll back "
@@ -125,13 +125,13 @@ def _write(ctx: Context, writes: dict[str, bytes], label: str, to_commit: str) -
 
     if not writes:
         return
-    ov = ctx.overlay
-    ctx.check_writable(sorted(writes))
+    ov = ctx.files.overlay
+    preflight.check_writable(ctx.target, sorted(writes))
     head = ov.head_commit()
     assert head is not None
     message = commit_message("rollback", f"rollback {ctx.who} to {label} ({to_commit[:12]})",
                              [f"Files: {', '.join(sorted(writes))}"], {"Package": ctx.who, "To": to_commit})
     ov.write_files("rollback", writes, head, to_commit=to_commit, message=message, package=ctx.who)
-    ov.commit(ctx.tracked, message)
-    sync_state(ov, ctx.target, ctx.tracked)
+    ov.commit(ctx.files.tracked, message)
+    sync_state(ov, ctx.target, ctx.files.tracked)
     ov.clear_journal()

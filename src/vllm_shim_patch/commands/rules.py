@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from ..settings import RulesOptions
+from ..settings import NoOptions, RulesOptions
 from .context import Context, Outcome
 
 
-def rules_list(ctx: Context, opts: RulesOptions) -> Outcome:
+def rules_list(ctx: Context, opts: NoOptions) -> Outcome:
     """Every loaded rule: id, since, operations, target (opt-in ones too, their option named)."""
     from ..report.rules import listing
 
-    pack = ctx.listed_pack
+    pack = ctx.rules.listed
     data = [
         {"id": r.id, "since": str(r.since), "calls": list(r.calls), "operations": list(r.operations),
          "why": r.why, "file": r.path, "line": r.line, "option": r.option}
@@ -41,9 +41,9 @@ def rules_test(ctx: Context, opts: RulesOptions) -> Outcome:
     return Outcome(tested(results), data, 1 if not results or not all(r.ok for r in results) else 0)
 
 
-def rules_docs(ctx: Context, opts: RulesOptions) -> Outcome:
+def rules_docs(ctx: Context, opts: NoOptions) -> Outcome:
     """The rules as the README's Markdown table (--json: its rows)."""
     from ..report.rules import rows, table
 
-    rules = ctx.listed_pack.rules
+    rules = ctx.rules.listed.rules
     return Outcome(table(rules), rows(rules))

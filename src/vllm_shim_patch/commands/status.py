@@ -12,7 +12,8 @@ from ..fsutil import hash_file
 from ..overlay import layout, lock
 from ..overlay.integrity import check_overlay
 from ..report import status as text
-from ..settings import NoOptions, PackageState
+from ..kinds import PackageState
+from ..settings import NoOptions
 from .context import Context, Outcome
 
 

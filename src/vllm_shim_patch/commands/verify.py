@@ -26,8 +26,8 @@ def verify(ctx: Context, opts: VerifyOptions) -> Outcome:
 
     target = ctx.target
     pyfiles = target.python_files()
-    originals = ctx.originals()
-    current = ctx.installed()
+    originals = ctx.files.originals()
+    current = ctx.files.installed()
     # A file RECORD lists that is gone, where the overlay has its original, counts as changed: its
     # import is checked, and fails.
     changed = [p for p in pyfiles if current.get(p) != originals.get(p, current.get(p))]
@@ -40,8 +40,8 @@ def verify(ctx: Context, opts: VerifyOptions) -> Outcome:
         if not changed:
             return Outcome(nothing_to_verify(ctx.who), {"ok": True, "imports": [], "signatures": None, "bindings": [],
                                   "verdict": "not patched", "not_checked": []}, 0)
-        named = {c for r in ctx.pack.rules for c in r.calls}
+        named = {c for r in ctx.rules.pack.rules for c in r.calls}
         calls = [c for p in pyfiles if p in current for c in calls_in(current[p], p) if p in changed or c.callee in named]
-    result = run_checks(target, ctx.bindings, modules, calls, live=ctx.live, unscanned=unscanned)
+    result = run_checks(target, ctx.vllm.bindings, modules, calls, live=ctx.vllm.live, unscanned=unscanned)
     text = verified(result.lines, ctx.who, result.ok, result.summary, result.reason)
     return Outcome(text, {"ok": result.ok, **result.data}, 0 if result.ok else 1)

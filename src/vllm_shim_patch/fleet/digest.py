@@ -8,7 +8,7 @@ import hashlib
 from pathlib import Path
 
 from ..errors import UsageError
-from ..rules.model import RulePack
+from ..rewrite.rule import RulePack
 
 
 def rules_digest(pack: RulePack) -> str:

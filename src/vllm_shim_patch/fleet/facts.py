@@ -11,7 +11,7 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from ..rules.model import Rule
+from ..rewrite.rule import Rule
 from ..target import Target
 from ..versions import satisfies
 from ..vllm_source import VllmSource

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..kinds import BindStatus
 from ..words import plural
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ def _rows(rows: list[AuditRow], verbose: bool, rules: bool, grouped: frozenset[s
             continue
         b = row.before
         if row.added:
-            if b.status != "ok" or verbose:
+            if b.status is not BindStatus.OK or verbose:
                 tail = " -> the rules write this; fix the rule" if row.remaining else ""
                 lines.append(f"  {line(b)} (added by the rules; line of the patched file){tail}")
             continue

@@ -9,7 +9,7 @@ import tokenize
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..settings import Action
+from ..kinds import Action
 from ..words import agree, listing, plural
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..settings import Action, FileStatus
+from ..kinds import Action, FileStatus
 from .diff import file_diff
 from ..words import plural
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..rewrite.ops import OPERATIONS
-from ..rules.model import Rule
+from ..rewrite.rule import Rule
 from ..words import plural
 
 if TYPE_CHECKING:

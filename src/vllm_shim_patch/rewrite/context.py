@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 if TYPE_CHECKING:
-    from ..rules.model import Rule
+    from .rule import Rule
 
 
 class NeedsHuman(Exception):

@@ -26,8 +26,8 @@ from libcst.metadata import (
     QualifiedNameSource,
 )
 
-from ..rules.model import requirement_fact
-from ..settings import Action, FileStatus
+from .rule import requirement_fact
+from ..kinds import Action, FileStatus
 from .context import CallSite, NeedsHuman, Rewrite
 from .results import FileResult, Site
 from .names import import_names
@@ -36,7 +36,7 @@ from .positions import LazyPositions, positions
 from .scoped import Scope, line_map, module_of, parse_source, time_limit
 
 if TYPE_CHECKING:
-    from ..rules.model import Rule
+    from .rule import Rule
 
 
 @dataclass

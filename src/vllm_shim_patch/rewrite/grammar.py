@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Sequence
 
 from ..errors import TargetError
-from ..settings import FileStatus
+from ..kinds import FileStatus
 from ..target import REMOTE, Target
 from .results import FileResult
 

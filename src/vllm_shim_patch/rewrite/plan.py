@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import Version
 
 from ..errors import UsageError
-from ..rules.model import Rule, RulePack
-from ..settings import Action, FileStatus, SignatureKind
+from .rule import Rule, RulePack
+from ..kinds import Action, FileStatus, SignatureKind
 from ..target import Target
 from ..versions import in_series, parse_version, resolve_version
 from .results import FileResult, Site

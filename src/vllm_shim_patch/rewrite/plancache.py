@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..settings import Action, FileStatus
+from ..kinds import Action, FileStatus
 from .results import FileResult, Site
 
 FORMAT = 1  # a site of another shape (before `moves`) fails to unpack: planned anew

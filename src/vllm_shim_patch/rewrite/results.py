@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..settings import Action, FileStatus
+from ..kinds import Action, FileStatus
 
 MOVE_EDIT = "move to"  # how a site's message names a move
 

@@ -26,7 +26,7 @@ from libcst.metadata import PositionProvider
 from ..vllm_source import parse_scope
 
 if TYPE_CHECKING:
-    from ..rules.model import Rule
+    from .rule import Rule
 
 
 @dataclass(frozen=True)

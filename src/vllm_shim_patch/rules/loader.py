@@ -21,7 +21,7 @@ from ..errors import RuleError
 from ..rewrite.ops import OPERATIONS
 from ..rewrite.ops.base import QUALNAME_RE, is_identifier
 from ..vllm_source import parse_scope
-from .model import DEFAULT_PACKAGE, SCHEMA_VERSION, Example, Guard, OldSignature, Rule, RulePack
+from ..rewrite.rule import DEFAULT_PACKAGE, SCHEMA_VERSION, Example, Guard, OldSignature, Rule, RulePack
 
 GENERIC_KEYS = ("id", "call", "in", "guard", "since", "why", "signature", "examples", "unchanged", "option",
                 "symptoms")
@@ -374,7 +374,7 @@ class NodeReader:
         return tuple(out)
 
     def option(self, node: Any) -> str:
-        from ..settings import RuleOption
+        from ..kinds import RuleOption
 
         name = self.scalar(node, "'option'")
         known = [o.value for o in RuleOption]

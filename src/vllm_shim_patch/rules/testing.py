@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..rewrite.engine import Engine
-from ..settings import Action, FileStatus
-from .model import Rule
+from ..kinds import Action, FileStatus
+from ..rewrite.rule import Rule
 
 
 @dataclass(frozen=True)

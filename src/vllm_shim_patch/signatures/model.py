@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from vllm_shim_patch.settings import Word
+from vllm_shim_patch.kinds import BindStatus, Word
 
 __all__ = [
     "IGNORED_EXTRA",
@@ -60,7 +60,7 @@ class BindResult:
     """How a call binds, as data: the status and every problem (`signatures.words.bind_reason`
     renders them as one sentence)."""
 
-    status: str  # "ok" | "mismatch" | "unknown"
+    status: BindStatus
     unexpected: tuple[str, ...] = ()  # keywords no parameter takes
     missing: tuple[str, ...] = ()  # required parameters nothing fills
     # (MULTIPLE | POSITIONAL_AS_KEYWORD, keyword), in the call's keyword order
@@ -70,7 +70,7 @@ class BindResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status is BindStatus.OK
 
     @property
     def multiple(self) -> tuple[str, ...]:
@@ -83,7 +83,7 @@ class BindResult:
         return tuple(name for what, name in self.keyword_problems if what == POSITIONAL_AS_KEYWORD)
 
 
-_OK = BindResult("ok")
+_OK = BindResult(BindStatus.OK)
 
 
 class Presence(Word):
@@ -178,7 +178,7 @@ class Signature:
         """
         positional = [p for p in self.params if p.kind in (POS_ONLY, POS_OR_KW)]
         if n_positional > len(positional) and not self._has(VAR_POS):
-            return BindResult("mismatch", too_many=(n_positional, len(positional)))
+            return BindResult(BindStatus.MISMATCH, too_many=(n_positional, len(positional)))
         filled = {p.name for p in positional[:n_positional]}
         by_keyword = {p.name: p for p in self.params if p.kind in (POS_OR_KW, KW_ONLY)}
         seen: set[str] = set()
@@ -210,9 +210,9 @@ class Signature:
 
         missing = [p.name for p in self.params if unfilled(p)]
         if problems or unexpected or missing:
-            return BindResult("mismatch", tuple(unexpected), tuple(missing), tuple(problems))
+            return BindResult(BindStatus.MISMATCH, tuple(unexpected), tuple(missing), tuple(problems))
         if star_args or star_kwargs:
-            return BindResult("unknown", splat=True)
+            return BindResult(BindStatus.UNKNOWN, splat=True)
         return _OK
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SignatureError
-from ..settings import SignatureKind
+from ..kinds import SignatureKind
 
 if TYPE_CHECKING:
     from ..target import Target

@@ -8,12 +8,9 @@ import time
 PASSED = "passed"
 FAILED = "failed"  # speculators' code path raised, or returned wrong data
 CANNOT = "cannot_rehearse"  # a stand-in does not fit this vLLM, or speculators' code was not reached
-TIMEOUT = "timeout"  # speculators' code path hung (a real run would hang too)
+TIMEOUT = "timeout"  # the run ran out of time (a busy machine, or a hang): no verdict, like CANNOT
 ERROR = "error"  # a bug of the rehearsal itself
 OUTCOMES = (PASSED, FAILED, CANNOT, TIMEOUT, ERROR)
-
-# Stages before speculators' own code runs: a failure or a time-out there says nothing about it.
-BEFORE_SPECULATORS = ("start", "import", "setup", "self-check")
 
 
 class CannotRehearse(Exception):
@@ -50,6 +47,10 @@ class Run:
         self.standins = None
         self.generator = None
 
+    def count_forward(self):
+        """One forward pass of the model over the scheduled tokens (the stand-in runner reports it)."""
+        self.iterations += 1
+
     def check(self, name, ok, detail=""):
         """Record one self-check; a mismatch means this vLLM cannot be rehearsed as it is."""
         self.checks.append({"check": name, "ok": bool(ok), **({"detail": detail} if detail and not ok else {})})
@@ -81,11 +82,8 @@ def answer(run, ok, outcome, failure=None, **extra):
 def timed_out(run, seconds):
     """The answer when the session's watchdog fires (the run is abandoned, the process exits).
 
-    Only time spent in speculators' own code path is a hang worth reporting as a failure; running
-    out of time while importing vLLM or building the stand-ins says nothing about speculators."""
-    if run.stage in BEFORE_SPECULATORS:
-        return answer(run, False, CANNOT, {
-            "exception": f"cannot rehearse: speculators' code was not reached within {seconds:g}s "
-                         f"(stage {run.stage}: importing vLLM or building the stand-ins took that long); "
-                         f"give a longer --timeout"})
-    return answer(run, False, TIMEOUT, {"exception": f"TimeoutError: rehearsal exceeded {seconds:g}s"})
+    Running out of time says nothing about speculators, wherever the run was (`stage` says where):
+    on a busy machine a sound run takes longer; a hang looks the same from here. So it is no
+    failure: the run could not finish, and a longer --timeout is the next step."""
+    return answer(run, False, TIMEOUT, {
+        "exception": f"cannot rehearse: timed out after {seconds:g} s (the machine is busy? pass --timeout)"})

@@ -91,11 +91,8 @@ def run(run, req):
     os.mkdir(model_dir)
     # Stand-ins for what a checkpoint ships (remote code, processor configs) fill only what the
     # folder lacks: the user's own files are used as they are.
-    tokenizer = model_folder.write(model_dir, config, folder,
-                                   family.files(config) if hasattr(family, "files") else {},
-                                   families.text(family, config),
-                                   family.special_tokens(config) if hasattr(family, "special_tokens") else None,
-                                   getattr(family, "TOKENIZER_CLASS", None))
+    tokenizer = model_folder.write(model_dir, config, folder, family.files(config), families.text(family, config),
+                                   family.special_tokens(config), family.TOKENIZER_CLASS)
     description = f"{families.text(family, config)['num_hidden_layers']}-layer {arch}"
     run.real[:] = REAL + adapter.REAL + family.REAL
     run.stood_in[:] = ([model_folder.STOOD_IN.format(description=description, tokenizer=tokenizer)]
@@ -108,7 +105,7 @@ def run(run, req):
     if not (experts and moe.install()):
         run.stood_in.remove(moe.STOOD_IN)
     common.register_in_process([importlib.import_module(m) for m in family.MODULES])
-    S = adapter.build(run, family)
+    S = adapter.build(run.count_forward)
     run.standins = (adapter, S)
     run.stage = "self-check"
     device.self_check(run)
@@ -137,7 +134,7 @@ def _drive(run, work, family, adapter, S, config):
     model = runner.model
     base = families.base_model(family, model)
     forward = adapter.forward_of(S)
-    families.self_check(family, run, model)
+    family.self_check(run, model)
     run.extra["layers"] = _layer_kinds(model)
     warm_up = len(runner.steps)
     worst, wrong, earlier = 0.0, [], set()

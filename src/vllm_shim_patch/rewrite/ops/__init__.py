@@ -14,7 +14,7 @@ from . import add, codemod, drop, method, move, notice, pin, rename
 from .base import Operation
 
 if TYPE_CHECKING:
-    from ...rules.model import Rule
+    from ..rule import Rule
     from ..context import Rewrite
 
 # In the order rules list them (and `rules list` shows them).

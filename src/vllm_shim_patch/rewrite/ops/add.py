@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     import libcst as cst
 
     from ..context import CallSite, Rewrite
-    from ...rules.model import OldSignature, Rule
+    from ..rule import OldSignature, Rule
 
 # `{vllm_config}` in an expression: the value of that argument at the call.
 PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_]\w*)\}")

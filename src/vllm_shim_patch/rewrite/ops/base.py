@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ...errors import RuleError
-    from ...rules.model import OldSignature, Rule
+    from ..rule import OldSignature, Rule
 
 # A fully qualified name such as vllm.v1.request.Request.
 QUALNAME_RE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")  # fullmatch only
@@ -67,5 +67,5 @@ class Operation:
     # The kinds of rule it serves: "call" (matched by qualified name) and/or "scope" (`in:`).
     kinds: frozenset[str] = frozenset({"call"})
     # The guard its spec implies (e.g. the classes a renamed method lives on; a moved name's old
-    # and new modules), as the fields of `rules.model.Guard`, from the spec and the rule's calls.
+    # and new modules), as the fields of `rewrite.rule.Guard`, from the spec and the rule's calls.
     implied_guard: Callable[[Any, tuple[str, ...]], dict[str, tuple[Any, ...]]] | None = None

@@ -21,7 +21,7 @@ from ...errors import CodemodError
 from .base import NodeReader, Fields, Operation, is_identifier
 
 if TYPE_CHECKING:
-    from ...rules.model import OldSignature, Rule
+    from ..rule import OldSignature, Rule
     from ..context import Rewrite
 
 

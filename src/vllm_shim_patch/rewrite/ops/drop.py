@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     import libcst as cst
 
     from ..context import CallSite, Rewrite
-    from ...rules.model import OldSignature, Rule
+    from ..rule import OldSignature, Rule
 
 
 def parse(r: NodeReader, fields: Fields, parsed: dict[str, Any], signature: OldSignature | None) -> tuple[str, ...]:

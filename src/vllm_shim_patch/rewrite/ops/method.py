@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     import libcst as cst
 
     from ..scoped import ScopedTransform
-    from ...rules.model import OldSignature, Rule
+    from ..rule import OldSignature, Rule
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     import libcst as cst
 
     from ..context import CallSite, Rewrite
-    from ...rules.model import OldSignature, Rule
+    from ..rule import OldSignature, Rule
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ def compile_spec(spec: Notice, rule: Rule) -> list[Rewrite]:
                 star_args=any(a.star == "*" for a in call.args),
                 star_kwargs=any(a.star == "**" for a in call.args),
             )
-            if bound.status == "ok":
+            if bound.ok:
                 site.notes.append(f"not needed for this vLLM: {site.short_callee}(...) binds as it is")
                 return call
         site.notices.append(spec.message)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import libcst as cst
 
     from ..context import CallSite, Rewrite
-    from ...rules.model import OldSignature
+    from ..rule import OldSignature
 
 
 @dataclass(frozen=True)

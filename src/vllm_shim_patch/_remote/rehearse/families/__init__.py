@@ -1,13 +1,18 @@
 """The model families the rehearsal can build: one module each, selected by architecture.
 
-A family module defines NAME, ARCHITECTURES, MODULES (vLLM's model modules, registered
-in-process), PRESET (a published full-size config.json: `--arch NAME`), REAL and STOOD_IN
-(reported verbatim) and `shrink(config, max_model_len, vocab)` (the tiny config of the same
-architecture); `self_check(run, model)` where it has stand-ins of its own; a multimodal wrapper
-sets WRAPPER (its language model's config is `text_config`, its decoder stack under
-get_language_model()) and may give `files(config)` and `special_tokens(config)` for what its
-processor needs. Adding a family: one module,
-one entry here, and its architectures in the tool's analysis/rehearse.py FAMILIES.
+A family module is a `protocols.Family`: NAME, ARCHITECTURES, MODULES (vLLM's model modules,
+registered in-process), PRESET (a published full-size config.json: `--arch NAME`) and PRESETS
+(more `--arch` names), SUMMARY (the README's line), REAL and STOOD_IN (reported verbatim),
+`shrink(config, max_model_len, vocab)` (the tiny config of the same architecture), WRAPPER (a
+multimodal wrapper: its language model's config is `text_config`, its decoder stack under
+get_language_model()), `files(config)`, `special_tokens(config)` and TOKENIZER_CLASS (what its
+processor needs), `self_check(run, model)` (its own stand-ins); the optional ones at the
+defaults of `common` where it needs none.
+
+FAMILIES is the one table: the tool reads it too (`analysis/rehearse.py`, which loads this
+package by path: every family module is standard library only at module level), and so do the
+README's family table and the `--arch`/`--model` messages. Adding a family: one module, one entry
+in FAMILIES.
 """
 
 from . import deepseek, gpt_oss, kimi, llama, qwen, qwen_moe, qwen_vl
@@ -22,25 +27,18 @@ def supported():
 
 def text(family, config):
     """The language model's config (a multimodal wrapper keeps it under text_config)."""
-    return config["text_config"] if getattr(family, "WRAPPER", False) else config
+    return config["text_config"] if family.WRAPPER else config
 
 
 def base_model(family, model):
     """The decoder stack speculators captures from: a wrapper's language model's (reached through
     get_language_model(), as speculators' patched worker does), else the model's own."""
-    return model.get_language_model().model if getattr(family, "WRAPPER", False) else model.model
-
-
-def self_check(family, run, model):
-    """The family's own stand-ins against vLLM's classes (most families have none)."""
-    check = getattr(family, "self_check", None)
-    if check is not None:
-        check(run, model)
+    return model.get_language_model().model if family.WRAPPER else model.model
 
 
 def presets():
     """`--arch` names: each family's name (its PRESET) and its extra PRESETS."""
-    return sorted([*FAMILIES, *(n for f in FAMILIES.values() for n in getattr(f, "PRESETS", {}))])
+    return sorted([*FAMILIES, *(n for f in FAMILIES.values() for n in f.PRESETS)])
 
 
 def preset(name):
@@ -48,7 +46,7 @@ def preset(name):
     if name in FAMILIES:
         return FAMILIES[name], FAMILIES[name].PRESET
     for family in FAMILIES.values():
-        if name in getattr(family, "PRESETS", {}):
+        if name in family.PRESETS:
             return family, family.PRESETS[name]
     return None
 

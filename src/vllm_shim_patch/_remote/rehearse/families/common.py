@@ -51,6 +51,20 @@ def shrink(config, max_model_len, *, vocab=None, layers=LAYERS):
     return out
 
 
+def no_files(config):
+    """A family's `files` default: nothing besides config.json and a tokenizer."""
+    return {}
+
+
+def no_special_tokens(config):
+    """A family's `special_tokens` default: no token the tokenizer must know by id."""
+    return None
+
+
+def no_self_check(run, model):
+    """A family's `self_check` default: no stand-ins of its own to check."""
+
+
 def register_in_process(modules):
     """vLLM inspects a lazily registered architecture in a subprocess ("to avoid initializing
     CUDA"), about 6 s here, unless ~/.cache/vllm/modelinfos has it. There is no CUDA to protect and

@@ -24,6 +24,13 @@ PRESET = {
 # --arch mistral-large-3: DeepSeek-V3's architecture with Llama-4 attention scaling (q scaled from
 # position 8192 on), as Mistral-Large-3 ships it.
 PRESETS = {"mistral-large-3": {**PRESET, "llama_4_scaling": {"original_max_position_embeddings": 8192, "beta": 0.1}}}
+SUMMARY = (
+    "DeepSeek-V3's config (Kimi-K2's architecture too): multi-head latent attention, shared "
+    "and routed experts with grouped sigmoid routing, dense first layers, yarn; "
+    "`mistral-large-3`: the same with `llama_4_scaling`"
+)
+WRAPPER = False  # its decoder stack is model.model
+TOKENIZER_CLASS = None  # the tiny tokenizer's default class
 REAL = [
     "vllm.model_executor.models.deepseek_v2: DeepseekV3ForCausalLM, DeepseekV2Model, DeepseekV2DecoderLayer, "
     "DeepseekV2MLAAttention (vLLM's MultiHeadLatentAttentionWrapper and MLAAttention layer, its kv_b_proj), "
@@ -35,6 +42,11 @@ STOOD_IN = [
     "and values expanded by the layer's own kv_b_proj (the FlashMLA / Triton MLA kernels need a GPU; the "
     "64-token KV block Hopper forces is not rehearsed)",
 ]
+
+# What protocols.Family leaves optional, at its defaults here.
+files = common.no_files
+special_tokens = common.no_special_tokens
+self_check = common.no_self_check
 
 
 def shrink(config, max_model_len, vocab=None):

@@ -18,11 +18,20 @@ PRESET = {
     "swiglu_limit": 7.0, "attention_bias": True, "tie_word_embeddings": False, "eos_token_id": 200002,
     "pad_token_id": 199999, "hidden_act": "silu", "initial_context_length": 4096, "torch_dtype": "bfloat16",
 }
+SUMMARY = "sliding-window and full layers in turn (two KV cache specs), attention sinks, biased experts"
+PRESETS = {}  # no --arch name besides NAME
+WRAPPER = False  # its decoder stack is model.model
+TOKENIZER_CLASS = None  # the tiny tokenizer's default class
 REAL = [
     "vllm.model_executor.models.gpt_oss: GptOssForCausalLM, GptOssModel, TransformerBlock, OAIAttention "
     "(vLLM's Attention layer with sinks and per-layer sliding window), MLPBlock (vLLM's FusedMoE with biases)",
 ]
 STOOD_IN = []
+
+# What protocols.Family leaves optional, at its defaults here.
+files = common.no_files
+special_tokens = common.no_special_tokens
+self_check = common.no_self_check
 
 
 def shrink(config, max_model_len, vocab=None):

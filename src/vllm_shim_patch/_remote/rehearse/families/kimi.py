@@ -31,6 +31,9 @@ PRESET = {
     },
 }
 WRAPPER = True  # speculators captures from get_language_model()
+SUMMARY = "the multimodal wrapper (MoonViT tower built, not run) around Kimi-K2's DeepSeek-V3"
+PRESETS = {}  # no --arch name besides NAME
+TOKENIZER_CLASS = None  # the tiny tokenizer's default class
 REAL = [
     "vllm.model_executor.models.kimi_k25: KimiK25ForConditionalGeneration (vLLM's MoonViT vision tower and "
     "projector built, not run: the prompts are text), its DeepSeek-V3 language model as in the deepseek family",
@@ -79,6 +82,9 @@ class KimiK25VisionProcessor(BaseImageProcessor):
 '''
 PREPROCESSOR = ('{"auto_map": {"AutoImageProcessor": "kimi_k25_vision_processing.KimiK25VisionProcessor"}, '
                 '"image_processor_type": "KimiK25VisionProcessor"}')
+
+# What protocols.Family leaves optional, at its defaults here.
+self_check = common.no_self_check
 
 
 def shrink(config, max_model_len, vocab=None):

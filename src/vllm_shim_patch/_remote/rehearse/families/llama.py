@@ -17,11 +17,20 @@ PRESET = {
     "vocab_size": 128256, "bos_token_id": 128000, "eos_token_id": 128001, "tie_word_embeddings": False,
     "attention_bias": False, "mlp_bias": False, "torch_dtype": "bfloat16",
 }
+SUMMARY = "Llama-3.1-8B's config: GQA, llama3 rope scaling"
+PRESETS = {}  # no --arch name besides NAME
+WRAPPER = False  # its decoder stack is model.model
+TOKENIZER_CLASS = None  # the tiny tokenizer's default class
 REAL = [
     "vllm.model_executor.models.llama: LlamaForCausalLM, LlamaModel, LlamaDecoderLayer, LlamaAttention (with "
     "vLLM's Attention layer), LlamaMLP, built by vLLM's model registry under set_current_vllm_config",
 ]
 STOOD_IN = []
+
+# What protocols.Family leaves optional, at its defaults here.
+files = common.no_files
+special_tokens = common.no_special_tokens
+self_check = common.no_self_check
 
 
 def shrink(config, max_model_len, vocab=None):

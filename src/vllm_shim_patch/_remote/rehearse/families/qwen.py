@@ -16,11 +16,20 @@ PRESET = {
     "vocab_size": 151936, "bos_token_id": 151643, "eos_token_id": 151645, "tie_word_embeddings": False,
     "torch_dtype": "bfloat16",
 }
+SUMMARY = "Qwen3-8B's config: per-head q/k norms"
+PRESETS = {}  # no --arch name besides NAME
+WRAPPER = False  # its decoder stack is model.model
+TOKENIZER_CLASS = None  # the tiny tokenizer's default class
 REAL = [
     "vllm.model_executor.models.qwen2 / qwen3: Qwen2ForCausalLM, Qwen3ForCausalLM, their models, decoder layers, "
     "attention (with vLLM's Attention layer) and MLPs, built by vLLM's model registry",
 ]
 STOOD_IN = []
+
+# What protocols.Family leaves optional, at its defaults here.
+files = common.no_files
+special_tokens = common.no_special_tokens
+self_check = common.no_self_check
 
 
 def shrink(config, max_model_len, vocab=None):

@@ -17,11 +17,20 @@ PRESET = {
     "sliding_window": None, "use_sliding_window": False, "max_window_layers": 48, "attention_bias": False,
     "hidden_act": "silu", "torch_dtype": "bfloat16",
 }
+SUMMARY = "Qwen3-30B-A3B's config: softmax top-k experts"
+PRESETS = {}  # no --arch name besides NAME
+WRAPPER = False  # its decoder stack is model.model
+TOKENIZER_CLASS = None  # the tiny tokenizer's default class
 REAL = [
     "vllm.model_executor.models.qwen3_moe: Qwen3MoeForCausalLM, Qwen3MoeModel, its decoder layers, attention "
     "(vLLM's Attention layer) and sparse MoE blocks (vLLM's FusedMoE and router gate)",
 ]
 STOOD_IN = []
+
+# What protocols.Family leaves optional, at its defaults here.
+files = common.no_files
+special_tokens = common.no_special_tokens
+self_check = common.no_self_check
 
 
 def shrink(config, max_model_len, vocab=None):

@@ -30,6 +30,8 @@ PRESET = {
     },
 }
 WRAPPER = True  # speculators captures from get_language_model()
+SUMMARY = "the wrapper whose text model takes `deepstack_input_embeds`; MRoPE"
+PRESETS = {}  # no --arch name besides NAME
 REAL = [
     "vllm.model_executor.models.qwen3_vl: Qwen3VLForConditionalGeneration (vision tower and deepstack mergers "
     "built, not run: the prompts are text), Qwen3LLMForCausalLM / Qwen3LLMModel (its forward passes "
@@ -43,6 +45,9 @@ STOOD_IN = [
 ]
 TOKENIZER_CLASS = "Qwen2TokenizerFast"  # Qwen3VLProcessor accepts no other
 _SPECIAL = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
+
+# What protocols.Family leaves optional, at its defaults here.
+self_check = common.no_self_check
 
 
 def shrink(config, max_model_len, vocab=None):

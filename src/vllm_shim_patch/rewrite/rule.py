@@ -1,4 +1,5 @@
-"""Rules as frozen data: what the loader reads from YAML and the engine compiles."""
+"""Rules as frozen data: what `rules/loader.py` reads from YAML and the engine compiles (standard
+library only, nothing of ours: every layer from here up may hold a `Rule`)."""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ class Rule:
     scope: str | None = None  # `in: module:Qual.name`: a scoped rule (no `call`)
     guard: Guard = Guard()  # a scoped rule's guard, its operations' own guards included
     package: str = DEFAULT_PACKAGE  # the distribution its file's `package:` names
-    option: str | None = None  # `option:`: applied only with this opt-in (settings.RuleOption)
+    option: str | None = None  # `option:`: applied only with this opt-in (kinds.RuleOption)
     # `symptoms:`: patterns of the rehearsal failures the rule fixes where no site of it is on the
     # failing line (a keyword a replaced function no longer takes, an opt-in's error).
     symptoms: tuple[str, ...] = ()

@@ -1,0 +1,213 @@
+"""vLLM's V1 engine with MultiprocExecutor, WorkerProc, the GPU Worker and GPUModelRunner, run
+in this process.
+
+Only process plumbing, device set-up and the runner's GPU parts are stood in, so conventions
+such as collective_rpc's reply shape come from vLLM itself. This module is the adapter's face and
+imports no vLLM (`fits()` runs first); `build()` imports the parts, one concern a module:
+
+- `shims`: what differs between the V1 releases (ModelRunnerOutput's fields, InputBatch's
+  arguments, LateInteractionRunner, set_random_seed, the two-phase step);
+- `runner`: the stand-in GPUModelRunner (one per worker; each forward reported to a callback);
+- `worker`: the stand-in GPU Worker (init_device only) and the Model Runner V2 refusal;
+- `checks`: the self-checks of those parts against vLLM, and of the in-process ones;
+- `queues`: the in-process MessageQueues (no vLLM: tested without it);
+- `executor`: MultiprocExecutor's start-up replaced by one in-process WorkerProc, the process
+  handle stand-in, the tap that keeps a worker's exception.
+
+`shims`, `runner`, `worker`, `checks.runner` and `checks.worker` assume nothing of where the
+worker runs: an adapter whose workers are vLLM's own processes reuses them; `queues`, `executor`
+and `checks.in_process` are this adapter's in-process plumbing.
+"""
+
+import contextlib
+import dataclasses
+import importlib
+import os
+import sys
+import traceback
+import types
+
+NAME = "v1-multiproc"
+
+REAL = [
+    "vllm.v1.executor.multiproc_executor.MultiprocExecutor instance: __init__ (Executor.__init__), "
+    "collective_rpc, execute_model, sample_tokens, initialize_from_config, _get_output_rank, shutdown",
+    "vllm.v1.executor.multiproc_executor.WorkerProc: __init__, worker_busy_loop, handle_output, "
+    "enqueue_output, ResponseStatus, shutdown (in this process)",
+    "vllm.v1.worker.worker_base.WorkerWrapperBase: init_worker (mixes in worker_extension_cls), "
+    "execute_model, initialize_from_config, __getattr__ dispatch",
+    "vllm.v1.worker.gpu_worker.Worker methods: __init__, load_model, get_kv_cache_spec, "
+    "initialize_from_config, compile_or_warm_up_model, execute_model, sample_tokens, shutdown",
+    "vllm.v1.worker.gpu_worker.init_worker_distributed_environment (gloo, world size 1)",
+    "vllm.v1.worker.gpu_model_runner.GPUModelRunner: get_kv_cache_spec, maybe_remove_all_loras, "
+    "_update_states and _may_reorder_batch (the persistent batch, hence the order of the tokens), "
+    "and the execute_model/sample_tokens state guards (called on the stand-in runner)",
+    "vllm.v1.worker.gpu_input_batch.InputBatch and CachedRequestState (add, remove, condense, swap; "
+    "reorder_batch_to_split_decodes_and_prefills with an attention backend's threshold)",
+    "vllm.forward_context.set_forward_context, vllm.distributed parallel state",
+]
+STOOD_IN = [
+    "MultiprocExecutor._init_executor: the only replaced executor method; it spawns worker processes and "
+    "creates shared-memory MessageQueues. Ours builds one in-process WorkerProc and the queues below, "
+    "then sets the same attributes the real one sets",
+    "MessageQueue objects (executor rpc_broadcast_mq, worker rpc_broadcast_mq, worker_response_mq): "
+    "in-process queues with enqueue/dequeue; messages are pickled like the real queue does; enqueue on the "
+    "broadcast queue runs the real WorkerProc.worker_busy_loop until the queue is drained",
+    "worker process handles (WorkerProcHandle.proc): an object that is never alive (no process exists)",
+    "WorkerProc._init_message_queues: returns the in-process queues instead of shm/zmq ones",
+    "parallel_config.worker_cls: a subclass of vLLM's GPU Worker whose only override is init_device "
+    "(the real one asserts CUDA devices, sets the CUDA device, snapshots CUDA memory and builds "
+    "GPUModelRunner); ours calls vLLM's init_worker_distributed_environment with gloo and builds the "
+    "stand-in runner",
+    "GPU model runner: a GPUModelRunner subclass that does not run GPUModelRunner.__init__; it loads the "
+    "model and runs it on CPU over the tokens in the persistent batch's order (the ~10 index lines of "
+    "_prepare_inputs re-stated), and keeps the installed runner's execute_model/sample_tokens state "
+    "protocol (its state errors are raised by the real GPUModelRunner code)",
+    "CustomOp kernel dispatch: forward_native is selected (CUDA kernels cannot run on CPU)",
+    "model registry inspection subprocess: the family's architectures are registered as already-imported "
+    "classes, so vLLM's own _ModelInfo.from_model_cls runs in-process (no subprocess, no cache file)",
+]
+
+# Members of vLLM this adapter builds on; the first one missing says it does not fit.
+_NEEDS = (
+    ("vllm.v1.executor.multiproc_executor", "MultiprocExecutor._init_executor"),
+    ("vllm.v1.executor.multiproc_executor", "WorkerProc._init_message_queues"),
+    ("vllm.v1.executor.multiproc_executor", "WorkerProc.worker_busy_loop"),
+    ("vllm.v1.executor.multiproc_executor", "WorkerProcHandle"),
+    ("vllm.v1.worker.gpu_worker", "Worker.init_device"),
+    ("vllm.v1.worker.gpu_worker", "init_worker_distributed_environment"),
+    ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner.execute_model"),
+)
+# speculators launches no elastic-EP scale-up; a user's variable must not send the real
+# Worker.load_model down that path (receive_expert_mapping, the runner's NOT_REACHED eplb members).
+UNSET = ("VLLM_ELASTIC_EP_SCALE_UP_LAUNCH",)
+
+
+def fits():
+    for module, member in _NEEDS:
+        try:
+            obj = importlib.import_module(module)
+        except ImportError as e:
+            return f"{module} does not import ({type(e).__name__}: {e})"
+        for part in member.split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                return f"{module}.{member} is missing"
+    return None
+
+
+@dataclasses.dataclass
+class Created:
+    """What the stand-ins made while the run went: executors, in-process WorkerProcs, and the
+    exceptions the workers logged (with their tracebacks)."""
+
+    executors: list = dataclasses.field(default_factory=list)
+    procs: list = dataclasses.field(default_factory=list)
+    worker_failures: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class StandIns:
+    """The stand-ins of one run, with the vLLM members they are checked against and replace."""
+
+    mpe: types.ModuleType  # vllm.v1.executor.multiproc_executor
+    gpu_worker: types.ModuleType  # vllm.v1.worker.gpu_worker
+    real_runner: type  # GPUModelRunner
+    output_cls: type  # ModelRunnerOutput
+    runner: type  # StandInModelRunner
+    worker: type  # RehearsalWorker of this run (its runner reports forwards to the run)
+    worker_module: str  # where vLLM's parallel_config.worker_cls finds `worker`
+    init_executor: types.FunctionType  # MultiprocExecutor._init_executor's replacement
+    tap: object  # a logging.Handler keeping the workers' exceptions in created.worker_failures
+    two_phase: bool  # the installed runner steps by execute_model then sample_tokens
+    created: Created = dataclasses.field(default_factory=Created)
+    undo: contextlib.ExitStack = dataclasses.field(default_factory=contextlib.ExitStack)
+
+
+def build(on_forward):
+    """The stand-ins for the installed vLLM; `on_forward()` is called once per model forward of
+    execute_model (the warm-up runs none). Changes nothing of vLLM: that is `install`."""
+    from . import executor, runner, shims, worker
+
+    created = Created()
+    return StandIns(
+        mpe=executor.mpe, gpu_worker=worker.gpu_worker, real_runner=runner.GPUModelRunner,
+        output_cls=shims.ModelRunnerOutput, runner=runner.StandInModelRunner, worker=worker.for_run(on_forward),
+        worker_module=worker.MODULE, init_executor=executor.init_executor_for(created),
+        tap=executor.WorkerFailureTap(created.worker_failures), two_phase=shims.TWO_PHASE, created=created)
+
+
+def self_check(run, standins):
+    from . import checks
+
+    s = standins
+    checks.runner(run, s.runner, s.real_runner, s.gpu_worker.Worker, s.output_cls, s.two_phase)
+    checks.in_process(run, s.mpe)
+    checks.worker(run, s.gpu_worker)
+
+
+def install(standins):
+    """Put the stand-ins in place: MultiprocExecutor._init_executor replaced, the tap on the
+    executor module's logger, the worker's module registered, UNSET taken out of the
+    environment. `restore` undoes each, in reverse."""
+    s, undo = standins, standins.undo
+    executor_cls = s.mpe.MultiprocExecutor
+    original = executor_cls._init_executor
+    executor_cls._init_executor = s.init_executor
+    undo.callback(setattr, executor_cls, "_init_executor", original)
+    s.mpe.logger.addHandler(s.tap)
+    undo.callback(s.mpe.logger.removeHandler, s.tap)
+    previous = sys.modules.get(s.worker_module)
+    module = types.ModuleType(s.worker_module)
+    module.RehearsalWorker = s.worker
+    sys.modules[s.worker_module] = module
+    undo.callback(_put_back, sys.modules, s.worker_module, previous)
+    for name in UNSET:
+        value = os.environ.pop(name, None)
+        if value is not None:
+            undo.callback(os.environ.__setitem__, name, value)
+
+
+def restore(standins):
+    """Undo what `install` did, in reverse (a second call does nothing)."""
+    standins.undo.close()
+
+
+def _put_back(table, key, previous):
+    if previous is None:
+        table.pop(key, None)
+    else:
+        table[key] = previous
+
+
+def worker_of(standins):
+    """The worker (speculators' extension mixed in) of the one in-process WorkerProc."""
+    return standins.created.procs[0].worker.worker
+
+
+def model_of(standins):
+    """The model the worker loaded (for the reference forward)."""
+    return worker_of(standins).model_runner.model
+
+
+def forward_of(standins):
+    """The runner's model call: (input ids, positions, segments, KV history) -> hidden states."""
+    return worker_of(standins).model_runner._forward
+
+
+def worker_failure(standins):
+    fails = standins.created.worker_failures
+    return fails[-1] if fails else None
+
+
+def shutdown(standins):
+    for ex in standins.created.executors:
+        try:
+            ex.shutdown()
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
+    for proc in standins.created.procs:
+        try:
+            proc.shutdown()  # real WorkerProc.shutdown: worker, model parallel, distributed env
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()

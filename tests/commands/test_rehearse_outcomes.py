@@ -1,0 +1,80 @@
+"""What a rehearsal's answer becomes in the `rehearse` command: the verdict line and the exit
+code, with the target session stood in (its answer is what `_remote/rehearse/` returns, the
+watchdog's included: simulated here, no wall-clock wait)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_shim_patch._remote.rehearse import answer
+from vllm_shim_patch.analysis import rehearse as tool_side
+from vllm_shim_patch.analysis import session
+from vllm_shim_patch.commands.context import Context
+from vllm_shim_patch.commands.rehearse import rehearse
+from vllm_shim_patch.settings import RehearseOptions, Settings
+from vllm_shim_patch.target import Target
+
+TARGET = Target(python="/env/bin/python", python_version="3.11.7", package="speculators", version="0.3.0",
+                location=Path("/env/site"), record=(), editable=None, vllm_version="0.16.0",
+                vllm_location=Path("/env/site/vllm"))
+TIMED_OUT = "cannot rehearse: timed out after 900 s (the machine is busy? pass --timeout)"
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, reply: dict[str, Any], **options: Any) -> tuple[Any, list[dict[str, Any]]]:
+    asked: list[dict[str, Any]] = []
+
+    def run_session(target: Target, **request: Any) -> session.SessionAnswer:
+        asked.append(request["rehearse"])
+        return session.SessionAnswer(None, None, reply)
+
+    monkeypatch.setattr(session, "run_session", run_session)
+    ctx = Context(Settings(python=TARGET.python))
+    ctx.probe._target = TARGET
+    return rehearse(ctx, RehearseOptions(**options)), asked
+
+
+@pytest.mark.parametrize("stage", ["import", "self-check", "generate-2", "verify-3"])
+def test_running_out_of_time_cannot_rehearse_exit_2_wherever_the_run_was(
+        monkeypatch: pytest.MonkeyPatch, stage: str) -> None:
+    run = answer.Run()
+    run.stage = stage
+    watchdog = answer.timed_out(run, tool_side.TIMEOUT)  # what the session's watchdog answers
+    out, asked = _run(monkeypatch, watchdog)
+    assert asked[0]["timeout"] == 900.0  # the default
+    assert out.exit_code == 2
+    assert out.text == f"speculators 0.3.0 on vLLM 0.16.0: rehearsal could not run: {TIMED_OUT}"
+    assert (out.data["ok"], out.data["outcome"], out.data["stage"], out.data["failure"]) == (
+        False, "timeout", stage, {"exception": TIMED_OUT})
+    assert out.data["fixes"] == [] and out.data["pending_rules"] == []
+
+
+def test_the_timeout_option_is_what_the_target_is_given_and_what_the_message_says(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    out, asked = _run(monkeypatch, answer.timed_out(answer.Run(), 5), timeout=5.0)
+    assert asked[0]["timeout"] == 5.0
+    assert (out.exit_code, out.text.rsplit(": ", 2)[-2:]) == (
+        2, ["cannot rehearse", "timed out after 5 s (the machine is busy? pass --timeout)"])
+
+
+@pytest.mark.parametrize(("outcome", "code"), [("passed", 0), ("failed", 1), ("cannot_rehearse", 2), ("timeout", 2),
+                                               ("error", 2)])
+def test_each_outcome_has_its_exit_code(monkeypatch: pytest.MonkeyPatch, outcome: str, code: int) -> None:
+    reply = {"ok": outcome == "passed", "outcome": outcome, "stage": "generate-1", "iterations": 1,
+             "failure": None if outcome == "passed" else {"exception": "x"}}
+    if outcome in ("failed", "cannot_rehearse"):
+        monkeypatch.setattr(Context, "plan", lambda self, *a, **k: None)  # no rule to name: no plan needed
+    assert _run(monkeypatch, reply)[0].exit_code == code
+
+
+
+def test_the_help_says_the_default_timeout() -> None:
+    from click.testing import CliRunner
+
+    from vllm_shim_patch.cli import main
+
+    out = CliRunner().invoke(main, ["rehearse", "--help"])
+    assert out.exit_code == 0, out.output
+    assert f"give up after this long (default: {tool_side.TIMEOUT:g})" in " ".join(out.output.split())
