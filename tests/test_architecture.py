@@ -119,6 +119,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("report",),
     ("analysis",),
     ("overlay",),
+    ("fleet",),  # the patched wheel: overlay/ recognises an install from one
     ("rules",),  # the loader asks the operations in rewrite/ops to parse their keys
     ("rewrite",),  # rewrite/rule.py: the frozen Rule the engine compiles
     ("signatures",),

@@ -1,6 +1,7 @@
 """One exception hierarchy: the CLI turns every PatchError into a one-line message and exit 2.
 
-Anything else that escapes is a bug in the tool and keeps its traceback.
+`Refused` is the one a command answers itself, with exit 1. Anything else that escapes is a bug
+in the tool and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -69,6 +70,12 @@ class SignatureError(PatchError):
 
 class UsageError(PatchError):
     """A bad option value or combination (exit 2 like every input error)."""
+
+
+class Refused(PatchError):
+    """The input is good but what it finds refuses the work (the patch on the target drifted, or did
+    not pass in a scratch copy): one line, exit 1, nothing written. The command that raises it
+    answers it (JSON kind "Refused"); it never reaches the CLI's boundary, whose exit 2 is for input."""
 
 
 class CodemodError(RuleError):

@@ -176,6 +176,28 @@ class ApplyOptions(CommandOptions):
     # Review each hunk (the Context's `review`).
     interactive: bool = option(False, "review each hunk before it is written: y/n/a(ll)/q(uit)",
                                flags=("-i", "--interactive"))
+    # After a passing apply, write the patched wheel (commands/wheel.py) into this folder.
+    wheel_out: str | None = option(None, "after a passing apply, write the patched wheel for this vLLM series "
+                                   "into DIR", metavar="DIR")
+
+
+@dataclass(frozen=True)
+class WheelOptions(CommandOptions):
+    # Where the wheel goes; None: the current folder.
+    out_dir: str | None = option(None, "write the wheel here (created if need be); default: the current folder",
+                                 flags=("-o", "--out-dir"), metavar="DIR")
+    # One wheel per series the compatibility matrix rehearsed.
+    all_series: bool = option(False, "one wheel per vLLM series the compatibility matrix rehearsed (with "
+                              "--vllm-sources)")
+    # --all-series: a folder of vLLM sources (folders or wheels), one per release.
+    vllm_sources: str | None = option(None, "with --all-series: a folder of vLLM source folders or wheels, one "
+                                      "per release", metavar="DIR")
+    # The original release's wheel (else the installed-from file, the caches, the index).
+    wheel: str | None = option(None, "the installed release's original wheel (default: the file it was "
+                               "installed from, the pip and uv caches, the index)", metavar="PATH")
+    no_index: bool = option(False, "do not ask the package index for the original wheel")
+    # A scratch apply without the rehearsal (the wheel says so).
+    no_rehearse: bool = option(False, "patch a scratch copy without the rehearsal (the wheel says so)")
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,8 @@ SUPPORTED = ("0.3.0", "0.4.0", "0.4.0.1")
 # this 2-core machine when idle, and up to 153 s in docs/compatibility.md (vLLM 0.12.0, shared);
 # under load 300 s ran out two thirds of the way through: six times the slowest cell.
 TIMEOUT = 900.0
+# What runs of vLLM's ranks: the executor is stood in by one in-process worker (releases/).
+TOPOLOGY = "world size 1: one in-process worker (tensor and pipeline parallel 1); rank logic beyond rank 0 not rehearsed"
 LAYERS = (1, 2)
 
 
@@ -77,7 +79,7 @@ def refusal(target: Target) -> tuple[str, str] | None:
     if target.package != "speculators":
         return (f"{target.package} is not speculators",
                 f"the rehearsal drives speculators' generator; {target.package} is not speculators")
-    if target.version not in SUPPORTED:
+    if released(target.version) not in SUPPORTED:
         return (f"speculators {target.version} is not supported",
                 f"the rehearsal supports speculators {', '.join(SUPPORTED)}; "
                 f"{target.package} {target.version} is installed (verify still binds its calls)")
@@ -161,10 +163,24 @@ def model_request(model: str | None, arch: str | None) -> dict[str, Any]:
     return {"model": str(path)}
 
 
+def released(version: str) -> str:
+    """The release a version is: itself, or the release a patched wheel of this tool was built
+    from (0.3.0+vsp.vllm0.16 is 0.3.0, whose generator the rehearsal knows)."""
+    from ..fleet.naming import parse_local
+
+    found = parse_local(version)
+    return found[0] if found else version
+
+
 def request(*, verbose: bool = False, timeout: float = TIMEOUT, quick: bool = False,
-            model: dict[str, Any] | None = None) -> dict[str, Any]:
+            model: dict[str, Any] | None = None, installed: str | None = None) -> dict[str, Any]:
+    """`installed`: the target's speculators version, named supported too when it is a patched
+    wheel's build of a supported release (the target compares the version string)."""
+    supported = list(SUPPORTED)
+    if installed is not None and installed not in supported and released(installed) in SUPPORTED:
+        supported.append(installed)
     return {"timeout": timeout, "layers": list(LAYERS), **(QUICK if quick else PARITY).as_request(),
-            "verbose": verbose, "supported": list(SUPPORTED), **(model or {})}
+            "verbose": verbose, "supported": supported, **(model or {})}
 
 
 @dataclass(frozen=True)

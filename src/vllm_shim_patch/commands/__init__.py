@@ -25,6 +25,7 @@ from ..settings import (
     RollbackOptions,
     RulesOptions,
     VerifyOptions,
+    WheelOptions,
 )
 
 if TYPE_CHECKING:
@@ -75,6 +76,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("rehearse", RehearseOptions,
             "Run speculators' generator on CPU against the installed vLLM (exit 0 pass, 1 failure, 2 cannot run).",
             settings=("model", "arch")),
+    Command("wheel", WheelOptions,
+            "Build the patched speculators wheel for a vLLM series (pip/uv install it on every box).",
+            settings=("vllm_version", "model", "arch")),
     Command("audit", AuditOptions,
             "Check every use of vLLM (imports, calls, methods, attributes), as installed and after the rules.",
             settings=("vllm_version",)),

@@ -18,13 +18,15 @@ from .context import Context, Outcome, Review
 from .pending import desired_files, pending_writes, unrecorded_with_rules
 
 if TYPE_CHECKING:
+    from ..analysis.rehearse import Rehearsal
     from ..rewrite.plan import Plan
 
 
 def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
     """Plan from the original bytes, write atomically, verify, then commit; restore on failure
     (`opts.interactive`: each hunk is offered to `ctx.review` first). `opts.dry_run`: the diff
-    instead (`diff`), `opts.check`: whether it is patched (`check`), writing nothing."""
+    instead (`diff`), `opts.check`: whether it is patched (`check`), writing nothing;
+    `opts.wheel_out`: after a passing apply, the patched wheel too (`patched_wheel`)."""
     if opts.dry_run:
         from .diff import diff
 
@@ -33,6 +35,13 @@ def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
         from .check import check
 
         return check(ctx, opts)
+    if opts.wheel_out is not None:
+        from dataclasses import replace
+
+        from .patched_wheel import prepare_out, write_out
+
+        out = prepare_out(ctx, opts)  # the folder and the original wheel, before anything is written
+        return write_out(ctx, out, apply(ctx, replace(opts, wheel_out=None)))
     from ..analysis.rehearse import model_request
     from ..overlay.baseline import prepare
     from ..overlay.pristine import check_wheel, finder
@@ -42,6 +51,7 @@ def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
 
     ctx.load()
     preflight.refuse_editable(ctx.target)
+    preflight.refuse_patched_wheel(ctx.target, "apply")
     preflight.check_mounted_writable(ctx.target)
     signatures, _ = ctx.vllm.guard  # read the signatures before taking the lock
     # Every input error before the first write: a bad --vllm-version must not leave an overlay behind.
@@ -74,20 +84,38 @@ def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
         head = ov.head_commit()
         assert head is not None
         _write(ctx, writes, head)
-        verdict = text.NO_VERIFY
+        verdict, rehearsal = text.NO_VERIFY, {"Rehearsal": "not run (--no-verify)"}
         if not opts.no_verify:
-            refused, verdict, unrehearsed = _verify(ctx, plan, writes, head, base, rehearse=not opts.no_rehearse)
+            refused, verdict, unrehearsed, rehearsal = _verify(ctx, plan, writes, head, base,
+                                                               rehearse=not opts.no_rehearse)
             if refused is not None:
                 return refused
             if unrehearsed:
                 # The files verified, so they are kept and recorded; but a rehearsal that could
                 # not run is no pass: something is left undone.
                 code = 1
-        _commit(ctx, plan, writes, verdict)
+        _commit(ctx, plan, writes, verdict, rehearsal)
     if _bytecode_left(ctx, sorted(writes)):
         code = 1
     return Outcome(text.patched(ctx.who, plan.version, _summary(plan), verdict),
                    {**base, "changed": True, "verify": verdict}, code)
+
+
+def rehearsal_trailers(rehearsal: Rehearsal | None, why_not: str | None) -> dict[str, str]:
+    """The rehearsal's outcome, model and topology as the overlay commit records them (a patched
+    wheel's METADATA says them again)."""
+    from ..analysis.rehearse import TOPOLOGY
+
+    if rehearsal is None:
+        return {"Rehearsal": f"not run ({why_not})" if why_not else "not run"}
+    a = rehearsal.answer
+    how = {"folder": "built from the config given with --model", "arch": "the --arch preset"}.get(
+        str(a.get("model")), "the default tiny model; --model rehearses another architecture")
+    out = {"Rehearsal": rehearsal.outcome}
+    if a.get("architecture"):
+        out["Rehearsal-Model"] = f"a tiny {a['architecture']} ({how})"
+        out["Rehearsal-Topology"] = TOPOLOGY
+    return out
 
 
 def _local(ctx: Context) -> dict[str, Any]:
@@ -168,9 +196,10 @@ def _write(ctx: Context, writes: dict[str, bytes], head: str) -> None:
 
 
 def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
-            base: dict[str, Any], rehearse: bool) -> tuple[Outcome | None, str, bool]:
+            base: dict[str, Any], rehearse: bool) -> tuple[Outcome | None, str, bool, dict[str, str]]:
     """(a failure outcome after restoring, or None; the verdict for the commit; whether the
-    rehearsal could not run where vLLM is installed and it was not turned off)."""
+    rehearsal could not run where vLLM is installed and it was not turned off; the rehearsal's
+    trailers)."""
     from ..analysis.rehearse import interpret, model_request, refusal, request
     from ..analysis.verify import verify_plan
     from ..report.rehearse import headline, lines
@@ -213,15 +242,17 @@ def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
         return Outcome(
             text.verification_failed(reason, len(restored)),
             {**base, "changed": False, "verify": data}, 1,
-        ), "", False
+        ), "", False, {}
     checkpoint("apply:verified")
     if unrehearsable:
-        return None, text.verdict(result.summary, text.could_not_rehearse(why_not or ""), None), True
+        return (None, text.verdict(result.summary, text.could_not_rehearse(why_not or ""), None), True,
+                {"Rehearsal": f"could not run ({why_not})"})
     unrehearsed = rehearsal is not None and not rehearsal.passed
-    return None, text.verdict(result.summary, None if rehearsal is None else headline(rehearsal), why_not), unrehearsed
+    return (None, text.verdict(result.summary, None if rehearsal is None else headline(rehearsal), why_not),
+            unrehearsed, rehearsal_trailers(rehearsal, why_not))
 
 
-def _commit(ctx: Context, plan: Plan, writes: dict[str, bytes], verdict: str) -> None:
+def _commit(ctx: Context, plan: Plan, writes: dict[str, bytes], verdict: str, rehearsal: dict[str, str]) -> None:
     from ..overlay.baseline import commit_message, sync_state
 
     target, kind = ctx.target, plan.signature_kind
@@ -244,7 +275,7 @@ def _commit(ctx: Context, plan: Plan, writes: dict[str, bytes], verdict: str) ->
          *([f"On top of: local (hand edits not by this tool to {', '.join(local)})"] if local else [])],
         {"Package": ctx.who, "Vllm": f"{plan.version} ({installed})", "Guard": str(kind or "unguarded"),
          "Rules": ",".join(plan.rule_ids), **({"Skipped": ",".join(skipped)} if skipped else {}),
-         **({"Options": ",".join(options)} if options else {}), "Verify": verdict},
+         **({"Options": ",".join(options)} if options else {}), "Verify": verdict, **rehearsal},
     )
     ctx.files.overlay.commit(ctx.files.tracked, message, tag="patched")
     sync_state(ctx.files.overlay, target, ctx.files.tracked)

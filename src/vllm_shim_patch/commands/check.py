@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from ..report import check as text
 from ..kinds import Action
+from ..report import check as text
 from ..settings import ApplyOptions
+from . import preflight
 from .context import Context, Outcome
 from .pending import desired_files, pending_writes, unrecorded_with_rules
 
@@ -14,7 +15,23 @@ _FOR_A_HUMAN = (Action.NEEDS_HUMAN, Action.NOTICE)
 
 def check(ctx: Context, opts: ApplyOptions) -> Outcome:
     """Exit 1 when a file would change, or a site is left for a human (`apply --check`), or when what
-    runs is not the patched source (a shadow copy, missing sources, unlisted files, stale bytecode)."""
+    runs is not the patched source (a shadow copy, missing sources, unlisted files, stale bytecode).
+    An install from a patched wheel is checked against that wheel (`installed.check`)."""
+    from ..fleet.installed import find
+
+    ctx.start_probe()
+    # A package no rule is for: refused before the target's answer, as always.
+    preflight.check_package(ctx.settings.package, ctx.rules.pack)
+    wheel = find(ctx.target)
+    if wheel is not None:
+        from .installed import check as check_wheel
+
+        return check_wheel(ctx, wheel, lambda: check_plan(ctx, opts))
+    return check_plan(ctx, opts)
+
+
+def check_plan(ctx: Context, opts: ApplyOptions) -> Outcome:
+    """The plan from the original bytes against what is installed (the body of `check`)."""
     from ..analysis.bytecode import beside
     from ..report.plan import problem_lines, site_line
 

@@ -35,13 +35,15 @@ def diff(ctx: Context, opts: DiffOptions) -> Outcome:
 
 def _installed(ctx: Context) -> Outcome:
     """The installed files against their original bytes (the overlay's `original`, else RECORD's)."""
+    from ..fleet.installed import find
     from ..fsutil import hash_file
+    from ..kinds import FileStatus
     from ..report.diff import file_diff, installed_summary, untracked_installed
     from ..rewrite.results import FileResult
-    from ..kinds import FileStatus
 
     ov = ctx.files.overlay
-    if not ov.exists() or ov.state() is None:
+    # An install from a patched wheel keeps its originals: the patch is shown against them.
+    if (not ov.exists() or ov.state() is None) and find(ctx.target) is None:
         # Never recorded: the files are all there is, so RECORD is what they can be compared with.
         t = ctx.target
         listed = {e.path: e.hash for e in t.record}

@@ -1,6 +1,7 @@
 """The checks before anything is read further or written: each refuses a run that could not be
 right (a package no rule is for, a --vllm-version that contradicts the installed vLLM, an
-editable or sourceless install, a read-only or linked one), with the error that names the fix.
+editable, sourceless or patched-wheel install, a read-only or linked one), with the error that
+names the fix.
 
 `Context.load` runs the ones every planning command needs, in their order; apply and rollback
 run the write checks before their first write.
@@ -46,6 +47,17 @@ def refuse_editable(target: Target) -> None:
             f"{target.package} is installed in editable mode from {target.editable}: "
             f"patch that source checkout with git instead"
         )
+
+
+def refuse_patched_wheel(target: Target, command: str) -> None:
+    """An install from a patched wheel is checked (--check), never patched again in place nor
+    built from: it is no release as published."""
+    from ..fleet.installed import find
+    from ..report.wheel import refuse_patched_wheel
+
+    found = find(target)
+    if found is not None:
+        raise UsageError(refuse_patched_wheel(f"{target.package} {target.version}", found, command))
 
 
 def refuse_sourceless(target: Target) -> None:

@@ -18,7 +18,8 @@ def rehearse(ctx: Context, opts: RehearseOptions) -> Outcome:
     check_can_run(target)
     verbose = ctx.settings.verbose > 0
     answer = run_session(target, rehearse=request(verbose=verbose, timeout=opts.timeout or TIMEOUT,
-                                                  quick=opts.quick, model=model)).rehearsal
+                                                  quick=opts.quick, model=model,
+                                                  installed=target.version)).rehearsal
     if not isinstance(answer, dict):
         answer = {"ok": False, "outcome": ERROR, "failure": {"exception": "the target gave no rehearsal answer"}}
     result = interpret(answer, None)

@@ -15,9 +15,15 @@ from .context import Context, Outcome
 
 def rollback(ctx: Context, opts: RollbackOptions) -> Outcome:
     """Write the original (or `opts.to`) back under the lock, checked against RECORD."""
+    from ..fleet.installed import find
     from ..overlay.baseline import check_original, record_mismatches
     from ..overlay.recovery import recover, settled_on_failure
 
+    wheel = find(ctx.target)
+    if wheel is not None:
+        from .installed import rollback as wheel_rollback
+
+        return wheel_rollback(ctx, opts, wheel)
     to = opts.to
     preflight.refuse_editable(ctx.target)
     ov, target = ctx.files.overlay, ctx.target

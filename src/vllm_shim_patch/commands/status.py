@@ -29,6 +29,13 @@ def status(ctx: Context, opts: NoOptions) -> Outcome:
     base: dict[str, Any] = {"package": target.package, "version": target.version,
                             "location": str(target.location), "overlay": str(path),
                             "vllm_installed": target.vllm_version, "differs_from_record": off_record}
+    from ..fleet.installed import find
+
+    wheel = find(target)
+    if wheel is not None:
+        from .installed import status as wheel_status
+
+        return wheel_status(ctx, wheel, base)
     check_overlay(path, target.package, target.version, target.location)
     journal = layout.read_journal(path)
     holder = lock.holder(path / layout.LOCK_FILE)

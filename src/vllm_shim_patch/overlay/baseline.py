@@ -288,14 +288,27 @@ def original_bytes(ov: Overlay | None, target: Target, paths: list[str]) -> dict
     `local` hand edits on top of it), else from git: `local`'s where there is one, else `original`'s.
 
     So the rules never erase the user's edits (`local`), and a rollback to the pristine original
-    is kept as chosen: the next apply patches what is installed."""
+    is kept as chosen: the next apply patches what is installed. An install from a patched wheel
+    (no overlay of its own) plans from the originals the wheel keeps."""
     state = ov.state() if ov is not None and ov.exists() else None
     if state is not None and (state.data.get("package"), state.data.get("version")) != (target.package,
                                                                                       target.version):
         state = None  # the overlay describes another install: this one's files are their own original
+    if state is None:
+        from ..fleet.installed import find
+
+        wheel = find(target)
+        if wheel is not None:
+            # Installed from a patched wheel: its originals are the copies it keeps.
+            kept = wheel.originals(target)
+            out = {p: kept[p] for p in paths if p in kept}
+            for path in paths:
+                if path not in out and (target.location / path).is_file():
+                    out[path] = (target.location / path).read_bytes()
+            return out
     original = (state.original or state.head) if state else {}
     local: dict[str, str | None] = dict(state.data.get("local") or {}) if state else {}
-    out: dict[str, bytes] = {}
+    out = {}
     from_git = []
     for path in paths:
         try:

@@ -180,32 +180,41 @@ def _cached(target: Target) -> Iterator[tuple[str, _Reader]]:
             yield f"the pip cache ({body})", _zip_reader(body, target)
 
 
+def _download(target: Target, folder: str, log: Log) -> tuple[Path | None, str]:
+    """(the installed release's wheel `pip download` put in `folder`, or None; what happened)."""
+    spec = f"{target.package}=={target.version}"
+    # `pip --python`: the target's tags and pip configuration (its index), the tool's own pip.
+    command = [sys.executable, "-m", "pip", "--python", target.python, "download", "--quiet", "--no-deps",
+               "--only-binary=:all:", "--retries", "0", "--timeout", "15", "-d", folder, spec]
+    log(f"looking for the pristine {target.package} {target.version} on the package index (pip download "
+        f"{spec}; --no-index skips it)")
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=_INDEX_TIMEOUT_S, check=False,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return None, f"the package index did not answer within {_INDEX_TIMEOUT_S} s"
+    except OSError as exc:
+        return None, f"pip could not run ({exc.strerror or exc})"
+    if proc.returncode != 0:
+        errors = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+        last = next((ln for ln in reversed(errors) if ln.startswith("ERROR:")), errors[-1] if errors else "")
+        return None, f"pip download {spec} failed: {last.removeprefix('ERROR: ') or f'exit {proc.returncode}'}"
+    for whl in sorted(Path(folder).glob("*.whl")):
+        return whl, ""
+    return None, f"pip download {spec} gave no wheel"
+
+
 def _from_index(target: Target, paths: list[str], log: Log) -> tuple[Pristine | None, str]:
     """(the files from `pip download`, or None; what happened, for the message)."""
     spec = f"{target.package}=={target.version}"
     with tempfile.TemporaryDirectory(prefix="vsp-pristine-") as tmp:
-        # `pip --python`: the target's tags and pip configuration (its index), the tool's own pip.
-        command = [sys.executable, "-m", "pip", "--python", target.python, "download", "--quiet", "--no-deps",
-                   "--only-binary=:all:", "--retries", "0", "--timeout", "15", "-d", tmp, spec]
-        log(f"looking for the pristine {target.package} {target.version} on the package index (pip download "
-            f"{spec}; --no-index skips it)")
-        try:
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=_INDEX_TIMEOUT_S, check=False,
-                                  stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            return None, f"the package index did not answer within {_INDEX_TIMEOUT_S} s"
-        except OSError as exc:
-            return None, f"pip could not run ({exc.strerror or exc})"
-        if proc.returncode != 0:
-            errors = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
-            last = next((ln for ln in reversed(errors) if ln.startswith("ERROR:")), errors[-1] if errors else "")
-            return None, f"pip download {spec} failed: {last.removeprefix('ERROR: ') or f'exit {proc.returncode}'}"
-        for whl in sorted(Path(tmp).glob("*.whl")):
-            files, why = _from_zip(whl, target, paths)
-            if why is None:
-                return Pristine(f"the package index (pip download {spec}: {whl.name})", files), ""
-            return None, f"the package index's {whl.name}: {why}"
-        return None, f"pip download {spec} gave no wheel"
+        whl, failed = _download(target, tmp, log)
+        if whl is None:
+            return None, failed
+        files, why = _from_zip(whl, target, paths)
+        if why is None:
+            return Pristine(f"the package index (pip download {spec}: {whl.name})", files), ""
+        return None, f"the package index's {whl.name}: {why}"
 
 
 def finder(target: Target, wheel: str | None, use_index: bool, log: Log) -> Finder:
@@ -226,3 +235,143 @@ def finder(target: Target, wheel: str | None, use_index: bool, log: Log) -> Find
         return found if found is not None else NotFound(f"{searched}, {why}")
 
     return find
+
+
+# ------------------------------------------------------------------ the whole original wheel
+
+
+@dataclass(frozen=True)
+class OriginalWheel:
+    """Every file of the wheel the installed release came from (its RECORD included), each but
+    RECORD checked against the sha256 the installed RECORD lists, and where it was found."""
+
+    source: str
+    files: dict[str, bytes]
+
+
+def _whole_zip(path: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(path) as zf:
+        return {n: zf.read(n) for n in zf.namelist() if not n.endswith("/")}
+
+
+def _whole_folder(root: Path, info: str) -> dict[str, bytes]:
+    """An unpacked wheel (uv's cache): the files its own RECORD lists."""
+    import csv
+    import io
+
+    listed = (root / info / "RECORD").read_text(encoding="utf-8")
+    return {row[0]: (root / row[0]).read_bytes() for row in csv.reader(io.StringIO(listed)) if row}
+
+
+def _installed_from(target: Target) -> Path | None:
+    """The local wheel file the installer recorded in direct_url.json, when it is still there."""
+    import json
+    from urllib.parse import unquote, urlparse
+
+    try:
+        data = json.loads((target.location / dist_info(target) / "direct_url.json").read_text())
+    except (OSError, ValueError):
+        return None
+    url = data.get("url") if isinstance(data, dict) else None
+    if not isinstance(url, str) or not url.startswith("file://") or not url.endswith(".whl"):
+        return None
+    path = Path(unquote(urlparse(url).path))
+    return path if path.is_file() else None
+
+
+def _whole_mismatch(target: Target, files: dict[str, bytes]) -> str | None:
+    """Why `files` are not the installed release's wheel (None: they are)."""
+    info = dist_info(target)
+    if f"{info}/RECORD" not in files:
+        return f"it holds no {info}/RECORD"
+    record = {e.path: e.hash for e in target.record}
+    for path, data in sorted(files.items()):
+        if path == f"{info}/RECORD":
+            continue
+        if path not in record:
+            return f"{path} in it is not installed"
+        if record_hash(data) != record[path]:
+            return f"{path} in it does not match the installed RECORD's sha256"
+    for path in target.python_files():
+        if path not in files:
+            return f"{path}, installed, is not in it"
+    return None
+
+
+def _candidates(target: Target) -> Iterator[tuple[str, Path, bool]]:
+    """(label, path, whether it is an unpacked folder) of every local copy of the release's wheel."""
+    here = _installed_from(target)
+    if here is not None:
+        yield f"the wheel it was installed from ({here})", here, False
+    info = dist_info(target)
+    stem = info.removesuffix(".dist-info").lower()
+    pip = _pip_cache_dir()
+    if pip is not None and (pip / "wheels").is_dir():
+        for whl in sorted((pip / "wheels").rglob("*.whl")):
+            if whl.name.lower().startswith(stem + "-"):
+                yield f"the pip cache ({whl})", whl, False
+    uv = _uv_cache_dir()
+    if uv.is_dir():
+        for folder in sorted(uv.glob(f"archive-v*/*/{info}")):
+            yield f"the uv cache ({folder.parent})", folder.parent, True
+    if pip is not None and (pip / "http-v2").is_dir():
+        for n, body in enumerate(sorted((pip / "http-v2").rglob("*.body"))):
+            if n >= _HTTP_BODIES_MAX:
+                break
+            try:
+                with body.open("rb") as f:
+                    if f.read(4) != _ZIP_MAGIC:
+                        continue
+                with zipfile.ZipFile(body) as zf:
+                    if f"{info}/RECORD" not in zf.namelist():
+                        continue
+            except (OSError, zipfile.BadZipFile, EOFError):
+                continue
+            yield f"the pip cache ({body})", body, False
+
+
+def _read_whole(path: Path, folder: bool, target: Target) -> tuple[dict[str, bytes], str | None]:
+    try:
+        files = _whole_folder(path, dist_info(target)) if folder else _whole_zip(path)
+    except (OSError, zipfile.BadZipFile, EOFError, UnicodeDecodeError) as exc:
+        return {}, f"cannot read it ({exc})"
+    return files, _whole_mismatch(target, files)
+
+
+def original_wheel(target: Target, wheel: str | None, use_index: bool, log: Log) -> OriginalWheel:
+    """The whole wheel of the installed release: `--wheel`, the wheel direct_url.json names, the
+    pip and uv caches, then (`use_index`) the package index; each checked against the installed
+    RECORD before it is used. A bad --wheel is a UsageError; nothing found a TargetError naming
+    where it looked."""
+    from ..errors import TargetError
+
+    if wheel is not None:
+        if not Path(wheel).is_file():
+            raise UsageError(f"--wheel {wheel}: no such file (give the {target.package} {target.version} wheel); "
+                             f"nothing was written")
+        files, why = _read_whole(Path(wheel), False, target)
+        if why is not None:
+            raise UsageError(f"--wheel {wheel}: {why}; give the {target.package} {target.version} wheel the "
+                             f"package was installed from; nothing was written")
+        return OriginalWheel(f"--wheel {wheel}", files)
+    for label, path, folder in _candidates(target):
+        files, why = _read_whole(path, folder, target)
+        if why is None:
+            return OriginalWheel(label, files)
+        log(f"not the original {target.package} {target.version} wheel: {label}: {why}")
+    searched = "no --wheel, none in the pip or uv cache"
+    if not use_index:
+        searched += ", the package index not asked (--no-index)"
+    else:
+        with tempfile.TemporaryDirectory(prefix="vsp-original-") as tmp:
+            whl, why_not = _download(target, tmp, log)
+            if whl is not None:
+                files, why = _read_whole(whl, False, target)
+                if why is None:
+                    return OriginalWheel(f"the package index (pip download {target.package}=={target.version}: "
+                                         f"{whl.name})", files)
+                why_not = f"the package index's {whl.name}: {why}"
+        searched += f", {why_not}"
+    raise TargetError(f"cannot find the wheel {target.package} {target.version} was installed from ({searched}): "
+                      f"pass --wheel PATH with it (pip download --no-deps {target.package}=={target.version}); "
+                      f"nothing was written")
