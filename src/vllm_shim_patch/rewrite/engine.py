@@ -39,6 +39,9 @@ if TYPE_CHECKING:
     from ..rules.model import Rule
 
 
+CODEMOD_SECONDS = 10.0  # the default limit of a scoped transform of one file; the real ones take milliseconds
+
+
 @dataclass
 class Engine:
     """Compiled rules plus what decides them: the target version and, when known, signatures."""
@@ -51,6 +54,10 @@ class Engine:
     # Compile a rewritten file with the tool's own Python: only where no target exists (a rule's
     # examples). A plan for a target leaves it to the target's grammar (rewrite/grammar.py).
     compile_here: bool = True
+    # The wall-clock limit of one scoped transform of one file (a codemod that loops must not hang
+    # the run); None: no limit (a test comparing two ways of running the same transforms, where a
+    # loaded machine must not decide the outcome).
+    codemod_seconds: float | None = CODEMOD_SECONDS
     _index: dict[str, list[tuple[Rule, list[Rewrite]]]] = field(init=False, default_factory=dict)
     _scoped: list[tuple[Rule, Scope, list[Any]]] = field(init=False, default_factory=list)
     _needles: dict[bytes, re.Pattern[bytes]] = field(init=False, default_factory=dict)
@@ -368,9 +375,6 @@ def _notices_last(entry: tuple[Rule, list[Rewrite]]) -> bool:
     return observes_only(entry[0])
 
 
-CODEMOD_SECONDS = 10.0  # a scoped transform of one file; the real ones take milliseconds
-
-
 def guard_decision(rule: Rule, engine: Engine) -> tuple[bool | None, str]:
     """What the rule's guard says of the installed vLLM: (True, "") act, (False, why not) not
     needed, (None, "") it cannot tell (no guard, or a fact unknown: `since` decides then)."""
@@ -446,7 +450,7 @@ class _ScopedPass:
         name = factory.codemod_name
         lazy = None
         try:
-            with time_limit(CODEMOD_SECONDS):
+            with time_limit(self.engine.codemod_seconds):
                 if transform.get_inherited_dependencies() <= {PositionProvider}:
                     # Positions only once an edit is recorded.
                     transform.metadata = lazy = LazyPositions(module)

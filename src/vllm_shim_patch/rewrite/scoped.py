@@ -195,9 +195,9 @@ class TimeLimit(Exception):
 
 
 @contextlib.contextmanager
-def time_limit(seconds: float) -> Iterator[None]:
-    """SIGALRM after `seconds` in the main thread (elsewhere: no limit can be set, none is)."""
-    if threading.current_thread() is not threading.main_thread():
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """SIGALRM after `seconds` in the main thread (None, or elsewhere: no limit)."""
+    if seconds is None or threading.current_thread() is not threading.main_thread():
         yield
         return
 
