@@ -196,6 +196,38 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                     pytrace=False)
 
 
+# What fetches the real parts into the test cache (from the package index, or Debian's archive
+# when it is not cached there yet). The unit tier is hermetic: a fresh clone with a cold cache and
+# no network runs it, so a unit test reaching one of these (even where the cache holds the part)
+# is an error that names its tier, not a download.
+REALDATA_FETCHERS = ("speculators_wheel", "vllm_source", "debian_python", "_download")
+
+
+def _refuse_fetch(name: str, nodeid: str) -> object:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"{nodeid} is a unit test and asks for real data (realdata.{name}): "
+                             f"mark it slow, or give it a fixture of its own")
+
+    return refuse
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Around a unit test's setup, call and teardown (its module's and session's fixtures set up
+    for it included), the fetchers refuse."""
+    if any(item.get_closest_marker(tier) is not None for tier in TIER_FIXTURES):
+        yield
+        return
+    saved = {name: getattr(realdata, name) for name in REALDATA_FETCHERS}
+    for name in REALDATA_FETCHERS:
+        setattr(realdata, name, _refuse_fetch(name, item.nodeid))
+    try:
+        yield
+    finally:
+        for name, fetch in saved.items():
+            setattr(realdata, name, fetch)
+
+
 @pytest.fixture(scope="session")
 def speculators_wheel() -> Path:
     """The real wheel of the oldest speculators (realdata.OLD_SPECULATORS)."""

@@ -1,7 +1,7 @@
 """The plan cache: a plan is reused only while every input is the same, and reused exactly.
 
-The fast tests drive `make_plan` on the bundled rules over the real speculators 0.3.0 generator;
-the slow ones run the CLI on the real speculators 0.3.0 against the real vLLM 0.16.0 source.
+The fast tests drive `make_plan` on the bundled rules over a generator module of our own; the slow
+ones run the CLI on the real speculators 0.3.0 against the real vLLM 0.16.0 source.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -30,10 +29,32 @@ from vllm_shim_patch.signatures.model import Param, Signature
 from vllm_shim_patch.target import Target
 
 
+# A generator module of our own (the unit tier reads no wheel) that the bundled rules change: the
+# scheduler takes block_size, the cache config turns prefix caching off, and a region the scoped
+# rules look for (`VllmHiddenStatesGenerator.generate`) holds a call.
+GENERATOR_SOURCE = b"""\
+from vllm.config import CacheConfig
+from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.request import Request
+
+
+class VllmHiddenStatesGenerator:
+    def __init__(self, vllm_config, kv_cache_config, manager):
+        self.cache_config = CacheConfig(block_size=16)
+        self.scheduler = Scheduler(
+            vllm_config=vllm_config,
+            kv_cache_config=kv_cache_config,
+            structured_output_manager=manager,
+        )
+
+    def generate(self, prompt):
+        return Request(request_id="0", prompt_token_ids=prompt)
+"""
+
+
 @pytest.fixture(scope="module")
 def generator() -> bytes:
-    with zipfile.ZipFile(realdata.speculators_wheel(realdata.OLD_SPECULATORS)) as zf:
-        return zf.read(GENERATOR)
+    return GENERATOR_SOURCE
 
 
 def target_for(tmp_path: Path, **changes: object) -> Target:
