@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pty
+import re
 import select
 import shutil
 import subprocess
@@ -293,8 +294,20 @@ def real(tmp_path: Path, vllm_venv_python: Path, vllm_site: Path, speculators_wh
     return real_sandbox(tmp_path, vllm_venv_python, vllm_site, speculators_wheel)
 
 
-def run_on_tty(sb: Sandbox, answers: str, *args: str, timeout: float = 120) -> tuple[int, str]:
-    """Run the CLI on a real terminal (a pty) and type `answers`; (exit code, the screen)."""
+# What `-i` asks before each hunk: "(3/13) apply this hunk? [y,n,a,q]".
+HUNK_PROMPT = re.compile(r"\(\d+/\d+\) apply this hunk\? \[y,n,a,q\]")
+
+
+def run_on_tty(sb: Sandbox, answers: str, *args: str, timeout: float = 120,
+               prompt: re.Pattern[str] = HUNK_PROMPT) -> tuple[int, str]:
+    """Run the CLI on a real terminal (a pty) and answer its prompts; (exit code, the screen).
+
+    `answers` holds one line per prompt, in order; each is typed only once its prompt is on the
+    screen, as a user would, never ahead of it (what a process reads from the terminal before the
+    prompt, or how the terminal echoes typed-ahead lines, must not decide the test). A prompt
+    with no answer left, or an answer left when the CLI ends, fails the test. `timeout` only
+    keeps a hung CLI from hanging the suite."""
+    lines = answers.splitlines(keepends=True)
     master, slave = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "vllm_shim_patch", "--python", str(sb.python), "--state-dir", str(sb.state),
@@ -303,18 +316,20 @@ def run_on_tty(sb: Sandbox, answers: str, *args: str, timeout: float = 120) -> t
         env={k: v for k, v in os.environ.items() if not k.startswith("VSP_TEST_")},
     )
     os.close(slave)
-    os.write(master, answers.encode())
     out = b""
+    typed = 0
+
+    def stop(why: str) -> AssertionError:
+        proc.kill()
+        proc.wait()
+        os.close(master)
+        return AssertionError(f"{why}; screen:\n" + out.decode(errors="replace"))
+
     deadline = time.monotonic() + timeout
     while True:
         left = deadline - time.monotonic()
-        # A CLI still asking when the answers ran out would block the read for ever: give up.
         if left <= 0 or not select.select([master], [], [], left)[0]:
-            proc.kill()
-            proc.wait()
-            os.close(master)
-            raise AssertionError(f"no end within {timeout:g}s (the answers ran out?); screen:\n"
-                                 + out.decode(errors="replace"))
+            raise stop(f"no end within {timeout:g}s")
         try:
             chunk = os.read(master, 4096)
         except OSError:  # EIO: the child closed the terminal
@@ -322,5 +337,14 @@ def run_on_tty(sb: Sandbox, answers: str, *args: str, timeout: float = 120) -> t
         if not chunk:
             break
         out += chunk
+        asked = len(prompt.findall(out.decode(errors="replace")))
+        while typed < asked:
+            if typed == len(lines):
+                raise stop(f"prompt {typed + 1} has no answer (the test gives {len(lines)})")
+            os.write(master, lines[typed].encode())
+            typed += 1
     os.close(master)
-    return proc.wait(timeout=timeout), out.decode(errors="replace").replace("\r\n", "\n")
+    code = proc.wait(timeout=timeout)
+    screen = out.decode(errors="replace").replace("\r\n", "\n")
+    assert typed == len(lines), f"{len(lines) - typed} answers left unasked (exit {code}); screen:\n{screen}"
+    return code, screen

@@ -170,8 +170,8 @@ def test_apply_restores_when_the_rehearsal_fails(real: Sandbox) -> None:
     only the rehearsal sees the break."""
     before = real.snapshot()
     # custom_worker's hunks in order: imports (gate, hooks), embedding rename, hooks' helpers,
-    # request tracking, gate and binding, request tracking; then the generator's.
-    code, screen = run_on_tty(real, "n\nn\nn\ny\nn\n" + "y\n" * 12, "--vllm-version", "0.16", "-i", timeout=900)
+    # request tracking, gate and binding, request tracking; then the generator's 7.
+    code, screen = run_on_tty(real, "n\nn\nn\ny\nn\n" + "y\n" * 8, "--vllm-version", "0.16", "-i", timeout=900)
     assert code == 1, screen
     assert (f"verification failed: rehearsal failed in init at {WORKER}:30: AttributeError: 'LlamaModel' object "
             f"has no attribute 'get_input_embeddings'{DEFAULT_MODEL}; restored 2 files, nothing recorded") in screen
