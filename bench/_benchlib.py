@@ -21,10 +21,12 @@ import statistics
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = Path(__file__).resolve().parent
@@ -36,9 +38,18 @@ BOWLER_REQUIREMENT = "bowler==0.9.0"  # the same pin as pyproject's optional `be
 PY_TAG = f"{sys.implementation.name}{sys.version_info.major}{sys.version_info.minor}"
 
 
-def die(message: str) -> None:
+def die(message: str) -> NoReturn:
+    """A usage error or a set-up that cannot be made: exit 2."""
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(2)
+
+
+def fail(message: str) -> NoReturn:
+    """A contender failed, or printed nothing: the bench stops with exit 1 and reports no time and
+    no ratio (the time of a failure says nothing of the tool's speed)."""
+    sys.stderr.flush()
+    print(f"\nFAILED: {message}; no times reported", flush=True)
+    raise SystemExit(1)
 
 
 # --------------------------------------------------------------------------- cache and venvs
@@ -206,6 +217,9 @@ class Contender:
     fresh_dir: bool = False  # substitute "{fresh}" in cmd with a new empty folder per run
     ok_codes: tuple[int, ...] = (0,)  # exit codes that still count as a completed run
     times: list[float] = field(default_factory=list)
+    # What its warm-up run gave (exit code, its stdout's lines sorted): every timed run must give
+    # the same, or the bench fails (set by `warm_up`; None: only the exit code is checked).
+    expected: tuple[int, list[str]] | None = None
 
     def argv(self, fresh: Path | None) -> list[str]:
         return [a.replace("{fresh}", str(fresh)) if fresh else a for a in self.cmd]
@@ -243,15 +257,42 @@ def _fresh(scratch: Path) -> Path:
     return p
 
 
+def warm_up(c: Contender, scratch: Path, require_output: bool = True) -> Captured:
+    """The contender's first run, its output checked: an exit code outside `ok_codes`, or nothing
+    on stdout where output is required, fails the bench. What it printed is what every timed run
+    must print (the same lines; their order may vary, as a parallel codemod runner's does)."""
+    out = run_captured(c, scratch)
+    said = (out.stderr.strip().splitlines() or ["(nothing on stderr)"])[-1][-300:]
+    if out.returncode not in c.ok_codes:
+        print(out.stdout[-2000:], out.stderr[-4000:], sep="\n", file=sys.stderr)
+        fail(f"{c.name} exited {out.returncode} in its warm-up run ({' '.join(c.cmd)}): {said}")
+    if require_output and not out.stdout.strip():
+        print(out.stderr[-4000:], file=sys.stderr)
+        fail(f"{c.name} printed nothing in its warm-up run (exit {out.returncode}; {' '.join(c.cmd)}): {said}")
+    c.expected = (out.returncode, sorted(out.stdout.splitlines()))
+    return out
+
+
 def time_once(c: Contender, scratch: Path) -> float:
-    """Wall time of one whole process; output discarded (to /dev/null, not a pipe)."""
+    """Wall time of one whole process, its output to a file (not a pipe) and checked afterwards
+    against its warm-up's (`Contender.expected`); a failed run fails the bench."""
     fresh = _fresh(scratch) if c.fresh_dir else None
     argv = c.argv(fresh)
-    t0 = time.perf_counter()
-    rc = subprocess.call(argv, env=c.env, cwd=c.cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    elapsed = time.perf_counter() - t0
+    with tempfile.TemporaryFile() as out:
+        t0 = time.perf_counter()
+        rc = subprocess.call(argv, env=c.env, cwd=c.cwd, stdout=out, stderr=subprocess.DEVNULL)
+        elapsed = time.perf_counter() - t0
+        out.seek(0)
+        printed = out.read().decode("utf-8", "replace")
     if rc not in c.ok_codes:
-        die(f"{c.name} exited {rc} during timing: {' '.join(argv)}")
+        fail(f"{c.name} exited {rc} in a timed run: {' '.join(argv)}")
+    if c.expected is not None:
+        code, lines = c.expected
+        if rc != code:
+            fail(f"{c.name} exited {rc} in a timed run, {code} in its warm-up: {' '.join(argv)}")
+        if sorted(printed.splitlines()) != lines:
+            fail(f"{c.name} printed {len(printed.splitlines())} lines in a timed run, not the {len(lines)} "
+                 f"of its warm-up: {' '.join(argv)}")
     return elapsed
 
 

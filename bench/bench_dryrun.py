@@ -101,17 +101,17 @@ def main() -> int:
         print("\n## warm-up run and equivalence check")
         results = {}
         for c in contenders:
-            out = bl.run_captured(c, scratch)
-            if out.returncode not in c.ok_codes:
-                print(out.stdout[-2000:], out.stderr[-4000:], sep="\n", file=sys.stderr)
-                bl.die(f"{c.name} exited {out.returncode}")
+            out = bl.warm_up(c, scratch)  # an exit outside ok_codes, or no output: the bench fails
             if out.returncode != 0:
                 print(f"note: {c.name} exited {out.returncode} (its diff is still compared and timed)")
             try:
                 results[c.name] = bl.patched_files(out.stdout, site, PACKAGE)
             except (ValueError, OSError) as exc:
                 print(out.stdout[-4000:], file=sys.stderr)
-                bl.die(f"cannot apply the diff {c.name} printed: {exc}")
+                bl.fail(f"cannot apply the diff {c.name} printed: {exc}")
+            if not results[c.name]:
+                print(out.stdout[-4000:], file=sys.stderr)
+                bl.fail(f"{c.name} printed no diff of any file in its warm-up run")
             if c is ours:
                 summary = [line for line in out.stderr.splitlines() if line.strip()]
                 print(f"ours (stderr): {' | '.join(summary[-3:])}")
