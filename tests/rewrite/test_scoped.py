@@ -206,6 +206,93 @@ def test_a_region_only_codemod_enters_its_region_alone(tmp_path: Path) -> None:
                            "get_input_embeddings", "ids"]
 
 
+TWO_DROPS = """\
+schema: 1
+rules:
+  - id: first
+    in: pkg.worker:forward
+    since: "0.1"
+    codemod: unuse
+    why: w
+  - id: second
+    in: pkg.worker:helper
+    since: "0.1"
+    codemod: unuse
+    why: w
+"""
+
+# Replaces the region's `return NAME.x(...)` by `return None`, then drops NAME's import.
+UNUSE = """
+    import libcst as cst
+    from vllm_shim_patch.rewrite.scoped import ScopedTransform, drop_unused_import
+
+    class Codemod(ScopedTransform):
+        region_only = True
+        dropped = None
+
+        def leave_Return(self, original_node, updated_node):
+            value = updated_node.value
+            if self.in_scope and isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+                self.dropped = value.func.value.value
+                self.edited(original_node, f"no {self.dropped}")
+                return updated_node.with_changes(value=cst.Name("None"))
+            return updated_node
+
+        def leave_Module(self, original_node, updated_node):
+            if self.dropped is None:
+                return updated_node
+            return drop_unused_import(self, original_node, updated_node, self.dropped, None,
+                                      f"drop the import of {self.dropped}")
+"""
+
+
+def test_the_imports_a_files_codemods_drop_go_in_one_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """libcst's RemoveImportsVisitor (its scope analysis of the whole module: the costliest step of
+    a dry run) runs once per file for all its codemods' drops; each import that goes is an edit of
+    the rule that dropped it, right after that rule's own edits; one still used stays."""
+    from libcst.codemod.visitors import RemoveImportsVisitor
+
+    runs = []
+    real = RemoveImportsVisitor.transform_module
+    monkeypatch.setattr(RemoveImportsVisitor, "transform_module", lambda self, tree: runs.append(1) or real(self, tree))
+    rules = _rules(tmp_path, TWO_DROPS, {"unuse": UNUSE})
+    source = (b"import os\nimport json\nimport sys\n\n\ndef forward(self):\n    return os.getcwd()\n\n\n"
+              b"def helper():\n    return json.dumps(1)\n\n\ndef other():\n    return sys.path\n")
+    result = Engine(rules, Version("0.16")).transform(source, "pkg/worker.py")
+    assert result.after == (b"import sys\n\n\ndef forward(self):\n    return None\n\n\n"
+                            b"def helper():\n    return None\n\n\ndef other():\n    return sys.path\n")
+    assert [(s.rule_id, s.line, s.action, s.message) for s in result.sites] == [
+        ("first", 7, "edited", "no os"), ("first", 1, "edited", "drop the import of os"),
+        ("second", 11, "edited", "no json"), ("second", 2, "edited", "drop the import of json")]
+    assert runs == [1]
+    still_used = source.replace(b"return sys.path", b"return os.sep")
+    result = Engine(rules, Version("0.16")).transform(still_used, "pkg/worker.py")
+    assert result.after.startswith(b"import os\nimport sys\n")
+    assert [(s.rule_id, s.message) for s in result.sites] == [
+        ("first", "no os"), ("second", "no json"), ("second", "drop the import of json")]
+
+
+def test_a_file_whose_rules_are_not_needed_is_not_parsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No call can match and no region's rule applies to this vLLM: the "not needed" sites come
+    from `ast`, as the full pass (`prefilter=False`) records them, and libcst never runs."""
+    from vllm_shim_patch.rewrite import engine as engine_module
+
+    rules = _rules(tmp_path, METHOD)
+    full = Engine(rules, Version("0.10"), prefilter=False).transform(SOURCE, "pkg/worker.py")
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("parsed")
+
+    monkeypatch.setattr(engine_module.cst, "parse_module", refuse)
+    fast = Engine(rules, Version("0.10")).transform(SOURCE, "pkg/worker.py")
+    assert fast == full
+    assert [(s.action, s.line, s.message) for s in fast.sites] == [("not-needed", 1, "not needed before vLLM 0.11.1")]
+    broken = b"def forward(self:\n"  # ast cannot read it: the full pass says why
+    monkeypatch.undo()
+    assert (Engine(rules, Version("0.10")).transform(broken, "pkg/worker.py")
+            == Engine(rules, Version("0.10"), prefilter=False).transform(broken, "pkg/worker.py"))
+
+
 def _speculators_sources(version: str) -> dict[str, bytes]:
     import sys
     import zipfile

@@ -11,7 +11,7 @@ import contextlib
 import re
 import sys
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +33,7 @@ from .results import FileResult, Site
 from .names import import_names
 from .ops import compile_rule, guardable, observes_only
 from .positions import LazyPositions, positions
-from .scoped import Scope, line_map, module_of, parse_source, time_limit
+from .scoped import ImportDrop, Scope, line_map, module_of, names_import, parse_source, remove_imports, time_limit
 
 if TYPE_CHECKING:
     from ..rules.model import Rule
@@ -58,6 +58,11 @@ class Engine:
     # the run); None: no limit (a test comparing two ways of running the same transforms, where a
     # loaded machine must not decide the outcome).
     codemod_seconds: float | None = CODEMOD_SECONDS
+    # Skip the work that cannot change a file: a file is parsed for the call rules only where it
+    # names a rule's package and, as a word, one of its callables (`mentions`), and not at all
+    # where no call can match and none of its regions' rules applies. False: every file parsed,
+    # every call looked at (the full plan the prefiltered one is tested equal to).
+    prefilter: bool = True
     _index: dict[str, list[tuple[Rule, list[Rewrite]]]] = field(init=False, default_factory=dict)
     _scoped: list[tuple[Rule, Scope, list[Any]]] = field(init=False, default_factory=list)
     _needles: dict[bytes, re.Pattern[bytes]] = field(init=False, default_factory=dict)
@@ -96,9 +101,14 @@ class Engine:
         module_name = module_of(path)
         # A rule example (no module) is the region's own module.
         scoped = [e for e in self._scoped if module_name is None or e[1].module == module_name]
-        calls = self.mentions(data)
+        calls = self.mentions(data) if self.prefilter else True
         if not scoped and not calls:
             return FileResult(path, FileStatus.UNCHANGED, data, data)
+        scoped_pass = _ScopedPass(self, path, data)
+        if self.prefilter and not calls and scoped_pass.none_apply(scoped):
+            # No call can match and no region's rule applies to this vLLM: each says "not needed"
+            # at its region's line, read with `ast`, as the full pass would (no libcst at all).
+            return FileResult(path, FileStatus.UNCHANGED, data, data, tuple(scoped_pass.not_needed(scoped)))
         try:
             module = cst.parse_module(data)
         except cst.ParserSyntaxError as exc:
@@ -109,7 +119,6 @@ class Engine:
             return FileResult(path, FileStatus.SKIPPED, data, data, reason=_TOO_DEEP)
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         command = _CallRewriter(self, path, wrapper)
-        scoped_pass = _ScopedPass(self, path, data)
         try:
             # The call pass needs qualified names, the costliest metadata: only where a call may
             # match, and from the imports alone where they decide (rewrite/names.py).
@@ -415,7 +424,13 @@ class _ScopedPass:
         self.engine = engine
         self.path = path
         self.original = original
-        self.sites: list[Site] = []
+        self._placed: list[Site | None] = []  # None: the place of an import drop's edit, until it is known
+        # (rule, scope, guarded, the drop with its lines in the original, its place, what dropped it)
+        self._drops: list[tuple[Rule, Scope, bool, ImportDrop, int, str]] = []
+
+    @property
+    def sites(self) -> list[Site]:
+        return [s for s in self._placed if s is not None]
 
     @cached_property
     def _tree(self) -> ast.Module | None:
@@ -432,22 +447,57 @@ class _ScopedPass:
             return True, False, ""
         return False, False, f"not needed before vLLM {rule.since}"
 
+    def none_apply(self, entries: list[tuple[Rule, Scope, list[Any]]]) -> bool:
+        """No rule of `entries` applies, and the original parses (the regions' lines are known)."""
+        return all(not self.decide(rule)[0] for rule, _, _ in entries) and self._tree is not None
+
+    def not_needed(self, entries: list[tuple[Rule, Scope, list[Any]]]) -> list[Site]:
+        """The sites of `entries` when none applies (`none_apply`): what `run` records for them."""
+        for rule, scope, _ in entries:
+            self._not_needed(rule, scope)
+        return self.sites
+
+    def _not_needed(self, rule: Rule, scope: Scope) -> bool:
+        """Record the rule as not needed at its region's line, if so; whether it was."""
+        apply, guarded, why = self.decide(rule)
+        if apply:
+            return False
+        line = scope.def_line(self._tree)
+        if line is not None:
+            self._site(rule, scope, line, line, Action.NOT_NEEDED, why, guarded)
+        return True
+
     def run(self, module: cst.Module, entries: list[tuple[Rule, Scope, list[Any]]]) -> cst.Module:
         for rule, scope, transforms in entries:
-            apply, guarded, why = self.decide(rule)
-            if not apply:
-                line = scope.def_line(self._tree)
-                if line is not None:
-                    self._site(rule, scope, line, line, Action.NOT_NEEDED, why, guarded)
+            if self._not_needed(rule, scope):
                 continue
+            guarded = self.decide(rule)[1]
             for factory in transforms:
                 module = self._one(rule, scope, factory, module, guarded)
-        return module
+        return self._drop_imports(module)
+
+    def _drop_imports(self, module: cst.Module) -> cst.Module:
+        """The imports the file's transforms no longer need, dropped in one RemoveImportsVisitor pass
+        (its scope analysis of the whole module is the costliest step: once per file, not once per
+        codemod); each import statement that goes is an edit of the rule that dropped it, in the
+        place among the sites its transform's edits had."""
+        if not self._drops:
+            return module
+        first, *_, label = self._drops[0]
+        try:
+            with time_limit(self.engine.codemod_seconds):
+                result = remove_imports(module, [drop for _, _, _, drop, _, _ in self._drops])
+        except (Exception, SystemExit) as exc:
+            raise _ScopedFailure(f"rule {first.id}: {label} {_failure(exc)}") from exc
+        for rule, scope, guarded, drop, at, _ in self._drops:
+            if drop.lines is not None and not any(names_import(s, drop.module, drop.obj) for s in result.body):
+                a, b = drop.lines
+                self._placed[at] = Site(rule.id, self.path, a, b, str(scope), Action.EDITED, drop.what, guarded)
+        return result
 
     def _one(self, rule: Rule, scope: Scope, factory: Any, module: cst.Module, guarded: bool) -> cst.Module:
         transform = factory(rule, scope, module)
         transform.signatures = self.engine.signatures or {}
-        name = factory.codemod_name
         lazy = None
         try:
             with time_limit(self.engine.codemod_seconds):
@@ -459,12 +509,14 @@ class _ScopedPass:
                     # Nodes are immutable and the module is not used again: no defensive deep copy.
                     new = MetadataWrapper(module, unsafe_skip_copy=True).visit(transform)
         except (Exception, SystemExit) as exc:  # SystemExit too: a codemod must not end the run, let alone with 0
-            what = f"codemod {name!r}" if name else f"operation {rule.operations[0]!r}"
-            raise _ScopedFailure(f"rule {rule.id}: {what} {_failure(exc)}") from exc
+            raise _ScopedFailure(f"rule {rule.id}: {_label(rule, factory)} {_failure(exc)}") from exc
         if not transform.found:
             self._site(rule, scope, 1, 1, Action.NEEDS_HUMAN, f"{scope} is not in this file: the rule matches nothing",
                        guarded)
             return module
+        if not transform.edits and not transform.human and transform.imports_to_drop:
+            # Only an import to drop: whether it goes decides between edited and already, now.
+            new = self._drop_now(transform, rule, factory, new)
         if not transform.edits and not transform.human:
             line = scope.def_line(self._tree) or 1
             self._site(rule, scope, line, line, Action.ALREADY, "nothing to change", guarded)
@@ -478,13 +530,36 @@ class _ScopedPass:
             return module
         for a, b, what in edits:
             self._site(rule, scope, a, b, Action.EDITED, what, guarded)
+        for drop in transform.imports_to_drop:  # its site (if the import goes) right after the edits
+            lines = None if drop.lines is None else (to_original(drop.lines[0]), to_original(drop.lines[1]))
+            self._drops.append((rule, scope, guarded, replace(drop, lines=lines), len(self._placed),
+                                _label(rule, factory)))
+            self._placed.append(None)
         for a, b, why in transform.human:
             self._site(rule, scope, to_original(a), to_original(b), Action.NEEDS_HUMAN, why, guarded)
         return new
 
+    def _drop_now(self, transform: Any, rule: Rule, factory: Any, module: cst.Module) -> cst.Module:
+        drops, transform.imports_to_drop = transform.imports_to_drop, []
+        try:
+            with time_limit(self.engine.codemod_seconds):
+                result = remove_imports(module, drops)
+        except (Exception, SystemExit) as exc:
+            raise _ScopedFailure(f"rule {rule.id}: {_label(rule, factory)} {_failure(exc)}") from exc
+        for drop in drops:
+            if drop.lines is not None and not any(names_import(s, drop.module, drop.obj) for s in result.body):
+                transform.edits.append((*drop.lines, drop.what))
+        return result
+
     def _site(self, rule: Rule, scope: Scope, line: int, end: int, action: Action, message: str,
               guarded: bool) -> None:
-        self.sites.append(Site(rule.id, self.path, line, end, str(scope), action, message, guarded))
+        self._placed.append(Site(rule.id, self.path, line, end, str(scope), action, message, guarded))
+
+
+def _label(rule: Rule, factory: Any) -> str:
+    """What a failure names: the codemod, or the rule's operation."""
+    name = factory.codemod_name
+    return f"codemod {name!r}" if name else f"operation {rule.operations[0]!r}"
 
 
 class _ScopedFailure(Exception):

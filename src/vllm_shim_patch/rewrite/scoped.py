@@ -100,6 +100,7 @@ class ScopedTransform(cst.CSTTransformer):
         self.found = not scope.inner
         self.edits: list[tuple[int, int, str]] = []
         self.human: list[tuple[int, int, str]] = []
+        self.imports_to_drop: list[ImportDrop] = []  # drop_unused_import's, run by the engine
         self._stack: list[str] = []
         self._inside = not scope.inner
 
@@ -270,31 +271,51 @@ def load_beside(codemod_file: str, name: str) -> Any:
     return sys.modules[key]
 
 
+@dataclass(frozen=True)
+class ImportDrop:
+    """An import a scoped transform no longer needs: dropped where nothing uses it any more."""
+
+    module: str
+    obj: str | None  # None: `import module`
+    what: str  # the edit's wording, when the import statement goes
+    lines: tuple[int, int] | None  # the module-level statement naming it, in the module visited
+
+
 def drop_unused_import(transform: ScopedTransform, original: cst.Module, updated: cst.Module,
                        module: str, obj: str | None, what: str) -> cst.Module:
-    """`updated` without the import of `obj` from `module` (`import module` for None) where nothing
-    uses it any more (libcst's RemoveImportsVisitor decides); the import statement of `original`
-    that named it is recorded as an edit, so its diff hunk carries the rule."""
+    """Drop the import of `obj` from `module` (`import module` for None) where nothing uses it any
+    more: libcst's RemoveImportsVisitor decides, once every scoped rule of the file has run (the
+    engine runs it once per file for all the imports its transforms drop: each run analyses the
+    scopes of the whole module, the costliest step of a dry run otherwise). `updated` is returned
+    as it is; the import statement of `original` that named it is recorded as an edit of this
+    rule when it goes, so its diff hunk carries the rule."""
+    before = [s for s in original.body if names_import(s, module, obj)]
+    lines = transform._span(before[0]) if before else None
+    transform.imports_to_drop.append(ImportDrop(module, obj, what, lines))
+    return updated
+
+
+def remove_imports(module: cst.Module, drops: list[ImportDrop]) -> cst.Module:
+    """`module` without each import of `drops` that nothing uses (one RemoveImportsVisitor pass)."""
     from libcst.codemod import CodemodContext
     from libcst.codemod.visitors import RemoveImportsVisitor
 
-    def names(stmt: cst.CSTNode) -> bool:
-        if not isinstance(stmt, cst.SimpleStatementLine):
-            return False
-        for small in stmt.body:
-            if obj is None and isinstance(small, cst.Import):
-                if any(dotted(a.name) == module and a.asname is None for a in small.names):
-                    return True
-            if (obj is not None and isinstance(small, cst.ImportFrom) and small.module is not None
-                    and dotted(small.module) == module and not isinstance(small.names, cst.ImportStar)
-                    and any(isinstance(a.name, cst.Name) and a.name.value == obj for a in small.names)):
-                return True
-        return False
-
-    before = [s for s in original.body if names(s)]
     context = CodemodContext()
-    RemoveImportsVisitor.remove_unused_import(context, module, obj)
-    result = RemoveImportsVisitor(context).transform_module(updated)
-    if before and not any(names(s) for s in result.body):
-        transform.edited(before[0], what)
-    return result
+    for drop in drops:
+        RemoveImportsVisitor.remove_unused_import(context, drop.module, drop.obj)
+    return RemoveImportsVisitor(context).transform_module(module)
+
+
+def names_import(stmt: cst.CSTNode, module: str, obj: str | None) -> bool:
+    """Whether `stmt` is a simple statement line importing `obj` from `module` (or `module`)."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for small in stmt.body:
+        if obj is None and isinstance(small, cst.Import):
+            if any(dotted(a.name) == module and a.asname is None for a in small.names):
+                return True
+        if (obj is not None and isinstance(small, cst.ImportFrom) and small.module is not None
+                and dotted(small.module) == module and not isinstance(small.names, cst.ImportStar)
+                and any(isinstance(a.name, cst.Name) and a.name.value == obj for a in small.names)):
+            return True
+    return False
