@@ -115,6 +115,34 @@ def test_the_key_follows_a_rule_file_and_a_codemod_by_their_bytes(tmp_path: Path
     assert plan_key(**inputs) is None  # type: ignore[arg-type]  (unreadable: no cache, never a guess)
 
 
+def test_the_key_follows_a_package_a_codemod_imports_from_elsewhere(
+        tmp_path: Path, generator: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dry run reads the cache too: an edit of a helper package a codemod imports plans anew."""
+    rules_dir = tmp_path / "rules"
+    (rules_dir / "codemods").mkdir(parents=True)
+    (rules_dir / "codemods" / "mine.py").write_text(
+        "import json\nfrom libcst import Name\nfrom vsp_test_helpers.words import WORD\nimport mine_beside\n\n"
+        "def rewrite(call, site):\n    return call\n")
+    (rules_dir / "codemods" / "mine_beside.py").write_text("")
+    rule_file = rules_dir / "mine.yaml"
+    rule_file.write_text("schema: 1\nrules:\n  - id: mine\n    call: vllm.v1.request.Request\n"
+                         "    since: '0.12'\n    codemod: mine\n    why: a test\n")
+    inputs = {**key_inputs(tmp_path, generator), "rules": load_pack([rule_file]).rules}
+    absent = plan_key(**inputs)  # type: ignore[arg-type]
+    helpers = tmp_path / "site" / "vsp_test_helpers"
+    helpers.mkdir(parents=True)
+    (helpers / "__init__.py").write_text("")
+    (helpers / "words.py").write_text("WORD = 'a'\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    present = plan_key(**inputs)  # type: ignore[arg-type]
+    (helpers / "words.py").write_text("WORD = 'ab'\n")
+    edited = plan_key(**inputs)  # type: ignore[arg-type]
+    assert len({absent, present, edited}) == 3
+    assert "vsp_test_helpers" not in sys.modules  # located, not imported
+    assert plancache._imported((rules_dir / "codemods" / "mine.py").read_bytes()) == {
+        "libcst", "vsp_test_helpers", "mine_beside"}  # json: the standard library
+
+
 def test_the_key_follows_the_tools_own_code(tmp_path: Path, generator: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
     key = plan_key(**key_inputs(tmp_path, generator))  # type: ignore[arg-type]
     monkeypatch.setattr(plancache, "_code_stamp", "another build of the tool")
@@ -257,6 +285,29 @@ def test_a_second_audit_is_read_from_the_cache_without_libcst(sandbox: Sandbox, 
     assert second.stdout == first.stdout
     data = json.loads(second.stdout)
     assert data["summary"]["remaining"] == 0 and data["rules_for"] == realdata.REFERENCE_VLLM
+
+
+@pytest.mark.slow
+def test_a_dry_run_in_another_state_dir_reads_the_plan_the_first_left(sandbox: Sandbox, tmp_path: Path) -> None:
+    """The plan cache is the tool's (VSP_CACHE_DIR), not a state dir's: a second dry run, --check and
+    diff read the first dry run's plan without libcst and say the same; apply plans anew."""
+    env = {"VSP_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPROFILEIMPORTTIME": "1"}
+    runs = {}
+    for name, state, args in [("first", "a", ("--dry-run",)), ("second", "b", ("--dry-run",)),
+                              ("json", "c", ("--dry-run", "--json")), ("check", "d", ("--check",)),
+                              ("diff", "e", ("diff",))]:
+        sandbox.state = tmp_path / state
+        runs[name] = sandbox.run("--vllm-version", "0.16", *args, env=env)
+    assert libcst_imported(runs["first"].stderr)
+    assert [libcst_imported(runs[n].stderr) for n in ("second", "json", "check", "diff")] == [False] * 4
+    said = [line for line in runs["first"].stderr.splitlines() if not line.startswith("import time:")]
+    assert runs["second"].stdout == runs["diff"].stdout == runs["first"].stdout and runs["first"].stdout
+    assert [line for line in runs["second"].stderr.splitlines() if not line.startswith("import time:")] == said
+    assert json.loads(runs["json"].stdout)["files"]
+    assert (runs["check"].returncode, runs["first"].returncode) == (1, 0)
+    sandbox.state = tmp_path / "f"
+    applied = sandbox.run("--vllm-version", "0.16", "--no-verify", env=env)
+    assert applied.returncode == 0 and libcst_imported(applied.stderr)  # a command that writes plans anew
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ def check(ctx: Context, opts: ApplyOptions) -> Outcome:
     from ..analysis.bytecode import beside
     from ..report.plan import problem_lines, site_line
 
-    plan = ctx.plan()
+    plan = ctx.plan(reuse=True)  # writes nothing: the plan cache may answer
     missing = ctx.missing_sources()
     pending = sorted(set(pending_writes(ctx, desired_files(plan, ctx.originals()))) - set(missing))
     human = [site_line(s) for s in plan.sites if s.action in _FOR_A_HUMAN] + problem_lines(plan)

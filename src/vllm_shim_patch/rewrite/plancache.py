@@ -9,17 +9,21 @@ stored under a digest of all of them and reused while none changed:
   (its `_version.py` and native parser, which an upgrade rewrites: its parser decides what
   parses), and the tool's Python (it words a syntax error);
 - the rules: the bytes of every rule file, and of every module in the folder of each codemod
-  the rules name (a codemod may import its neighbours), with their paths; a module a codemod
-  imports from elsewhere is not covered (after editing one, any change to the codemod's folder,
-  or `--dry-run`, which plans anew, brings the audit up to date);
+  the rules name (a codemod may import its neighbours), with their paths; and every package a
+  codemod imports by name from elsewhere (an `import` or `from ... import` statement anywhere in
+  it, found with `ast`; the standard library, libcst and the tool itself are covered above): the
+  (path, size, mtime) of each of its files, located without importing it. A module imported
+  only by a computed name (`importlib.import_module(name)`) is not covered;
 - the vLLM the rules are for: the selected version, the signatures and class facts the guards
   read (their full text, defaults included), and the signature kind;
 - the target: its interpreter and Python version (the grammar check), the package, and the path
   and bytes of every file planned;
 - the review's declined sites.
 
-The file holds the per-file results after the target's grammar check. `audit` reads it; every
-command that plans writes it, so an audit after a dry run or an apply starts warm. An entry that
+The file holds the per-file results after the target's grammar check. The commands that write
+nothing read it (`audit`, `--dry-run` and `diff`, `--check`), whatever state dir they are given;
+every command that plans writes it, so a dry run after an apply, or after another dry run of the
+same files, starts warm. An entry that
 is unreadable, of another format, or for other files is ignored and planned anew, never trusted;
 a failed write only costs speed. The folder keeps the newest `KEEP` entries.
 """
@@ -89,13 +93,20 @@ def plan_key(*, target: Any, rules: Sequence[Any], version: Any, signatures: Map
             h.update(b"\0")
 
     part("code", code_stamp())
-    codemod_dirs = {Path(str(spec)).parent for r in rules for op, spec in r.ops if op == "codemod"}
+    codemod_files = {Path(str(spec)) for r in rules for op, spec in r.ops if op == "codemod"}
+    codemod_dirs = {p.parent for p in codemod_files}
     try:
         codemods = {str(p) for d in codemod_dirs for p in d.glob("*.py")}
-        for path in sorted({r.path for r in rules} | codemods):
-            part("source", path, Path(path).read_bytes())
+        sources = {path: Path(path).read_bytes() for path in sorted({r.path for r in rules} | codemods)}
     except OSError:
         return None
+    for path, data in sources.items():
+        part("source", path, data)
+    neighbours = {Path(p).stem for p in codemods}
+    for top in sorted({t for p in codemods for t in _imported(sources[p])} - neighbours - _COVERED):
+        part("imports", top)
+        for stamp in _package_stamps(top):
+            part(stamp)
     for rule in rules:  # which of the files' rules are loaded (the bundled ones may be left out)
         part("rule", rule.id)
     part("version", version, "kind", kind)
@@ -111,6 +122,58 @@ def plan_key(*, target: Any, rules: Sequence[Any], version: Any, signatures: Map
     for path in sorted(files):
         part("file", path, hashlib.sha256(files[path]).hexdigest())
     return h.hexdigest()
+
+
+# What a codemod imports that the code stamp covers already (or that cannot change under it).
+_COVERED = frozenset({"__future__", "libcst", "vllm_shim_patch"})
+
+
+def _imported(source: bytes) -> set[str]:
+    """The top-level names of the modules `source` imports absolutely (a codemod: loaded by path)."""
+    import ast
+    import sys
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()  # the codemod cannot load: the engine says so, nothing to follow
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return {n for n in names if n not in sys.stdlib_module_names}
+
+
+def _package_stamps(top: str) -> list[str]:
+    """(relative path, size, mtime) of every file of the top-level module or package `top`, found
+    by the import system's finders (nothing is imported); none found: that, said."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        return ["not importable"]
+    roots = list(spec.submodule_search_locations or []) or ([spec.origin] if spec.origin else [])
+    stamps = []
+    for root in roots:
+        if os.path.isfile(root):
+            st = os.stat(root)
+            stamps.append(f"{root}\0{st.st_size}\0{st.st_mtime_ns}")
+            continue
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for name in sorted(filenames):
+                path = os.path.join(dirpath, name)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                stamps.append(f"{path}\0{st.st_size}\0{st.st_mtime_ns}")
+    return stamps
 
 
 class PlanCache:
