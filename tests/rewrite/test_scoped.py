@@ -248,28 +248,36 @@ UNUSE = """
 
 def test_the_imports_a_files_codemods_drop_go_in_one_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """libcst's RemoveImportsVisitor (its scope analysis of the whole module: the costliest step of
-    a dry run) runs once per file for all its codemods' drops; each import that goes is an edit of
-    the rule that dropped it, right after that rule's own edits; one still used stays."""
+    a dry run) runs once per file for all its codemods' drops, and only over the import statements
+    where the tokens show nothing else can use them (tests/rewrite/test_import_drops.py); each
+    import that goes is an edit of the rule that dropped it, right after that rule's own edits;
+    one still used stays."""
     from libcst.codemod.visitors import RemoveImportsVisitor
 
-    runs = []
+    runs: list[int] = []  # the statements of each module the visitor is run over
     real = RemoveImportsVisitor.transform_module
-    monkeypatch.setattr(RemoveImportsVisitor, "transform_module", lambda self, tree: runs.append(1) or real(self, tree))
+    monkeypatch.setattr(RemoveImportsVisitor, "transform_module",
+                        lambda self, tree: runs.append(len(tree.body)) or real(self, tree))
     rules = _rules(tmp_path, TWO_DROPS, {"unuse": UNUSE})
     source = (b"import os\nimport json\nimport sys\n\n\ndef forward(self):\n    return os.getcwd()\n\n\n"
               b"def helper():\n    return json.dumps(1)\n\n\ndef other():\n    return sys.path\n")
-    result = Engine(rules, Version("0.16")).transform(source, "pkg/worker.py")
-    assert result.after == (b"import sys\n\n\ndef forward(self):\n    return None\n\n\n"
-                            b"def helper():\n    return None\n\n\ndef other():\n    return sys.path\n")
-    assert [(s.rule_id, s.line, s.action, s.message) for s in result.sites] == [
-        ("first", 7, "edited", "no os"), ("first", 1, "edited", "drop the import of os"),
-        ("second", 11, "edited", "no json"), ("second", 2, "edited", "drop the import of json")]
-    assert runs == [1]
+    after = (b"import sys\n\n\ndef forward(self):\n    return None\n\n\n"
+             b"def helper():\n    return None\n\n\ndef other():\n    return sys.path\n")
+    sites = [("first", 7, "edited", "no os"), ("first", 1, "edited", "drop the import of os"),
+             ("second", 11, "edited", "no json"), ("second", 2, "edited", "drop the import of json")]
+    for prefilter, passes in [(True, [1, 1]), (False, [6])]:
+        runs.clear()
+        result = Engine(rules, Version("0.16"), prefilter=prefilter).transform(source, "pkg/worker.py")
+        assert result.after == after
+        assert [(s.rule_id, s.line, s.action, s.message) for s in result.sites] == sites
+        assert runs == passes
     still_used = source.replace(b"return sys.path", b"return os.sep")
+    runs.clear()
     result = Engine(rules, Version("0.16")).transform(still_used, "pkg/worker.py")
     assert result.after.startswith(b"import os\nimport sys\n")
     assert [(s.rule_id, s.message) for s in result.sites] == [
         ("first", "no os"), ("second", "no json"), ("second", "drop the import of json")]
+    assert runs == [6]  # `os` is used elsewhere: the whole module decides
 
 
 def test_a_file_whose_rules_are_not_needed_is_not_parsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

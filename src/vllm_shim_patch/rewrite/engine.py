@@ -486,7 +486,8 @@ class _ScopedPass:
         first, *_, label = self._drops[0]
         try:
             with time_limit(self.engine.codemod_seconds):
-                result = remove_imports(module, [drop for _, _, _, drop, _, _ in self._drops])
+                result = remove_imports(module, [drop for _, _, _, drop, _, _ in self._drops],
+                                        shortcut=self.engine.prefilter)
         except (Exception, SystemExit) as exc:
             raise _ScopedFailure(f"rule {first.id}: {label} {_failure(exc)}") from exc
         for rule, scope, guarded, drop, at, _ in self._drops:
@@ -543,7 +544,7 @@ class _ScopedPass:
         drops, transform.imports_to_drop = transform.imports_to_drop, []
         try:
             with time_limit(self.engine.codemod_seconds):
-                result = remove_imports(module, drops)
+                result = remove_imports(module, drops, shortcut=self.engine.prefilter)
         except (Exception, SystemExit) as exc:
             raise _ScopedFailure(f"rule {rule.id}: {_label(rule, factory)} {_failure(exc)}") from exc
         for drop in drops:

@@ -295,15 +295,75 @@ def drop_unused_import(transform: ScopedTransform, original: cst.Module, updated
     return updated
 
 
-def remove_imports(module: cst.Module, drops: list[ImportDrop]) -> cst.Module:
-    """`module` without each import of `drops` that nothing uses (one RemoveImportsVisitor pass)."""
+def remove_imports(module: cst.Module, drops: list[ImportDrop], shortcut: bool = True) -> cst.Module:
+    """`module` without each import of `drops` that nothing uses: libcst's RemoveImportsVisitor.
+
+    Its pass over the whole module (scopes, exports, string annotations, every node through the
+    matchers) is the costliest step of a dry run. With `shortcut`, where the tokens of the module
+    show that nothing can use an import (`_provably_unused`), the visitor runs over the statements
+    that hold those imports alone, as a module of their own, and they are put back in place: the
+    same visitor makes the same edit of each statement, and decides "unused", as it would over
+    the whole module. Anywhere else (a name seen elsewhere, an import not at module level, a
+    module the tokenizer cannot read) it runs over the whole module."""
     from libcst.codemod import CodemodContext
     from libcst.codemod.visitors import RemoveImportsVisitor
 
     context = CodemodContext()
     for drop in drops:
         RemoveImportsVisitor.remove_unused_import(context, drop.module, drop.obj)
-    return RemoveImportsVisitor(context).transform_module(module)
+    at = _provably_unused(module, drops) if shortcut else None
+    if at is None:
+        return RemoveImportsVisitor(context).transform_module(module)
+    body = list(module.body)
+    for i in sorted(at, reverse=True):
+        alone = cst.Module(body=[body[i]], default_indent=module.default_indent,
+                           default_newline=module.default_newline)
+        body[i: i + 1] = list(RemoveImportsVisitor(context).transform_module(alone).body)
+    return module.with_changes(body=body)
+
+
+def _provably_unused(module: cst.Module, drops: list[ImportDrop]) -> set[int] | None:
+    """The module-level statements that import what `drops` name, where each imported name is one
+    token of the whole module (the import itself) and no string holds it but a statement made of
+    a string alone (a docstring: never an `__all__` entry nor a string annotation, which libcst
+    counts as uses): nothing can use it, so RemoveImportsVisitor's analysis of the module would
+    call it unused. None: that cannot be shown for every drop."""
+    import io
+    import tokenize
+
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(module.code).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    skip = (tokenize.NL, tokenize.COMMENT)
+    significant = [t for t in tokens if t.type not in skip]
+    alone = set()  # the strings that are a statement by themselves (with their implicit concatenation)
+    for i, t in enumerate(significant):
+        if t.type != tokenize.STRING:
+            continue
+        a, b = i, i
+        while a > 0 and significant[a - 1].type == tokenize.STRING:
+            a -= 1
+        while b + 1 < len(significant) and significant[b + 1].type == tokenize.STRING:
+            b += 1
+        before = significant[a - 1].type if a > 0 else tokenize.NEWLINE
+        after = significant[b + 1].type if b + 1 < len(significant) else tokenize.ENDMARKER
+        if (before in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING)
+                and after in (tokenize.NEWLINE, tokenize.ENDMARKER)):
+            alone.add(t.start)
+    found: set[int] = set()
+    for drop in drops:
+        bound = drop.obj if drop.obj is not None else drop.module.split(".")[0]
+        if drop.module == "__future__":
+            return None  # never unused for libcst
+        named = [t for t in tokens if t.type == tokenize.NAME and t.string == bound]
+        quoted = [t for t in tokens if t.type not in (tokenize.NAME, *skip) and bound in t.string
+                  and t.start not in alone]
+        where = [i for i, stmt in enumerate(module.body) if names_import(stmt, drop.module, drop.obj)]
+        if len(named) != 1 or quoted or len(where) != 1:
+            return None
+        found.add(where[0])
+    return found
 
 
 def names_import(stmt: cst.CSTNode, module: str, obj: str | None) -> bool:
