@@ -197,6 +197,11 @@ class Context:
         self.check_package()  # a bad rule file, or a package no rule is for, before the target's answer
         if engine:
             import libcst  # noqa: F401  (the caller runs the engine next)
+
+            if any(op in ("codemod", "move") for r in self.pack.rules for op, _ in r.ops):
+                # Their import edits need RemoveImportsVisitor, whose libcst.matchers is the largest
+                # import of libcst: while the target answers, not after.
+                import libcst.codemod.visitors  # noqa: F401
         self.check_version()
         # The rules read the .py files RECORD lists: without them, "0 edits" would read as patched.
         self.refuse_editable()
