@@ -215,14 +215,24 @@ class Contender:
     env: dict[str, str] = field(default_factory=tool_env)
     cwd: str | None = None
     fresh_dir: bool = False  # substitute "{fresh}" in cmd with a new empty folder per run
+    # Substitute "{cache}" in env's values with a new empty folder per run (a first run on a new
+    # machine: nothing the tool keeps between runs is there).
+    fresh_cache: bool = False
     ok_codes: tuple[int, ...] = (0,)  # exit codes that still count as a completed run
     times: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)  # user + system seconds of each timed run (its children too)
     # What its warm-up run gave (exit code, its stdout's lines sorted): every timed run must give
     # the same, or the bench fails (set by `warm_up`; None: only the exit code is checked).
     expected: tuple[int, list[str]] | None = None
 
     def argv(self, fresh: Path | None) -> list[str]:
         return [a.replace("{fresh}", str(fresh)) if fresh else a for a in self.cmd]
+
+    def environ(self, scratch: Path) -> dict[str, str]:
+        if not self.fresh_cache:
+            return self.env
+        cache = _fresh(scratch, "cache")
+        return {k: v.replace("{cache}", str(cache)) for k, v in self.env.items()}
 
     @property
     def best(self) -> float:
@@ -242,17 +252,18 @@ class Captured:
 
 def run_captured(c: Contender, scratch: Path) -> Captured:
     fresh = _fresh(scratch) if c.fresh_dir else None
-    proc = subprocess.run(c.argv(fresh), env=c.env, cwd=c.cwd, capture_output=True, text=True, check=False)
+    proc = subprocess.run(c.argv(fresh), env=c.environ(scratch), cwd=c.cwd, capture_output=True, text=True,
+                          check=False)
     return Captured(proc.returncode, proc.stdout, proc.stderr)
 
 
 _fresh_counter = 0
 
 
-def _fresh(scratch: Path) -> Path:
+def _fresh(scratch: Path, kind: str = "fresh") -> Path:
     global _fresh_counter
     _fresh_counter += 1
-    p = scratch / f"fresh-{_fresh_counter}"
+    p = scratch / f"{kind}-{_fresh_counter}"
     p.mkdir(parents=True)
     return p
 
@@ -278,10 +289,14 @@ def time_once(c: Contender, scratch: Path) -> float:
     against its warm-up's (`Contender.expected`); a failed run fails the bench."""
     fresh = _fresh(scratch) if c.fresh_dir else None
     argv = c.argv(fresh)
+    env = c.environ(scratch)
     with tempfile.TemporaryFile() as out:
         t0 = time.perf_counter()
-        rc = subprocess.call(argv, env=c.env, cwd=c.cwd, stdout=out, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(argv, env=env, cwd=c.cwd, stdout=out, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
         elapsed = time.perf_counter() - t0
+        proc.returncode = rc = os.waitstatus_to_exitcode(status)
+        c.cpu.append(usage.ru_utime + usage.ru_stime)
         out.seek(0)
         printed = out.read().decode("utf-8", "replace")
     if rc not in c.ok_codes:
@@ -313,11 +328,15 @@ def fmt_s(seconds: float) -> str:
 
 
 def print_table(contenders: Sequence[Contender], baseline: Contender, baseline_label: str) -> None:
+    """Wall time (best, median, the ratio of medians) and the median CPU time (user + system, the
+    process and what it waited for): on a machine other jobs load, CPU time moves less."""
     width = max(len(c.name) for c in contenders)
-    print(f"  {'contender':<{width}}  {'best':>11}  {'median':>11}  {'median / ' + baseline_label:>16}")
+    print(f"  {'contender':<{width}}  {'best':>11}  {'median':>11}  {'median / ' + baseline_label:>16}"
+          f"  {'median CPU':>11}")
     for c in contenders:
         ratio = c.median / baseline.median
-        print(f"  {c.name:<{width}}  {fmt_s(c.best)}  {fmt_s(c.median)}  {ratio:15.2f}x")
+        cpu = fmt_s(statistics.median(c.cpu)) if c.cpu else f"{'-':>11}"
+        print(f"  {c.name:<{width}}  {fmt_s(c.best)}  {fmt_s(c.median)}  {ratio:15.2f}x  {cpu}")
 
 
 def venv_unchanged(before: dict, venv: Path) -> bool:
