@@ -211,7 +211,7 @@ def planned(tmp_path_factory: pytest.TempPathFactory, generator: bytes) -> Plann
 
 @pytest.mark.parametrize("damage", [
     pytest.param(lambda d: b"{not json", id="not-json"),
-    pytest.param(lambda d: d.replace(b'"format":1', b'"format":0'), id="other-format"),
+    pytest.param(lambda d: d.replace(b'"format":2', b'"format":1'), id="other-format"),
     pytest.param(lambda d: d.replace(b'"status":"changed"', b'"status":"rewritten"'), id="unknown-status"),
     pytest.param(lambda d: d.replace(b'"after":"', b'"after":"*'), id="bad-base64"),
     pytest.param(lambda d: d[: len(d) // 2], id="cut-short"),

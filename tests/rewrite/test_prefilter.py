@@ -47,6 +47,10 @@ def test_the_prefiltered_plan_is_the_full_plan(speculators: str, vllm: str) -> N
     fast, full = _plans(_files(speculators), version=Version(vllm))
     assert fast == full
     assert any(r.status is FileStatus.CHANGED for r in fast)
+    # And the plan of what it writes has nothing more to write (--check, a rehearsal's fixes).
+    engine = Engine(load_pack().rules, version=Version(vllm), compile_here=False, codemod_seconds=None)
+    again = [engine.transform(r.after, r.path) for r in fast if r.changed]
+    assert [(r.path, r.status) for r in again] == [(r.path, FileStatus.UNCHANGED) for r in again]
 
 
 @pytest.fixture(scope="module")

@@ -280,6 +280,19 @@ def test_the_imports_a_files_codemods_drop_go_in_one_pass(tmp_path: Path, monkey
     assert runs == [6]  # `os` is used elsewhere: the whole module decides
 
 
+def test_declining_the_hunk_of_a_dropped_import_declines_its_rule(tmp_path: Path) -> None:
+    """The import a codemod drops is one of its rule's edits: declining its hunk declines them all
+    (each a declined site), and the import stays."""
+    rules = _rules(tmp_path, TWO_DROPS, {"unuse": UNUSE})
+    source = (b"import os\nimport json\nimport sys\n\n\ndef forward(self):\n    return os.getcwd()\n\n\n"
+              b"def helper():\n    return json.dumps(1)\n\n\ndef other():\n    return sys.path\n")
+    result = Engine(rules, Version("0.16"), declined=frozenset({("pkg/worker.py", 1, "first")})).transform(
+        source, "pkg/worker.py")
+    assert result.after == source.replace(b"import json\n", b"").replace(b"return json.dumps(1)", b"return None")
+    assert [(s.rule_id, s.line, s.action) for s in result.sites] == [
+        ("first", 7, "declined"), ("first", 1, "declined"), ("second", 11, "edited"), ("second", 2, "edited")]
+
+
 def test_a_file_whose_rules_are_not_needed_is_not_parsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No call can match and no region's rule applies to this vLLM: the "not needed" sites come
     from `ast`, as the full pass (`prefilter=False`) records them, and libcst never runs."""
@@ -299,6 +312,76 @@ def test_a_file_whose_rules_are_not_needed_is_not_parsed(tmp_path: Path, monkeyp
     monkeypatch.undo()
     assert (Engine(rules, Version("0.10")).transform(broken, "pkg/worker.py")
             == Engine(rules, Version("0.10"), prefilter=False).transform(broken, "pkg/worker.py"))
+
+
+UNBIND_RULES = """\
+schema: 1
+rules:
+  - id: unbind
+    in: pkg.worker
+    since: "0.1"
+    codemod: unbind
+    why: w
+  - id: embed
+    in: pkg.worker:patched
+    since: "0.11.1"
+    method:
+      receiver: self
+      rename: {get_input_embeddings: embed_input_ids}
+      classes: [vllm.m.LlamaModel]
+    why: renamed
+"""
+
+# `model.forward = patched` becomes the model's own forward: `patched` is no longer bound.
+UNBIND = """
+    import libcst as cst
+    from vllm_shim_patch.rewrite.scoped import ScopedTransform, statements
+
+    class Codemod(ScopedTransform):
+        region_only = True
+
+        def leave_SimpleStatementLine(self, original_node, updated_node):
+            code = cst.Module([]).code_for_node(original_node).strip()
+            if self.in_scope and code == "model.forward = model.own_forward":
+                self.unbinds("patched")  # done already: unbound as well
+            if self.in_scope and code == "model.forward = patched":
+                self.edited(original_node, "the model's own forward")
+                self.unbinds("patched")
+                new = statements("model.forward = model.own_forward", self.module)[0]
+                return new.with_changes(leading_lines=original_node.leading_lines)
+            return updated_node
+"""
+
+UNBOUND_SOURCE = (b"def patched(self, ids):\n    return self.get_input_embeddings(ids)\n\n\n"
+                  b"model.forward = patched\n")
+
+
+@pytest.mark.parametrize(("source", "declined", "embed"), [
+    pytest.param(UNBOUND_SOURCE, frozenset(), "not-needed", id="unbound"),
+    pytest.param(UNBOUND_SOURCE + b"__all__ = ['patched']\n", frozenset(), "edited", id="exported"),
+    pytest.param(UNBOUND_SOURCE + b"again = patched\n", frozenset(), "edited", id="bound-elsewhere"),
+    pytest.param(UNBOUND_SOURCE, frozenset({("pkg/worker.py", 5, "unbind")}), "edited", id="unbinding-declined"),
+    pytest.param(UNBOUND_SOURCE.replace(b"= patched", b"= model.own_forward"), frozenset(), "not-needed",
+                 id="planned-again"),
+])
+def test_a_rule_for_code_another_rule_unbinds_is_not_needed(tmp_path: Path, source: bytes,
+                                                            declined: frozenset, embed: str) -> None:
+    """No edit to dead code: a scoped rule whose region is a function an earlier rule's kept edit
+    leaves unbound (and nothing in the module refers to any more) is reported as not needed, at
+    the lines it would have changed, naming that rule; where anything still refers to it, or the
+    unbinding edit is declined, the rule edits as before."""
+    rules = _rules(tmp_path, UNBIND_RULES, {"unbind": UNBIND})
+    result = Engine(rules, Version("0.16"), declined=declined).transform(source, "pkg/worker.py")
+    sites = [(s.rule_id, s.line, s.action, s.message, s.by) for s in result.sites if s.rule_id == "embed"]
+    if embed == "edited":
+        assert sites == [("embed", 2, "edited", "rename self.get_input_embeddings to embed_input_ids", "")]
+        assert b"self.embed_input_ids(ids)" in result.after
+        return
+    assert sites == [("embed", 2, "not-needed", "not needed: unbind leaves patched unbound and nothing in the "
+                      "module refers to it (would rename self.get_input_embeddings to embed_input_ids)", "unbind")]
+    assert result.after == source.replace(b"model.forward = patched", b"model.forward = model.own_forward")
+    again = Engine(rules, Version("0.16")).transform(result.after, "pkg/worker.py")
+    assert (again.status, [s.action for s in again.sites]) == ("unchanged", ["already", "not-needed"])
 
 
 def _speculators_sources(version: str) -> dict[str, bytes]:

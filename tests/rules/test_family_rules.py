@@ -291,17 +291,24 @@ def test_a_comment_above_the_worker_class_stays_the_classs_own(version: str) -> 
 @pytest.mark.parametrize(("version", "rules"), [
     pytest.param("0.3.0", ["worker-request-tracking", "worker-request-tracking", "worker-no-eagle3-gate",
                            "worker-no-eagle3-gate", "worker-no-eagle3-gate", "worker-capture-hooks",
-                           "worker-capture-hooks", "worker-capture-hooks", "llama-model-embed-input-ids"], id="0.3.0"),
+                           "worker-capture-hooks", "worker-capture-hooks"], id="0.3.0"),
     pytest.param("0.4.0", ["worker-capture-hooks"] * 3, id="0.4.0"),
 ])
 def test_the_default_selection_edits_the_worker_in_file_order(version: str, rules: list[str]) -> None:
     result = Engine(load_pack().selected().rules, version=Version("0.16")).transform(_source(version, WORKER), WORKER)
     assert [s.rule_id for s in result.sites if s.action == "edited"] == rules
     after = result.after.decode()
-    # The binding is gone, _patched_forward stays (unbound) for llama-model-embed-input-ids.
+    # The binding is gone, _patched_forward stays, unbound and as released: no edit to code that
+    # never runs (0.3.0's get_input_embeddings there is not renamed; 0.4.0 calls embed_input_ids).
     assert "base_model.forward =" not in after and "def _patched_forward(" in after
+    embed = [(s.line, s.action, s.by) for s in result.sites if s.rule_id == "llama-model-embed-input-ids"]
+    assert embed == ([(30, "not-needed", "worker-capture-hooks")] if version == "0.3.0" else [(17, "already", "")])
+    assert (b"else self.get_input_embeddings(input_ids)" in result.after) is (version == "0.3.0")
     assert after.count("_add_capture_hooks(self, base_model)") == 1
     compile(result.after, WORKER, "exec", dont_inherit=True)
+    # Planned again (what --check and a rehearsal of the patched files do): nothing more to write.
+    again = Engine(load_pack().selected().rules, version=Version("0.16")).transform(result.after, WORKER)
+    assert (again.status, again.after) == ("unchanged", result.after)
 
 
 @pytest.mark.slow  # the real wheels

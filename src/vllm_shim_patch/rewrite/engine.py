@@ -33,7 +33,17 @@ from .results import FileResult, Site
 from .names import import_names
 from .ops import compile_rule, guardable, observes_only
 from .positions import LazyPositions, positions
-from .scoped import ImportDrop, Scope, line_map, module_of, names_import, parse_source, remove_imports, time_limit
+from .scoped import (
+    ImportDrop,
+    Scope,
+    line_map,
+    module_of,
+    names_import,
+    parse_source,
+    remove_imports,
+    time_limit,
+    unreferenced,
+)
 
 if TYPE_CHECKING:
     from ..rules.model import Rule
@@ -427,6 +437,8 @@ class _ScopedPass:
         self._placed: list[Site | None] = []  # None: the place of an import drop's edit, until it is known
         # (rule, scope, guarded, the drop with its lines in the original, its place, what dropped it)
         self._drops: list[tuple[Rule, Scope, bool, ImportDrop, int, str]] = []
+        # A module-level function of this module an edit left unbound, and which rule did.
+        self._unbound: dict[str, str] = {}
 
     @property
     def sites(self) -> list[Site]:
@@ -472,8 +484,9 @@ class _ScopedPass:
             if self._not_needed(rule, scope):
                 continue
             guarded = self.decide(rule)[1]
+            unbound = self._unbound.get(scope.inner[0]) if scope.inner else None
             for factory in transforms:
-                module = self._one(rule, scope, factory, module, guarded)
+                module = self._one(rule, scope, factory, module, guarded, unbound)
         return self._drop_imports(module)
 
     def _drop_imports(self, module: cst.Module) -> cst.Module:
@@ -496,7 +509,11 @@ class _ScopedPass:
                 self._placed[at] = Site(rule.id, self.path, a, b, str(scope), Action.EDITED, drop.what, guarded)
         return result
 
-    def _one(self, rule: Rule, scope: Scope, factory: Any, module: cst.Module, guarded: bool) -> cst.Module:
+    def _one(self, rule: Rule, scope: Scope, factory: Any, module: cst.Module, guarded: bool,
+             unbound: str | None = None) -> cst.Module:
+        """Run one transform of `rule` on `module`; its sites recorded. `unbound`: the rule that
+        left the region's function unbound (`ScopedTransform.unbinds`): what the transform would
+        change there is reported as not needed, and not written."""
         transform = factory(rule, scope, module)
         transform.signatures = self.engine.signatures or {}
         lazy = None
@@ -515,19 +532,27 @@ class _ScopedPass:
             self._site(rule, scope, 1, 1, Action.NEEDS_HUMAN, f"{scope} is not in this file: the rule matches nothing",
                        guarded)
             return module
+        if unbound is not None and (transform.edits or transform.human or transform.imports_to_drop):
+            return self._dead(rule, scope, transform, lazy, module, guarded, unbound)
         if not transform.edits and not transform.human and transform.imports_to_drop:
             # Only an import to drop: whether it goes decides between edited and already, now.
             new = self._drop_now(transform, rule, factory, new)
         if not transform.edits and not transform.human:
             line = scope.def_line(self._tree) or 1
             self._site(rule, scope, line, line, Action.ALREADY, "nothing to change", guarded)
+            self._note_unbound(rule, transform, new)  # unbound already (a patched file planned again)
             return new
         code = lazy.found.code if lazy is not None and lazy.found is not None else module.code
         to_original = line_map(self.original.decode("utf-8", "surrogateescape"), code)
         edits = [(to_original(a), to_original(b), what) for a, b, what in transform.edits]
-        if any((self.path, a, rule.id) in self.engine.declined for a, _, _ in edits):
-            for a, b, _ in edits:
-                self._site(rule, scope, a, b, Action.DECLINED, "declined in review", guarded)
+        starts = [a for a, _, _ in edits] + [to_original(d.lines[0]) for d in transform.imports_to_drop if d.lines]
+        if any((self.path, a, rule.id) in self.engine.declined for a in starts):
+            # Declined, the import drops included: each edit the rule would make is a declined site,
+            # the imports it would drop among them (whether each goes is decided now, as it would be).
+            if transform.imports_to_drop:
+                self._drop_now(transform, rule, factory, new)
+            for a, b, _ in transform.edits:
+                self._site(rule, scope, to_original(a), to_original(b), Action.DECLINED, "declined in review", guarded)
             return module
         for a, b, what in edits:
             self._site(rule, scope, a, b, Action.EDITED, what, guarded)
@@ -538,7 +563,32 @@ class _ScopedPass:
             self._placed.append(None)
         for a, b, why in transform.human:
             self._site(rule, scope, to_original(a), to_original(b), Action.NEEDS_HUMAN, why, guarded)
+        self._note_unbound(rule, transform, new)
         return new
+
+    def _note_unbound(self, rule: Rule, transform: Any, module: cst.Module) -> None:
+        """The functions the transform says its module leaves unbound, where nothing refers to them."""
+        for name in transform.unbound:
+            if name not in self._unbound and unreferenced(module, name):
+                self._unbound[name] = rule.id
+
+    def _dead(self, rule: Rule, scope: Scope, transform: Any, lazy: Any, module: cst.Module, guarded: bool,
+              unbound: str) -> cst.Module:
+        """The transform's edits and sites for a human in a function an earlier rule left unbound:
+        each one a "not needed" site at its lines; `module` as it was."""
+        code = lazy.found.code if lazy is not None and lazy.found is not None else module.code
+        to_original = line_map(self.original.decode("utf-8", "surrogateescape"), code)
+        why = f"{unbound} leaves {scope.inner[0]} unbound and nothing in the module refers to it"
+        for a, b, what in transform.edits:
+            self._site(rule, scope, to_original(a), to_original(b), Action.NOT_NEEDED,
+                       f"not needed: {why} (would {what})", guarded, by=unbound)
+        for a, b, what in transform.human:
+            self._site(rule, scope, to_original(a), to_original(b), Action.NOT_NEEDED,
+                       f"not needed: {why} (would leave for a human: {what})", guarded, by=unbound)
+        if not transform.edits and not transform.human:  # an import it would drop, alone
+            line = scope.def_line(self._tree) or 1
+            self._site(rule, scope, line, line, Action.NOT_NEEDED, f"not needed: {why}", guarded, by=unbound)
+        return module
 
     def _drop_now(self, transform: Any, rule: Rule, factory: Any, module: cst.Module) -> cst.Module:
         drops, transform.imports_to_drop = transform.imports_to_drop, []
@@ -553,8 +603,8 @@ class _ScopedPass:
         return result
 
     def _site(self, rule: Rule, scope: Scope, line: int, end: int, action: Action, message: str,
-              guarded: bool) -> None:
-        self._placed.append(Site(rule.id, self.path, line, end, str(scope), action, message, guarded))
+              guarded: bool, by: str = "") -> None:
+        self._placed.append(Site(rule.id, self.path, line, end, str(scope), action, message, guarded, by=by))
 
 
 def _label(rule: Rule, factory: Any) -> str:

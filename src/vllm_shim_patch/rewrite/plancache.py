@@ -44,7 +44,7 @@ from typing import Any
 from ..settings import Action, FileStatus
 from .results import FileResult, Site
 
-FORMAT = 1  # a site of another shape (before `moves`) fails to unpack: planned anew
+FORMAT = 2  # a site of another shape (1: before `by`) is of another format: planned anew
 KEEP = 32
 _code_stamp: str | None = None
 
@@ -236,7 +236,7 @@ def _entry(r: FileResult) -> dict[str, Any]:
         "after": base64.b64encode(r.after).decode("ascii") if r.after != r.before else None,
         "reason": r.reason,
         "sites": [[s.rule_id, s.path, s.line, s.end_line, s.callee, s.action.value, s.message, s.guarded,
-                   list(s.moves)] for s in r.sites],
+                   list(s.moves), s.by] for s in r.sites],
     }
 
 
@@ -245,6 +245,6 @@ def _result(entry: dict[str, Any], files: Mapping[str, bytes]) -> FileResult:
     before = files[path]
     after = before if entry["after"] is None else base64.b64decode(entry["after"], validate=True)
     sites = tuple(Site(str(rule), str(p), int(line), int(end), str(callee), Action(action), str(message), bool(g),
-                       tuple(str(m) for m in moves))
-                  for rule, p, line, end, callee, action, message, g, moves in entry["sites"])
+                       tuple(str(m) for m in moves), str(by))
+                  for rule, p, line, end, callee, action, message, g, moves, by in entry["sites"])
     return FileResult(path, FileStatus(entry["status"]), before, after, sites, str(entry["reason"]))

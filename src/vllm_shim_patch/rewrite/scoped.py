@@ -101,6 +101,7 @@ class ScopedTransform(cst.CSTTransformer):
         self.edits: list[tuple[int, int, str]] = []
         self.human: list[tuple[int, int, str]] = []
         self.imports_to_drop: list[ImportDrop] = []  # drop_unused_import's, run by the engine
+        self.unbound: list[str] = []  # `unbinds`: module-level functions this edit leaves unreachable
         self._stack: list[str] = []
         self._inside = not scope.inner
 
@@ -144,6 +145,14 @@ class ScopedTransform(cst.CSTTransformer):
 
     def edited(self, node: cst.CSTNode, what: str) -> None:
         self.edits.append((*self._span(node), what))
+
+    def unbinds(self, name: str) -> None:
+        """Say that this edit removes the last binding of the module-level function or class
+        `name` of the module (no other module of the package may import it: the codemod vouches
+        for that). Where the edited module's tokens show nothing refers to it any more
+        (`unreferenced`), a later scoped rule whose region is inside it is not needed: it would
+        edit code that never runs, and is reported so instead of written."""
+        self.unbound.append(name)
 
     def needs_human(self, node: cst.CSTNode, why: str) -> None:
         self.human.append((*self._span(node), why))
@@ -328,42 +337,76 @@ def _provably_unused(module: cst.Module, drops: list[ImportDrop]) -> set[int] | 
     a string alone (a docstring: never an `__all__` entry nor a string annotation, which libcst
     counts as uses): nothing can use it, so RemoveImportsVisitor's analysis of the module would
     call it unused. None: that cannot be shown for every drop."""
-    import io
-    import tokenize
-
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(module.code).readline))
-    except (tokenize.TokenError, SyntaxError):
+    tokens = _Tokens.read(module.code)
+    if tokens is None:
         return None
-    skip = (tokenize.NL, tokenize.COMMENT)
-    significant = [t for t in tokens if t.type not in skip]
-    alone = set()  # the strings that are a statement by themselves (with their implicit concatenation)
-    for i, t in enumerate(significant):
-        if t.type != tokenize.STRING:
-            continue
-        a, b = i, i
-        while a > 0 and significant[a - 1].type == tokenize.STRING:
-            a -= 1
-        while b + 1 < len(significant) and significant[b + 1].type == tokenize.STRING:
-            b += 1
-        before = significant[a - 1].type if a > 0 else tokenize.NEWLINE
-        after = significant[b + 1].type if b + 1 < len(significant) else tokenize.ENDMARKER
-        if (before in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING)
-                and after in (tokenize.NEWLINE, tokenize.ENDMARKER)):
-            alone.add(t.start)
     found: set[int] = set()
     for drop in drops:
         bound = drop.obj if drop.obj is not None else drop.module.split(".")[0]
         if drop.module == "__future__":
             return None  # never unused for libcst
-        named = [t for t in tokens if t.type == tokenize.NAME and t.string == bound]
-        quoted = [t for t in tokens if t.type not in (tokenize.NAME, *skip) and bound in t.string
-                  and t.start not in alone]
         where = [i for i, stmt in enumerate(module.body) if names_import(stmt, drop.module, drop.obj)]
-        if len(named) != 1 or quoted or len(where) != 1:
+        if tokens.names(bound) != 1 or tokens.quoted(bound) or len(where) != 1:
             return None
         found.add(where[0])
     return found
+
+
+def unreferenced(module: cst.Module, name: str) -> bool:
+    """Whether the module defines `name` once at module level (a `def` or a `class`) and nothing in
+    it refers to it: the definition's own name is its only token, and no string holds it but a
+    docstring-like statement (a string in `__all__`, `getattr(...)` or an annotation may be a use)."""
+    defined = [s for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef)) and s.name.value == name]
+    tokens = _Tokens.read(module.code)
+    return len(defined) == 1 and tokens is not None and tokens.names(name) == 1 and not tokens.quoted(name)
+
+
+@dataclass(frozen=True)
+class _Tokens:
+    """A module's tokens, and which of its strings are a statement by themselves (a docstring, or
+    one anywhere else: with its implicit concatenation, never part of an expression)."""
+
+    all: tuple[Any, ...]
+    alone: frozenset[tuple[int, int]]
+
+    @classmethod
+    def read(cls, code: str) -> _Tokens | None:
+        import io
+        import tokenize
+
+        try:
+            tokens = tuple(tokenize.generate_tokens(io.StringIO(code).readline))
+        except (tokenize.TokenError, SyntaxError):
+            return None
+        significant = [t for t in tokens if t.type not in (tokenize.NL, tokenize.COMMENT)]
+        alone = set()
+        for i, t in enumerate(significant):
+            if t.type != tokenize.STRING:
+                continue
+            a, b = i, i
+            while a > 0 and significant[a - 1].type == tokenize.STRING:
+                a -= 1
+            while b + 1 < len(significant) and significant[b + 1].type == tokenize.STRING:
+                b += 1
+            before = significant[a - 1].type if a > 0 else tokenize.NEWLINE
+            after = significant[b + 1].type if b + 1 < len(significant) else tokenize.ENDMARKER
+            if (before in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING)
+                    and after in (tokenize.NEWLINE, tokenize.ENDMARKER)):
+                alone.add(t.start)
+        return cls(tokens, frozenset(alone))
+
+    def names(self, name: str) -> int:
+        """How many NAME tokens are `name`."""
+        import tokenize
+
+        return sum(1 for t in self.all if t.type == tokenize.NAME and t.string == name)
+
+    def quoted(self, name: str) -> bool:
+        """Whether a string (an f-string's part included) holds `name`, other than one alone."""
+        import tokenize
+
+        return any(t.type not in (tokenize.NAME, tokenize.NL, tokenize.COMMENT) and name in t.string
+                   and t.start not in self.alone for t in self.all)
 
 
 def names_import(stmt: cst.CSTNode, module: str, obj: str | None) -> bool:
