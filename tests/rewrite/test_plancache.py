@@ -143,6 +143,15 @@ def test_the_key_follows_a_package_a_codemod_imports_from_elsewhere(
         "libcst", "vsp_test_helpers", "mine_beside"}  # json: the standard library
 
 
+def test_the_bundled_codemods_import_only_what_the_code_stamp_covers() -> None:
+    """What lets the key skip scanning them: the standard library, libcst, the tool, one another."""
+    folder = plancache._bundled_codemods()
+    assert folder is not None
+    names = {p.stem for p in folder.glob("*.py")}
+    found = {t for p in folder.glob("*.py") for t in plancache._imported(p.read_bytes())}
+    assert found - names <= plancache._COVERED and "libcst" in found
+
+
 def test_the_key_follows_the_tools_own_code(tmp_path: Path, generator: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
     key = plan_key(**key_inputs(tmp_path, generator))  # type: ignore[arg-type]
     monkeypatch.setattr(plancache, "_code_stamp", "another build of the tool")
