@@ -21,10 +21,12 @@ import statistics
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = Path(__file__).resolve().parent
@@ -36,9 +38,18 @@ BOWLER_REQUIREMENT = "bowler==0.9.0"  # the same pin as pyproject's optional `be
 PY_TAG = f"{sys.implementation.name}{sys.version_info.major}{sys.version_info.minor}"
 
 
-def die(message: str) -> None:
+def die(message: str) -> NoReturn:
+    """A usage error or a set-up that cannot be made: exit 2."""
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(2)
+
+
+def fail(message: str) -> NoReturn:
+    """A contender failed, or printed nothing: the bench stops with exit 1 and reports no time and
+    no ratio (the time of a failure says nothing of the tool's speed)."""
+    sys.stderr.flush()
+    print(f"\nFAILED: {message}; no times reported", flush=True)
+    raise SystemExit(1)
 
 
 # --------------------------------------------------------------------------- cache and venvs
@@ -204,11 +215,24 @@ class Contender:
     env: dict[str, str] = field(default_factory=tool_env)
     cwd: str | None = None
     fresh_dir: bool = False  # substitute "{fresh}" in cmd with a new empty folder per run
+    # Substitute "{cache}" in env's values with a new empty folder per run (a first run on a new
+    # machine: nothing the tool keeps between runs is there).
+    fresh_cache: bool = False
     ok_codes: tuple[int, ...] = (0,)  # exit codes that still count as a completed run
     times: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)  # user + system seconds of each timed run (its children too)
+    # What its warm-up run gave (exit code, its stdout's lines sorted): every timed run must give
+    # the same, or the bench fails (set by `warm_up`; None: only the exit code is checked).
+    expected: tuple[int, list[str]] | None = None
 
     def argv(self, fresh: Path | None) -> list[str]:
         return [a.replace("{fresh}", str(fresh)) if fresh else a for a in self.cmd]
+
+    def environ(self, scratch: Path) -> dict[str, str]:
+        if not self.fresh_cache:
+            return self.env
+        cache = _fresh(scratch, "cache")
+        return {k: v.replace("{cache}", str(cache)) for k, v in self.env.items()}
 
     @property
     def best(self) -> float:
@@ -228,30 +252,62 @@ class Captured:
 
 def run_captured(c: Contender, scratch: Path) -> Captured:
     fresh = _fresh(scratch) if c.fresh_dir else None
-    proc = subprocess.run(c.argv(fresh), env=c.env, cwd=c.cwd, capture_output=True, text=True, check=False)
+    proc = subprocess.run(c.argv(fresh), env=c.environ(scratch), cwd=c.cwd, capture_output=True, text=True,
+                          check=False)
     return Captured(proc.returncode, proc.stdout, proc.stderr)
 
 
 _fresh_counter = 0
 
 
-def _fresh(scratch: Path) -> Path:
+def _fresh(scratch: Path, kind: str = "fresh") -> Path:
     global _fresh_counter
     _fresh_counter += 1
-    p = scratch / f"fresh-{_fresh_counter}"
+    p = scratch / f"{kind}-{_fresh_counter}"
     p.mkdir(parents=True)
     return p
 
 
+def warm_up(c: Contender, scratch: Path, require_output: bool = True) -> Captured:
+    """The contender's first run, its output checked: an exit code outside `ok_codes`, or nothing
+    on stdout where output is required, fails the bench. What it printed is what every timed run
+    must print (the same lines; their order may vary, as a parallel codemod runner's does)."""
+    out = run_captured(c, scratch)
+    said = (out.stderr.strip().splitlines() or ["(nothing on stderr)"])[-1][-300:]
+    if out.returncode not in c.ok_codes:
+        print(out.stdout[-2000:], out.stderr[-4000:], sep="\n", file=sys.stderr)
+        fail(f"{c.name} exited {out.returncode} in its warm-up run ({' '.join(c.cmd)}): {said}")
+    if require_output and not out.stdout.strip():
+        print(out.stderr[-4000:], file=sys.stderr)
+        fail(f"{c.name} printed nothing in its warm-up run (exit {out.returncode}; {' '.join(c.cmd)}): {said}")
+    c.expected = (out.returncode, sorted(out.stdout.splitlines()))
+    return out
+
+
 def time_once(c: Contender, scratch: Path) -> float:
-    """Wall time of one whole process; output discarded (to /dev/null, not a pipe)."""
+    """Wall time of one whole process, its output to a file (not a pipe) and checked afterwards
+    against its warm-up's (`Contender.expected`); a failed run fails the bench."""
     fresh = _fresh(scratch) if c.fresh_dir else None
     argv = c.argv(fresh)
-    t0 = time.perf_counter()
-    rc = subprocess.call(argv, env=c.env, cwd=c.cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    elapsed = time.perf_counter() - t0
+    env = c.environ(scratch)
+    with tempfile.TemporaryFile() as out:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, env=env, cwd=c.cwd, stdout=out, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - t0
+        proc.returncode = rc = os.waitstatus_to_exitcode(status)
+        c.cpu.append(usage.ru_utime + usage.ru_stime)
+        out.seek(0)
+        printed = out.read().decode("utf-8", "replace")
     if rc not in c.ok_codes:
-        die(f"{c.name} exited {rc} during timing: {' '.join(argv)}")
+        fail(f"{c.name} exited {rc} in a timed run: {' '.join(argv)}")
+    if c.expected is not None:
+        code, lines = c.expected
+        if rc != code:
+            fail(f"{c.name} exited {rc} in a timed run, {code} in its warm-up: {' '.join(argv)}")
+        if sorted(printed.splitlines()) != lines:
+            fail(f"{c.name} printed {len(printed.splitlines())} lines in a timed run, not the {len(lines)} "
+                 f"of its warm-up: {' '.join(argv)}")
     return elapsed
 
 
@@ -272,11 +328,15 @@ def fmt_s(seconds: float) -> str:
 
 
 def print_table(contenders: Sequence[Contender], baseline: Contender, baseline_label: str) -> None:
+    """Wall time (best, median, the ratio of medians) and the median CPU time (user + system, the
+    process and what it waited for): on a machine other jobs load, CPU time moves less."""
     width = max(len(c.name) for c in contenders)
-    print(f"  {'contender':<{width}}  {'best':>11}  {'median':>11}  {'median / ' + baseline_label:>16}")
+    print(f"  {'contender':<{width}}  {'best':>11}  {'median':>11}  {'median / ' + baseline_label:>16}"
+          f"  {'median CPU':>11}")
     for c in contenders:
         ratio = c.median / baseline.median
-        print(f"  {c.name:<{width}}  {fmt_s(c.best)}  {fmt_s(c.median)}  {ratio:15.2f}x")
+        cpu = fmt_s(statistics.median(c.cpu)) if c.cpu else f"{'-':>11}"
+        print(f"  {c.name:<{width}}  {fmt_s(c.best)}  {fmt_s(c.median)}  {ratio:15.2f}x  {cpu}")
 
 
 def venv_unchanged(before: dict, venv: Path) -> bool:

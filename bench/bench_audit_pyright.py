@@ -161,10 +161,10 @@ def main() -> None:
         out = {c.name: bl.run_captured(c, scratch) for c in contenders}
         for name, cap in out.items():
             if cap.returncode not in (0, 1):
-                bl.die(f"{name} exited {cap.returncode}: {cap.stderr.strip()[-400:]}")
+                bl.fail(f"{name} exited {cap.returncode}: {cap.stderr.strip()[-400:]}")
         for mode in ("audit", "audit --no-rules"):
             if out[f"{mode}, empty cache"].stdout != out[mode].stdout:
-                bl.die(f"{mode}: the findings with the cache differ from those without")
+                bl.fail(f"{mode}: the findings with the cache differ from those without")
         print(f"# speculators 0.3.0 ({len(FILES)} vLLM-facing files) against the vLLM {args.vllm} source {src}")
         node_version = subprocess.run([node, '--version'], capture_output=True, text=True, check=False).stdout.strip()
         print(f"# pyright {PYRIGHT_VERSION} on node {node_version}")

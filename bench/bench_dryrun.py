@@ -8,7 +8,10 @@ Contenders, each a whole process timed by wall clock (a warm-up run first, whose
 checked; then N runs, round-robin so changing machine load hits every contender alike):
 
   ours            patch-speculators --python <venv>/bin/python --vllm-version 0.17 --dry-run
-                  --state-dir <fresh empty folder>
+                  --state-dir <fresh empty folder>, VSP_CACHE_DIR one folder for all its runs (the
+                  plan the warm-up left is read: a user's dry run after an earlier one or an apply)
+  ours, empty cache
+                  the same with a new empty VSP_CACHE_DIR every run (a first run on a new machine)
   bowler          bench/bowler_edits.py (Bowler 0.9.0 queries + .modify() callbacks), diff only
   bowler-builtin  bench/bowler_edits.py --mode builtin (Bowler's own argument modifiers only;
                   they cannot express the edits exactly, see that file), diff only
@@ -67,10 +70,17 @@ def main() -> int:
                   "--unified-diff=3", "--hide-progress"]
     if args.libcst_jobs is not None:
         libcst_cmd.append(f"--jobs={args.libcst_jobs}")
+    scratch = Path(tempfile.mkdtemp(prefix="vsp-bench-dryrun-"))
+    ours_cmd = [*bl.ours_command(), "--python", str(target_py), "--vllm-version", "0.17", "--dry-run",
+                "--state-dir", "{fresh}"]
     contenders = [
-        bl.Contender("ours", [*bl.ours_command(), "--python", str(target_py), "--vllm-version", "0.17",
-                              "--dry-run", "--state-dir", "{fresh}"], fresh_dir=True,
-                     ok_codes=(0, 1)),  # 1: the diff is printed, but a site is left for a human
+        # The tool's cache (VSP_CACHE_DIR) one folder for all of ours' runs, as on a user's machine:
+        # the warm-up leaves the plan there and every timed run (a new state dir each) may read it.
+        bl.Contender("ours", ours_cmd, env=bl.tool_env(VSP_CACHE_DIR=str(scratch / "ours-cache")),
+                     fresh_dir=True, ok_codes=(0, 1)),  # 1: the diff is printed, but a site is left for a human
+        # A first run on a new machine: a new, empty cache folder every run.
+        bl.Contender("ours, empty cache", ours_cmd, env=bl.tool_env(VSP_CACHE_DIR="{cache}"), fresh_dir=True,
+                     fresh_cache=True, ok_codes=(0, 1)),
         bl.Contender("bowler", [str(bl.venv_python(bowler)), str(bl.BENCH / "bowler_edits.py"), str(pkg)]),
         bl.Contender("bowler-builtin", [str(bl.venv_python(bowler)), str(bl.BENCH / "bowler_edits.py"),
                                         str(pkg), "--mode", "builtin"]),
@@ -81,7 +91,8 @@ def main() -> int:
         name, sep, script = extra.partition("=")
         if not sep or not name or not Path(script).is_file():
             bl.die(f"--also {extra!r}: give NAME=PATH of a patch-speculators script")
-        contenders.insert(1, bl.Contender(name, [script, *contenders[0].cmd[1:]], fresh_dir=True, ok_codes=(0, 1)))
+        contenders.insert(2, bl.Contender(name, [script, *ours_cmd[1:]], fresh_dir=True, ok_codes=(0, 1),
+                                          env=bl.tool_env(VSP_CACHE_DIR=str(scratch / f"{name}-cache"))))
     if args.no_bowler_builtin:
         contenders = [c for c in contenders if c.name != "bowler-builtin"]
     if args.no_libcst_cli:
@@ -90,7 +101,6 @@ def main() -> int:
     bowler_c = next(c for c in contenders if c.name == "bowler")
 
     before = bl.snapshot(venv)
-    scratch = Path(tempfile.mkdtemp(prefix="vsp-bench-dryrun-"))
     try:
         for c in contenders:
             c.cwd = str(scratch)  # no config file of the repository (e.g. .libcst.codemod.yaml) applies
@@ -101,17 +111,17 @@ def main() -> int:
         print("\n## warm-up run and equivalence check")
         results = {}
         for c in contenders:
-            out = bl.run_captured(c, scratch)
-            if out.returncode not in c.ok_codes:
-                print(out.stdout[-2000:], out.stderr[-4000:], sep="\n", file=sys.stderr)
-                bl.die(f"{c.name} exited {out.returncode}")
+            out = bl.warm_up(c, scratch)  # an exit outside ok_codes, or no output: the bench fails
             if out.returncode != 0:
                 print(f"note: {c.name} exited {out.returncode} (its diff is still compared and timed)")
             try:
                 results[c.name] = bl.patched_files(out.stdout, site, PACKAGE)
             except (ValueError, OSError) as exc:
                 print(out.stdout[-4000:], file=sys.stderr)
-                bl.die(f"cannot apply the diff {c.name} printed: {exc}")
+                bl.fail(f"cannot apply the diff {c.name} printed: {exc}")
+            if not results[c.name]:
+                print(out.stdout[-4000:], file=sys.stderr)
+                bl.fail(f"{c.name} printed no diff of any file in its warm-up run")
             if c is ours:
                 summary = [line for line in out.stderr.splitlines() if line.strip()]
                 print(f"ours (stderr): {' | '.join(summary[-3:])}")
@@ -147,8 +157,12 @@ def main() -> int:
         ratio = ours.median / bowler_c.median
         verdict = "meets" if ratio <= 1.0 else "MISSES"
         print(f"\nours vs Bowler: {ratio:.2f}x  (ours median / Bowler median; target <= 1.00x: {verdict})")
+        cold = next(c for c in contenders if c.name == "ours, empty cache")
+        ratio = cold.median / bowler_c.median
+        print(f"ours with an empty cache (a first run) vs Bowler: {ratio:.2f}x  "
+              f"(target <= 1.00x: {'meets' if ratio <= 1.0 else 'MISSES'})")
         for c in contenders[1:]:
-            if c.name not in ("bowler", "bowler-builtin", "libcst-cli"):
+            if c.name not in ("bowler", "bowler-builtin", "libcst-cli", "ours, empty cache"):
                 print(f"{c.name} vs Bowler: {c.median / bowler_c.median:.2f}x; ours vs {c.name}: "
                       f"{ours.median / c.median:.2f}x")
         if "bowler-builtin" in results:
@@ -158,7 +172,7 @@ def main() -> int:
         if lc is not None:
             print(f"ours vs libcst codemod CLI: {ours.median / lc.median:.2f}x")
 
-        written = sorted(str(p.relative_to(scratch)) for p in scratch.glob("fresh-*/**/*"))
+        written = sorted(str(p.relative_to(scratch)) for p in scratch.glob("fresh-*/**/*"))  # state dirs
         print(f"state dirs: {'nothing written by the dry runs' if not written else 'WRITTEN: ' + ', '.join(written[:5])}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

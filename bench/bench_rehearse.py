@@ -90,7 +90,7 @@ def main() -> int:
         for c in contenders:
             out = bl.run_captured(c, root)
             if out.returncode != 0:
-                bl.die(f"{c.name} warm-up exited {out.returncode}: {out.stderr[-2000:]}")
+                bl.fail(f"{c.name} warm-up exited {out.returncode}: {out.stderr[-2000:]}")
             if c.name == "session":
                 answer = json.loads(out.stdout)
                 print(f"  session warm-up: rehearsal {answer['rehearse']['outcome']}, "

@@ -82,12 +82,12 @@ def main() -> None:
         for c in contenders[:3]:  # warm-up: fills `warm`, checks the answers agree
             got = bl.run_captured(c, scratch)
             if got.returncode != 0:
-                bl.die(f"{c.name} failed: {got.stderr[-500:]}")
+                bl.fail(f"{c.name} failed: {got.stderr[-500:]}")
             answers[c.name] = json.loads(got.stdout)
         again = json.loads(bl.run_captured(contenders[2], scratch).stdout)
         if not (answers["no-cache"]["answers"] == answers["first-run"]["answers"]
                 == again["answers"]):
-            bl.die("the contenders answer differently")
+            bl.fail("the contenders answer differently")
         known = sum(isinstance(v, list) for v in again["answers"].values())
         print(f"vLLM {args.vllm} source at {root}: {len(CALLABLES)} names, {known} signatures known;"
               f" modules parsed: no-cache {answers['no-cache']['parsed']},"

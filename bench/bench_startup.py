@@ -85,7 +85,7 @@ def main() -> int:
         for c in contenders:  # warm-up, and show what the status runs say
             out = bl.run_captured(c, scratch)
             if out.returncode != 0:
-                bl.die(f"{c.name} exited {out.returncode}: {out.stderr.strip()[-500:]}")
+                bl.fail(f"{c.name} exited {out.returncode}: {out.stderr.strip()[-500:]}")
             if c.name.startswith("status"):
                 print(f"  {c.name} says: {(out.stdout.strip() or out.stderr.strip()).splitlines()[0][:150]}")
 

@@ -80,6 +80,7 @@ from vllm_shim_patch.rewrite import positions as positions_module
 wrap(positions_module, "positions", "  positions (rewrite/positions.py), every module asked")
 engine.positions = positions_module.positions
 wrap(engine._ScopedPass, "run", "  scoped rules (in: regions), incl. their positions")
+wrap(engine._ScopedPass, "_drop_imports", "    the imports they drop (one RemoveImportsVisitor pass a file)")
 wrap(mw.MetadataWrapper, "visit", "  MetadataWrapper.visit (a codemod asking more metadata)")
 from vllm_shim_patch.rewrite import plancache
 wrap(plancache, "plan_key", "plan cache: the key (a digest of every input)")
@@ -126,18 +127,22 @@ def main() -> int:
     startup: list[float] = []
     with tempfile.TemporaryDirectory(prefix="vsp-bench-prof-") as tmp:
         tool_args = ["--python", py, "--vllm-version", "0.17", "--dry-run"]
+        # Every run with a new, empty VSP_CACHE_DIR: the dry run would read the plan an earlier run
+        # left there, and the engine's phases are what this breaks down.
         subprocess.run([sys.executable, "-c", CHILD, *tool_args, "--state-dir", f"{tmp}/warm"],
-                       env=bl.tool_env(), stdout=subprocess.DEVNULL, check=False)  # warm-up
+                       env=bl.tool_env(VSP_CACHE_DIR=f"{tmp}/cache-warm"), stdout=subprocess.DEVNULL,
+                       check=False)  # warm-up
         for i in range(args.runs):
             proc = subprocess.run([sys.executable, "-c", CHILD, *tool_args, "--state-dir", f"{tmp}/s{i}"],
-                                  env=bl.tool_env(), stdout=subprocess.PIPE, text=True, check=True)
+                                  env=bl.tool_env(VSP_CACHE_DIR=f"{tmp}/cache-{i}"), stdout=subprocess.PIPE,
+                                  text=True, check=True)
             runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
             c = bl.Contender("python -c pass", [sys.executable, "-c", "pass"])
             startup.append(bl.time_once(c, Path(tmp)))
         if args.cprofile:
             subprocess.run([sys.executable, "-m", "cProfile", "-o", args.cprofile,
                             "-m", "vllm_shim_patch", *tool_args, "--state-dir", f"{tmp}/prof"],
-                           env=bl.tool_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env=bl.tool_env(VSP_CACHE_DIR=f"{tmp}/cache-prof"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            check=False)
             print(f"# cProfile written to {args.cprofile} (it slows libcst's visitors ~2x)")
 

@@ -16,9 +16,11 @@ speculators' `enforce_eager=True` gives, so a base model's own hooks never run. 
 a plain module called through `nn.Module.__call__`. This rank's first layer starts a forward's
 capture (a pre-hook), its last layer ends it.
 
-`_patched_forward` stays in the file, no longer bound: llama-model-embed-input-ids edits it, and
-a rule whose region is gone is reported as matching nothing. The `types` import goes when
-nothing else uses it. Acts only where the binding is exactly speculators'.
+`_patched_forward` stays in the file, no longer bound (the smallest diff; what imports it from
+elsewhere, if anything, still finds it), and the codemod says so (`unbinds`): a later rule for its
+body (llama-model-embed-input-ids) is reported as not needed instead of editing code that never
+runs. No other module of speculators (0.3.0, 0.4.0, 0.4.0.1) names it. The `types` import goes
+when nothing else uses it. Acts only where the binding is exactly speculators'.
 """
 
 from __future__ import annotations
@@ -103,7 +105,9 @@ class Codemod(ScopedTransform):
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         top = _defs(updated_node.body)
         if HELPER in top:
-            return updated_node  # hooked already
+            if "_patched_forward" in top:
+                self.unbinds("_patched_forward")  # hooked already: its binding is gone as well
+            return updated_node
         cls = top.get(CLASS)
         if cls is None or not isinstance(cls[1], cst.ClassDef) or not isinstance(cls[1].body, cst.IndentedBlock):
             self.needs_human(original_node, f"no class {CLASS}: capture from the model's own forward by hand")
@@ -148,5 +152,6 @@ class Codemod(ScopedTransform):
                                                    "the model's own forward runs")
         # The class's own line: the hunk that adds the hooks ends there.
         self.edited(original_class.name, "add the capture hooks (_add_capture_hooks) before the class")  # type: ignore[attr-defined]
+        self.unbinds("_patched_forward")
         return drop_unused_import(self, original_node, updated_node.with_changes(body=module_body), "types", None,
                                   "drop the import of types, used by the binding alone")

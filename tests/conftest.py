@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pty
+import re
 import select
 import shutil
 import subprocess
@@ -36,11 +37,12 @@ PARITY_PASSED = ("rehearsal passed: 6 calls, 40 sequences (32,697 tokens) match 
                  "chunked prefill in 3 of 9 steps; runner order differed from scheduler order in 3")
 # What follows it without --model: the architecture rehearsed, and that the user's may differ.
 DEFAULT_MODEL = "; rehearsed on a tiny LlamaForCausalLM; pass --model to rehearse your model's architecture"
-# The default apply's edits of speculators 0.3.0 for vLLM 0.16: the vLLM rules' 7, the data rules'
+# The default apply's edits of speculators 0.3.0 for vLLM 0.16: the vLLM rules' 6, the data rules'
 # 8 (worker 2, abort 2, results by request 3, flush 1), sample_tokens after the flush's step, and
 # the family rules' 6 (no Eagle3 gate: gate, base model, import; capture hooks: the binding, the
-# hooks before the class, the `types` import).
-EDITS = 22
+# hooks before the class, the `types` import). Not the embedding rename in speculators' own
+# forward, which the capture hooks leave unbound: llama-model-embed-input-ids is not needed there.
+EDITS = 21
 # The audit's section on the imports of other packages in a sandbox (speculators 0.3.0 installed
 # alone, --no-deps): none of the packages is installed, so each is one unknown line.
 SANDBOX_IMPORTS = [
@@ -196,6 +198,38 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                     pytrace=False)
 
 
+# What fetches the real parts into the test cache (from the package index, or Debian's archive
+# when it is not cached there yet). The unit tier is hermetic: a fresh clone with a cold cache and
+# no network runs it, so a unit test reaching one of these (even where the cache holds the part)
+# is an error that names its tier, not a download.
+REALDATA_FETCHERS = ("speculators_wheel", "vllm_source", "debian_python", "_download")
+
+
+def _refuse_fetch(name: str, nodeid: str) -> object:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"{nodeid} is a unit test and asks for real data (realdata.{name}): "
+                             f"mark it slow, or give it a fixture of its own")
+
+    return refuse
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Around a unit test's setup, call and teardown (its module's and session's fixtures set up
+    for it included), the fetchers refuse."""
+    if any(item.get_closest_marker(tier) is not None for tier in TIER_FIXTURES):
+        yield
+        return
+    saved = {name: getattr(realdata, name) for name in REALDATA_FETCHERS}
+    for name in REALDATA_FETCHERS:
+        setattr(realdata, name, _refuse_fetch(name, item.nodeid))
+    try:
+        yield
+    finally:
+        for name, fetch in saved.items():
+            setattr(realdata, name, fetch)
+
+
 @pytest.fixture(scope="session")
 def speculators_wheel() -> Path:
     """The real wheel of the oldest speculators (realdata.OLD_SPECULATORS)."""
@@ -261,8 +295,20 @@ def real(tmp_path: Path, vllm_venv_python: Path, vllm_site: Path, speculators_wh
     return real_sandbox(tmp_path, vllm_venv_python, vllm_site, speculators_wheel)
 
 
-def run_on_tty(sb: Sandbox, answers: str, *args: str, timeout: float = 120) -> tuple[int, str]:
-    """Run the CLI on a real terminal (a pty) and type `answers`; (exit code, the screen)."""
+# What `-i` asks before each hunk: "(3/13) apply this hunk? [y,n,a,q]".
+HUNK_PROMPT = re.compile(r"\(\d+/\d+\) apply this hunk\? \[y,n,a,q\]")
+
+
+def run_on_tty(sb: Sandbox, answers: str, *args: str, timeout: float = 120,
+               prompt: re.Pattern[str] = HUNK_PROMPT) -> tuple[int, str]:
+    """Run the CLI on a real terminal (a pty) and answer its prompts; (exit code, the screen).
+
+    `answers` holds one line per prompt, in order; each is typed only once its prompt is on the
+    screen, as a user would, never ahead of it (what a process reads from the terminal before the
+    prompt, or how the terminal echoes typed-ahead lines, must not decide the test). A prompt
+    with no answer left, or an answer left when the CLI ends, fails the test. `timeout` only
+    keeps a hung CLI from hanging the suite."""
+    lines = answers.splitlines(keepends=True)
     master, slave = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "vllm_shim_patch", "--python", str(sb.python), "--state-dir", str(sb.state),
@@ -271,18 +317,20 @@ def run_on_tty(sb: Sandbox, answers: str, *args: str, timeout: float = 120) -> t
         env={k: v for k, v in os.environ.items() if not k.startswith("VSP_TEST_")},
     )
     os.close(slave)
-    os.write(master, answers.encode())
     out = b""
+    typed = 0
+
+    def stop(why: str) -> AssertionError:
+        proc.kill()
+        proc.wait()
+        os.close(master)
+        return AssertionError(f"{why}; screen:\n" + out.decode(errors="replace"))
+
     deadline = time.monotonic() + timeout
     while True:
         left = deadline - time.monotonic()
-        # A CLI still asking when the answers ran out would block the read for ever: give up.
         if left <= 0 or not select.select([master], [], [], left)[0]:
-            proc.kill()
-            proc.wait()
-            os.close(master)
-            raise AssertionError(f"no end within {timeout:g}s (the answers ran out?); screen:\n"
-                                 + out.decode(errors="replace"))
+            raise stop(f"no end within {timeout:g}s")
         try:
             chunk = os.read(master, 4096)
         except OSError:  # EIO: the child closed the terminal
@@ -290,5 +338,14 @@ def run_on_tty(sb: Sandbox, answers: str, *args: str, timeout: float = 120) -> t
         if not chunk:
             break
         out += chunk
+        asked = len(prompt.findall(out.decode(errors="replace")))
+        while typed < asked:
+            if typed == len(lines):
+                raise stop(f"prompt {typed + 1} has no answer (the test gives {len(lines)})")
+            os.write(master, lines[typed].encode())
+            typed += 1
     os.close(master)
-    return proc.wait(timeout=timeout), out.decode(errors="replace").replace("\r\n", "\n")
+    code = proc.wait(timeout=timeout)
+    screen = out.decode(errors="replace").replace("\r\n", "\n")
+    assert typed == len(lines), f"{len(lines) - typed} answers left unasked (exit {code}); screen:\n{screen}"
+    return code, screen

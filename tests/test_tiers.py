@@ -3,6 +3,8 @@ collection error, and the releases the tiers run against are named once, in real
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import realdata
 from conftest import pytest_collection_modifyitems, unmarked
@@ -39,3 +41,13 @@ def test_the_releases_are_named_once() -> None:
     assert realdata.VLLM_SOURCES[0] == realdata.REFERENCE_VLLM
     assert (realdata.OLD_SPECULATORS, realdata.NEW_SPECULATORS) == realdata.SPECULATORS[:2]
     assert realdata.SPECULATORS == tuple(sorted(realdata.SPECULATORS, key=lambda v: tuple(map(int, v.split(".")))))
+
+
+@pytest.mark.parametrize("fetch", ["speculators_wheel", "vllm_source", "debian_python"])
+def test_a_unit_test_fetches_no_real_data(fetch: str, request: pytest.FixtureRequest) -> None:
+    """A fresh clone with a cold cache and no network runs the unit tier: its tests never reach the
+    package index, even where the test cache holds what they would fetch."""
+    message = (f"{request.node.nodeid} is a unit test and asks for real data (realdata.{fetch}): "
+               f"mark it slow, or give it a fixture of its own")
+    with pytest.raises(AssertionError, match=f"^{re.escape(message)}$"):
+        getattr(realdata, fetch)()

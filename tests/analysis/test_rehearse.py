@@ -30,7 +30,7 @@ TARGET = Target(python="/env/bin/python", python_version="3.11.7", package="spec
 def session(request: dict, tmp: Path | None = None) -> tuple[subprocess.CompletedProcess[str], dict]:
     env = {**os.environ, "TMPDIR": str(tmp)} if tmp else None
     proc = subprocess.run([sys.executable, str(REMOTE / "session.py")], input=json.dumps(request),
-                          capture_output=True, text=True, timeout=120, cwd=tempfile.gettempdir(), env=env)
+                          capture_output=True, text=True, cwd=tempfile.gettempdir(), env=env)
     return proc, json.loads(proc.stdout)
 
 

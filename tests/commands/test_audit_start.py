@@ -19,7 +19,7 @@ PY = sys.executable
 
 def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([PY, "-m", "vllm_shim_patch", *args, "--state-dir", str(tmp_path / "state"), "audit",
-                           "--no-rules", "--json"], capture_output=True, text=True, timeout=120)
+                           "--no-rules", "--json"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
 
 
 @pytest.mark.parametrize(("args", "kind", "error"), [

@@ -60,7 +60,11 @@ def test_apply_verifies_live_then_rollback(real: Sandbox) -> None:
     assert "enable_prefix_caching=False," in text
     assert "model_output = self.executor.sample_tokens(None)" in text
     assert "aux_hidden_states = captured_states_list\n" in text
-    assert "self.embed_input_ids(input_ids)" in (real.site / "speculators/data_generation/custom_worker.py").read_text()
+    worker = (real.site / "speculators/data_generation/custom_worker.py").read_text()
+    # The model's own forward runs (the capture hooks): speculators' forward stays as released,
+    # unbound, never run; no edit of it (llama-model-embed-input-ids: not needed).
+    assert "_add_capture_hooks(self, base_model)" in worker and "base_model.forward =" not in worker
+    assert "else self.get_input_embeddings(input_ids)" in worker
     v = real.run("verify", timeout=900)
     assert v.returncode == 0, v.stdout + v.stderr
     # Every call into vLLM of the two rewritten files, all live: nothing left unchecked.

@@ -43,7 +43,7 @@ SPECULATORS = (realdata.OLD_SPECULATORS, realdata.NEW_SPECULATORS)
 
 RULES_ON_012 = (
     "worker-request-tracking", "worker-no-eagle3-gate", "worker-capture-hooks",
-    "llama-model-embed-input-ids", "kv-cache-config-drop-specs", "scheduler-add-block-size",
+    "kv-cache-config-drop-specs", "scheduler-add-block-size",
     "cache-config-no-prefix-caching", "scheduler-config-add-is-encoder-decoder",
     "generator-abort-completed", "generator-results-by-request", "generator-flush-finished",
     "executor-sample-tokens", "collective-rpc-single-reply",
@@ -54,7 +54,7 @@ RULES_ON_040 = ("worker-capture-hooks", "generator-results-in-input-order")
 # vLLM 0.33.0: its three moves, the KV cache layout, the V1 runner and transformers 5.20's schema
 # rebuild on top (5.20 still has modeling_attn_mask_utils: the EAGLE fallback is not needed).
 RULES_ON_033 = (
-    "worker-request-tracking", "worker-no-eagle3-gate", "worker-capture-hooks", "llama-model-embed-input-ids",
+    "worker-request-tracking", "worker-no-eagle3-gate", "worker-capture-hooks",
     "unify-hybrid-kv-cache-specs-move", "get-kv-cache-groups-uniform-spec-move", "kv-cache-config-drop-specs",
     "get-kv-cache-config-from-groups-move", "scheduler-add-block-size", "cache-config-no-prefix-caching",
     "scheduler-config-add-is-encoder-decoder", "request-drop-eos-token-id", "generator-abort-completed",
@@ -84,7 +84,7 @@ class Outcome:
 EXPECTED = {
     ("0.12.0", "0.3.0"): Outcome(
         0,
-        "patched speculators 0.3.0 for vLLM 0.12.0: 22 edits in 2 files; vLLM 0.12.0 (static); "
+        "patched speculators 0.3.0 for vLLM 0.12.0: 21 edits in 2 files; vLLM 0.12.0 (static); "
         f"verification passed: 2 imports ok, 22 calls bind (live); {PARITY_PASSED}{DEFAULT_MODEL}",
         "patched", RULES_ON_012,
         0, f"speculators 0.3.0 on vLLM 0.12.0: {PARITY_PASSED}{DEFAULT_MODEL}",
@@ -116,7 +116,7 @@ EXPECTED = {
     ),
     ("0.33.0", "0.3.0"): Outcome(
         0,
-        "patched speculators 0.3.0 for vLLM 0.33.0: 29 edits in 3 files; vLLM 0.33.0 (static); "
+        "patched speculators 0.3.0 for vLLM 0.33.0: 28 edits in 3 files; vLLM 0.33.0 (static); "
         f"verification passed: 3 imports ok, 23 calls bind (live); {PARITY_PASSED}{DEFAULT_MODEL}",
         "patched", RULES_ON_033,
         0, f"speculators 0.3.0 on vLLM 0.33.0: {PARITY_PASSED}{DEFAULT_MODEL}",

@@ -32,7 +32,7 @@ def test_apply_status_log_rollback_cycle(sandbox: Sandbox) -> None:
     r = sandbox.run("--vllm-version", "0.17")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == (
-        "patched speculators 0.3.0 for vLLM 0.17: 23 edits in 2 files; vLLM 0.17 (unguarded); "
+        "patched speculators 0.3.0 for vLLM 0.17: 22 edits in 2 files; vLLM 0.17 (unguarded); "
         "verification partial: not checked: 2 imports (pydantic missing in the target), "
         "22 calls (no vLLM signatures); rehearsal not run (no vLLM in the target)"
     )
@@ -53,7 +53,7 @@ def test_apply_status_log_rollback_cycle(sandbox: Sandbox) -> None:
     data = json.loads(status.stdout)
     assert data["state"] == "patched"
     assert data["rules"] == ["worker-request-tracking", "worker-no-eagle3-gate", "worker-capture-hooks",
-                             "llama-model-embed-input-ids", "kv-cache-config-drop-specs",
+                             "kv-cache-config-drop-specs",
                              "scheduler-add-block-size", "cache-config-no-prefix-caching",
                              "scheduler-config-add-is-encoder-decoder", "request-drop-eos-token-id",
                              "generator-abort-completed", "generator-results-by-request", "generator-flush-finished",

@@ -76,7 +76,7 @@ def test_hand_edited_worker_is_recorded_as_local_above_a_record_exact_original(
         sandbox, "log", "-1", "--format=%B", "patched").decode()
     patched = (sandbox.site / WORKER).read_bytes()
     assert b"# Kimi-K2.5: the worker hand-patched on the seed box\n" in patched  # the edit kept
-    assert b"embed_input_ids" in patched  # and the rules applied
+    assert b"_add_capture_hooks(self, base_model)" in patched  # and the rules applied
     status = json.loads(sandbox.run("status", "--json").stdout)
     assert (status["state"], status["local"]["files"]) == ("patched", [WORKER])
     assert sandbox.run("status").stdout.rstrip().endswith(f"; on top of hand edits not by this tool (local): {WORKER}")

@@ -793,6 +793,7 @@ def generator_source() -> bytes:
         ),
     ],
 )
+@pytest.mark.slow  # the real wheel
 def test_real_speculators_generator(
     generator_source: bytes, tmp_path: Path, version: str, diff: str, rule_ids: list[str]
 ) -> None:
@@ -823,6 +824,7 @@ def test_real_speculators_generator(
     assert target.read_bytes() == result.after
 
 
+@pytest.mark.slow  # the real wheel
 def test_real_speculators_generator_is_idempotent(generator_source: bytes) -> None:
     engine = Engine(load_pack().selected().rules, version=Version("0.17"))
     once = engine.transform(generator_source, GENERATOR)

@@ -269,6 +269,7 @@ def test_every_package_of_interest_is_checked() -> None:
     assert _disagreements(source, frozenset({"vllm", "os"})) is None
 
 
+@pytest.mark.slow  # the real wheels
 @pytest.mark.parametrize("version", ["0.3.0", "0.4.0", "0.4.0.1"])
 def test_real_speculators_modules_answered_alike(version: str) -> None:
     """speculators' modules that call vLLM; 0.3.0's generator (the dry run's hot file) is answered."""

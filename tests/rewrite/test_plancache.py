@@ -1,7 +1,7 @@
 """The plan cache: a plan is reused only while every input is the same, and reused exactly.
 
-The fast tests drive `make_plan` on the bundled rules over the real speculators 0.3.0 generator;
-the slow ones run the CLI on the real speculators 0.3.0 against the real vLLM 0.16.0 source.
+The fast tests drive `make_plan` on the bundled rules over a generator module of our own; the slow
+ones run the CLI on the real speculators 0.3.0 against the real vLLM 0.16.0 source.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -30,10 +29,32 @@ from vllm_shim_patch.signatures.model import Param, Signature
 from vllm_shim_patch.target import Target
 
 
+# A generator module of our own (the unit tier reads no wheel) that the bundled rules change: the
+# scheduler takes block_size, the cache config turns prefix caching off, and a region the scoped
+# rules look for (`VllmHiddenStatesGenerator.generate`) holds a call.
+GENERATOR_SOURCE = b"""\
+from vllm.config import CacheConfig
+from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.request import Request
+
+
+class VllmHiddenStatesGenerator:
+    def __init__(self, vllm_config, kv_cache_config, manager):
+        self.cache_config = CacheConfig(block_size=16)
+        self.scheduler = Scheduler(
+            vllm_config=vllm_config,
+            kv_cache_config=kv_cache_config,
+            structured_output_manager=manager,
+        )
+
+    def generate(self, prompt):
+        return Request(request_id="0", prompt_token_ids=prompt)
+"""
+
+
 @pytest.fixture(scope="module")
 def generator() -> bytes:
-    with zipfile.ZipFile(realdata.speculators_wheel(realdata.OLD_SPECULATORS)) as zf:
-        return zf.read(GENERATOR)
+    return GENERATOR_SOURCE
 
 
 def target_for(tmp_path: Path, **changes: object) -> Target:
@@ -92,6 +113,43 @@ def test_the_key_follows_a_rule_file_and_a_codemod_by_their_bytes(tmp_path: Path
     assert len({before, after_codemod, after_rule, after_neighbour}) == 4
     rule_file.unlink()
     assert plan_key(**inputs) is None  # type: ignore[arg-type]  (unreadable: no cache, never a guess)
+
+
+def test_the_key_follows_a_package_a_codemod_imports_from_elsewhere(
+        tmp_path: Path, generator: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dry run reads the cache too: an edit of a helper package a codemod imports plans anew."""
+    rules_dir = tmp_path / "rules"
+    (rules_dir / "codemods").mkdir(parents=True)
+    (rules_dir / "codemods" / "mine.py").write_text(
+        "import json\nfrom libcst import Name\nfrom vsp_test_helpers.words import WORD\nimport mine_beside\n\n"
+        "def rewrite(call, site):\n    return call\n")
+    (rules_dir / "codemods" / "mine_beside.py").write_text("")
+    rule_file = rules_dir / "mine.yaml"
+    rule_file.write_text("schema: 1\nrules:\n  - id: mine\n    call: vllm.v1.request.Request\n"
+                         "    since: '0.12'\n    codemod: mine\n    why: a test\n")
+    inputs = {**key_inputs(tmp_path, generator), "rules": load_pack([rule_file]).rules}
+    absent = plan_key(**inputs)  # type: ignore[arg-type]
+    helpers = tmp_path / "site" / "vsp_test_helpers"
+    helpers.mkdir(parents=True)
+    (helpers / "__init__.py").write_text("")
+    (helpers / "words.py").write_text("WORD = 'a'\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    present = plan_key(**inputs)  # type: ignore[arg-type]
+    (helpers / "words.py").write_text("WORD = 'ab'\n")
+    edited = plan_key(**inputs)  # type: ignore[arg-type]
+    assert len({absent, present, edited}) == 3
+    assert "vsp_test_helpers" not in sys.modules  # located, not imported
+    assert plancache._imported((rules_dir / "codemods" / "mine.py").read_bytes()) == {
+        "libcst", "vsp_test_helpers", "mine_beside"}  # json: the standard library
+
+
+def test_the_bundled_codemods_import_only_what_the_code_stamp_covers() -> None:
+    """What lets the key skip scanning them: the standard library, libcst, the tool, one another."""
+    folder = plancache._bundled_codemods()
+    assert folder is not None
+    names = {p.stem for p in folder.glob("*.py")}
+    found = {t for p in folder.glob("*.py") for t in plancache._imported(p.read_bytes())}
+    assert found - names <= plancache._COVERED and "libcst" in found
 
 
 def test_the_key_follows_the_tools_own_code(tmp_path: Path, generator: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -162,7 +220,7 @@ def planned(tmp_path_factory: pytest.TempPathFactory, generator: bytes) -> Plann
 
 @pytest.mark.parametrize("damage", [
     pytest.param(lambda d: b"{not json", id="not-json"),
-    pytest.param(lambda d: d.replace(b'"format":1', b'"format":0'), id="other-format"),
+    pytest.param(lambda d: d.replace(b'"format":2', b'"format":1'), id="other-format"),
     pytest.param(lambda d: d.replace(b'"status":"changed"', b'"status":"rewritten"'), id="unknown-status"),
     pytest.param(lambda d: d.replace(b'"after":"', b'"after":"*'), id="bad-base64"),
     pytest.param(lambda d: d[: len(d) // 2], id="cut-short"),
@@ -236,6 +294,29 @@ def test_a_second_audit_is_read_from_the_cache_without_libcst(sandbox: Sandbox, 
     assert second.stdout == first.stdout
     data = json.loads(second.stdout)
     assert data["summary"]["remaining"] == 0 and data["rules_for"] == realdata.REFERENCE_VLLM
+
+
+@pytest.mark.slow
+def test_a_dry_run_in_another_state_dir_reads_the_plan_the_first_left(sandbox: Sandbox, tmp_path: Path) -> None:
+    """The plan cache is the tool's (VSP_CACHE_DIR), not a state dir's: a second dry run, --check and
+    diff read the first dry run's plan without libcst and say the same; apply plans anew."""
+    env = {"VSP_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPROFILEIMPORTTIME": "1"}
+    runs = {}
+    for name, state, args in [("first", "a", ("--dry-run",)), ("second", "b", ("--dry-run",)),
+                              ("json", "c", ("--dry-run", "--json")), ("check", "d", ("--check",)),
+                              ("diff", "e", ("diff",))]:
+        sandbox.state = tmp_path / state
+        runs[name] = sandbox.run("--vllm-version", "0.16", *args, env=env)
+    assert libcst_imported(runs["first"].stderr)
+    assert [libcst_imported(runs[n].stderr) for n in ("second", "json", "check", "diff")] == [False] * 4
+    said = [line for line in runs["first"].stderr.splitlines() if not line.startswith("import time:")]
+    assert runs["second"].stdout == runs["diff"].stdout == runs["first"].stdout and runs["first"].stdout
+    assert [line for line in runs["second"].stderr.splitlines() if not line.startswith("import time:")] == said
+    assert json.loads(runs["json"].stdout)["files"]
+    assert (runs["check"].returncode, runs["first"].returncode) == (1, 0)
+    sandbox.state = tmp_path / "f"
+    applied = sandbox.run("--vllm-version", "0.16", "--no-verify", env=env)
+    assert applied.returncode == 0 and libcst_imported(applied.stderr)  # a command that writes plans anew
 
 
 @pytest.mark.slow

@@ -9,7 +9,6 @@ import pytest
 from packaging.version import Version
 
 from vllm_shim_patch.errors import CodemodError
-from vllm_shim_patch.rewrite import engine as engine_module
 from vllm_shim_patch.rewrite.engine import Engine
 from vllm_shim_patch.rewrite.scoped import Scope, line_map, module_of
 from vllm_shim_patch.rules.loader import load_file
@@ -99,8 +98,7 @@ def test_a_codemod_that_raises_fails_its_file(tmp_path: Path) -> None:
     assert result.reason == "rule scoped: codemod 'raises' ValueError: boom"
 
 
-def test_a_codemod_that_loops_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine_module, "CODEMOD_SECONDS", 0.2)
+def test_a_codemod_that_loops_is_stopped(tmp_path: Path) -> None:
     rules = _rules(tmp_path, CODEMOD_RULE.format(name="loops"), {"loops": """
         from vllm_shim_patch.rewrite.scoped import ScopedTransform
 
@@ -109,7 +107,7 @@ def test_a_codemod_that_loops_is_stopped(tmp_path: Path, monkeypatch: pytest.Mon
                 while True:
                     pass
     """})
-    result = Engine(rules, Version("0.16")).transform(SOURCE, "pkg/worker.py")
+    result = Engine(rules, Version("0.16"), codemod_seconds=0.2).transform(SOURCE, "pkg/worker.py")
     assert (result.status, result.reason) == (
         "failed", "rule scoped: codemod 'loops' TimeLimit: ran past its time limit (0.2 s)")
 
@@ -208,6 +206,184 @@ def test_a_region_only_codemod_enters_its_region_alone(tmp_path: Path) -> None:
                            "get_input_embeddings", "ids"]
 
 
+TWO_DROPS = """\
+schema: 1
+rules:
+  - id: first
+    in: pkg.worker:forward
+    since: "0.1"
+    codemod: unuse
+    why: w
+  - id: second
+    in: pkg.worker:helper
+    since: "0.1"
+    codemod: unuse
+    why: w
+"""
+
+# Replaces the region's `return NAME.x(...)` by `return None`, then drops NAME's import.
+UNUSE = """
+    import libcst as cst
+    from vllm_shim_patch.rewrite.scoped import ScopedTransform, drop_unused_import
+
+    class Codemod(ScopedTransform):
+        region_only = True
+        dropped = None
+
+        def leave_Return(self, original_node, updated_node):
+            value = updated_node.value
+            if self.in_scope and isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+                self.dropped = value.func.value.value
+                self.edited(original_node, f"no {self.dropped}")
+                return updated_node.with_changes(value=cst.Name("None"))
+            return updated_node
+
+        def leave_Module(self, original_node, updated_node):
+            if self.dropped is None:
+                return updated_node
+            return drop_unused_import(self, original_node, updated_node, self.dropped, None,
+                                      f"drop the import of {self.dropped}")
+"""
+
+
+def test_the_imports_a_files_codemods_drop_go_in_one_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """libcst's RemoveImportsVisitor (its scope analysis of the whole module: the costliest step of
+    a dry run) runs once per file for all its codemods' drops, and only over the import statements
+    where the tokens show nothing else can use them (tests/rewrite/test_import_drops.py); each
+    import that goes is an edit of the rule that dropped it, right after that rule's own edits;
+    one still used stays."""
+    from libcst.codemod.visitors import RemoveImportsVisitor
+
+    runs: list[int] = []  # the statements of each module the visitor is run over
+    real = RemoveImportsVisitor.transform_module
+    monkeypatch.setattr(RemoveImportsVisitor, "transform_module",
+                        lambda self, tree: runs.append(len(tree.body)) or real(self, tree))
+    rules = _rules(tmp_path, TWO_DROPS, {"unuse": UNUSE})
+    source = (b"import os\nimport json\nimport sys\n\n\ndef forward(self):\n    return os.getcwd()\n\n\n"
+              b"def helper():\n    return json.dumps(1)\n\n\ndef other():\n    return sys.path\n")
+    after = (b"import sys\n\n\ndef forward(self):\n    return None\n\n\n"
+             b"def helper():\n    return None\n\n\ndef other():\n    return sys.path\n")
+    sites = [("first", 7, "edited", "no os"), ("first", 1, "edited", "drop the import of os"),
+             ("second", 11, "edited", "no json"), ("second", 2, "edited", "drop the import of json")]
+    for prefilter, passes in [(True, [1, 1]), (False, [6])]:
+        runs.clear()
+        result = Engine(rules, Version("0.16"), prefilter=prefilter).transform(source, "pkg/worker.py")
+        assert result.after == after
+        assert [(s.rule_id, s.line, s.action, s.message) for s in result.sites] == sites
+        assert runs == passes
+    still_used = source.replace(b"return sys.path", b"return os.sep")
+    runs.clear()
+    result = Engine(rules, Version("0.16")).transform(still_used, "pkg/worker.py")
+    assert result.after.startswith(b"import os\nimport sys\n")
+    assert [(s.rule_id, s.message) for s in result.sites] == [
+        ("first", "no os"), ("second", "no json"), ("second", "drop the import of json")]
+    assert runs == [6]  # `os` is used elsewhere: the whole module decides
+
+
+def test_declining_the_hunk_of_a_dropped_import_declines_its_rule(tmp_path: Path) -> None:
+    """The import a codemod drops is one of its rule's edits: declining its hunk declines them all
+    (each a declined site), and the import stays."""
+    rules = _rules(tmp_path, TWO_DROPS, {"unuse": UNUSE})
+    source = (b"import os\nimport json\nimport sys\n\n\ndef forward(self):\n    return os.getcwd()\n\n\n"
+              b"def helper():\n    return json.dumps(1)\n\n\ndef other():\n    return sys.path\n")
+    result = Engine(rules, Version("0.16"), declined=frozenset({("pkg/worker.py", 1, "first")})).transform(
+        source, "pkg/worker.py")
+    assert result.after == source.replace(b"import json\n", b"").replace(b"return json.dumps(1)", b"return None")
+    assert [(s.rule_id, s.line, s.action) for s in result.sites] == [
+        ("first", 7, "declined"), ("first", 1, "declined"), ("second", 11, "edited"), ("second", 2, "edited")]
+
+
+def test_a_file_whose_rules_are_not_needed_is_not_parsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No call can match and no region's rule applies to this vLLM: the "not needed" sites come
+    from `ast`, as the full pass (`prefilter=False`) records them, and libcst never runs."""
+    from vllm_shim_patch.rewrite import engine as engine_module
+
+    rules = _rules(tmp_path, METHOD)
+    full = Engine(rules, Version("0.10"), prefilter=False).transform(SOURCE, "pkg/worker.py")
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("parsed")
+
+    monkeypatch.setattr(engine_module.cst, "parse_module", refuse)
+    fast = Engine(rules, Version("0.10")).transform(SOURCE, "pkg/worker.py")
+    assert fast == full
+    assert [(s.action, s.line, s.message) for s in fast.sites] == [("not-needed", 1, "not needed before vLLM 0.11.1")]
+    broken = b"def forward(self:\n"  # ast cannot read it: the full pass says why
+    monkeypatch.undo()
+    assert (Engine(rules, Version("0.10")).transform(broken, "pkg/worker.py")
+            == Engine(rules, Version("0.10"), prefilter=False).transform(broken, "pkg/worker.py"))
+
+
+UNBIND_RULES = """\
+schema: 1
+rules:
+  - id: unbind
+    in: pkg.worker
+    since: "0.1"
+    codemod: unbind
+    why: w
+  - id: embed
+    in: pkg.worker:patched
+    since: "0.11.1"
+    method:
+      receiver: self
+      rename: {get_input_embeddings: embed_input_ids}
+      classes: [vllm.m.LlamaModel]
+    why: renamed
+"""
+
+# `model.forward = patched` becomes the model's own forward: `patched` is no longer bound.
+UNBIND = """
+    import libcst as cst
+    from vllm_shim_patch.rewrite.scoped import ScopedTransform, statements
+
+    class Codemod(ScopedTransform):
+        region_only = True
+
+        def leave_SimpleStatementLine(self, original_node, updated_node):
+            code = cst.Module([]).code_for_node(original_node).strip()
+            if self.in_scope and code == "model.forward = model.own_forward":
+                self.unbinds("patched")  # done already: unbound as well
+            if self.in_scope and code == "model.forward = patched":
+                self.edited(original_node, "the model's own forward")
+                self.unbinds("patched")
+                new = statements("model.forward = model.own_forward", self.module)[0]
+                return new.with_changes(leading_lines=original_node.leading_lines)
+            return updated_node
+"""
+
+UNBOUND_SOURCE = (b"def patched(self, ids):\n    return self.get_input_embeddings(ids)\n\n\n"
+                  b"model.forward = patched\n")
+
+
+@pytest.mark.parametrize(("source", "declined", "embed"), [
+    pytest.param(UNBOUND_SOURCE, frozenset(), "not-needed", id="unbound"),
+    pytest.param(UNBOUND_SOURCE + b"__all__ = ['patched']\n", frozenset(), "edited", id="exported"),
+    pytest.param(UNBOUND_SOURCE + b"again = patched\n", frozenset(), "edited", id="bound-elsewhere"),
+    pytest.param(UNBOUND_SOURCE, frozenset({("pkg/worker.py", 5, "unbind")}), "edited", id="unbinding-declined"),
+    pytest.param(UNBOUND_SOURCE.replace(b"= patched", b"= model.own_forward"), frozenset(), "not-needed",
+                 id="planned-again"),
+])
+def test_a_rule_for_code_another_rule_unbinds_is_not_needed(tmp_path: Path, source: bytes,
+                                                            declined: frozenset, embed: str) -> None:
+    """No edit to dead code: a scoped rule whose region is a function an earlier rule's kept edit
+    leaves unbound (and nothing in the module refers to any more) is reported as not needed, at
+    the lines it would have changed, naming that rule; where anything still refers to it, or the
+    unbinding edit is declined, the rule edits as before."""
+    rules = _rules(tmp_path, UNBIND_RULES, {"unbind": UNBIND})
+    result = Engine(rules, Version("0.16"), declined=declined).transform(source, "pkg/worker.py")
+    sites = [(s.rule_id, s.line, s.action, s.message, s.by) for s in result.sites if s.rule_id == "embed"]
+    if embed == "edited":
+        assert sites == [("embed", 2, "edited", "rename self.get_input_embeddings to embed_input_ids", "")]
+        assert b"self.embed_input_ids(ids)" in result.after
+        return
+    assert sites == [("embed", 2, "not-needed", "not needed: unbind leaves patched unbound and nothing in the "
+                      "module refers to it (would rename self.get_input_embeddings to embed_input_ids)", "unbind")]
+    assert result.after == source.replace(b"model.forward = patched", b"model.forward = model.own_forward")
+    again = Engine(rules, Version("0.16")).transform(result.after, "pkg/worker.py")
+    assert (again.status, [s.action for s in again.sites]) == ("unchanged", ["already", "not-needed"])
+
+
 def _speculators_sources(version: str) -> dict[str, bytes]:
     import sys
     import zipfile
@@ -222,6 +398,7 @@ def _speculators_sources(version: str) -> dict[str, bytes]:
                 if n.startswith("speculators/data_generation/") and n.endswith(".py")}
 
 
+@pytest.mark.slow  # the real wheels
 @pytest.mark.parametrize("version", ["0.3.0", "0.4.0", "0.4.0.1"])
 def test_bundled_scoped_rules_region_only_change_nothing(version: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The bundled scoped transforms that set `region_only` write and report exactly what a visit of
@@ -233,7 +410,8 @@ def test_bundled_scoped_rules_region_only_change_nothing(version: str, monkeypat
     transforms = [t for r in rules for t in compile_rule(r)]
     assert transforms and all(t.region_only for t in transforms)
     sources = _speculators_sources(version)
-    engine = Engine(rules, Version("0.17"))
+    # No time limit: a whole-module visit on a loaded machine must not fail one side alone.
+    engine = Engine(rules, Version("0.17"), codemod_seconds=None)
     fast = {path: engine.transform(data, path) for path, data in sources.items()}
     for t in transforms:
         monkeypatch.setattr(t, "region_only", False)

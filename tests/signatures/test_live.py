@@ -142,7 +142,6 @@ def test_live_probe_directory_cannot_shadow_modules(tmp_path: Path) -> None:
         check=False,
         text=True,
         env=_env(TREE),
-        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     assert '"kind": "var_positional"' in proc.stdout

@@ -246,6 +246,12 @@ def interpret(answer: dict[str, Any], plan: Plan | None, declined: frozenset[str
     here = [s for s in pending if s.path == frame.get("file")]
     fixes = [s for s in here if s.line <= line <= s.end_line]
     if not fixes and frame.get("function"):
+        # Code another rule's edit leaves unbound (it never runs once that rule applies): that rule.
+        dead = {s.by for s in plan.sites if s.by and s.path == frame.get("file")
+                and parse_scope(s.callee)[1][:1] == (frame["function"],)}
+        fixes = [next(p for p in pending if p.rule_id == rule) for rule in sorted(dead)
+                 if any(p.rule_id == rule for p in pending)][:1]
+    if not fixes and frame.get("function"):
         # A scoped edit just above the failing line (its result used there, e.g. the reply of
         # collective_rpc tested a few lines later); farther away it is a guess, so none is named.
         near = [s for s in here if ":" in s.callee and s.end_line <= line <= s.end_line + NEAR_LINES

@@ -127,14 +127,33 @@ def _local(ctx: Context) -> dict[str, Any]:
 
 
 def _reviewed_plan(ctx: Context, originals: dict[str, bytes], review: Review | None) -> Plan:
+    """The plan, each of its hunks reviewed (`-i`). A decline can make another rule's edit
+    needed (declining worker-capture-hooks leaves _patched_forward bound, and the edit of its body
+    that was not needed is needed again): the plan made with the declines is reviewed again, its
+    hunks no review has shown, until none is left. Nothing is written that was not shown."""
     plan = ctx.plan(originals)
-    if review is not None and plan.changed:
-        from ..report.diff import hunks
+    if review is None or not plan.changed:
+        return plan
+    from ..report.apply import review_again
+    from ..report.diff import hunks
 
-        declined = review([h for r in plan.changed for h in hunks(r)])
-        if declined:
-            plan = ctx.plan(originals, declined=frozenset(declined))
-    return plan
+    shown: set[tuple[str, int, str]] = set()  # the edited sites of the hunks shown
+    texts: set[tuple[str, str]] = set()  # and the hunks themselves (one may carry no site)
+    declined: set[tuple[str, int, str]] = set()
+    while True:
+        new = [h for r in plan.changed for h in hunks(r)
+               if (h.path, h.text) not in texts and not (h.keys and h.keys <= shown)]
+        if not new:
+            return plan
+        if texts:
+            ctx.log(review_again(len(new)))
+        shown |= {k for h in new for k in h.keys}
+        texts |= {(h.path, h.text) for h in new}
+        more = review(new)
+        if not more:
+            return plan
+        declined |= more
+        plan = ctx.plan(originals, declined=frozenset(declined))
 
 
 def _report_plan(ctx: Context, plan: Plan) -> None:

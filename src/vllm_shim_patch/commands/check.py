@@ -35,7 +35,7 @@ def check_plan(ctx: Context, opts: ApplyOptions) -> Outcome:
     from ..analysis.bytecode import beside
     from ..report.plan import problem_lines, site_line
 
-    plan = ctx.plan()
+    plan = ctx.plan(reuse=True)  # writes nothing: the plan cache may answer
     missing = ctx.files.missing()
     pending = sorted(set(pending_writes(ctx, desired_files(plan, ctx.files.originals()))) - set(missing))
     human = [site_line(s) for s in plan.sites if s.action in _FOR_A_HUMAN] + problem_lines(plan)

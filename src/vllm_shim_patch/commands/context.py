@@ -84,6 +84,11 @@ class Context:
         preflight.check_package(self.settings.package, self.rules.pack)
         if engine:
             import libcst  # noqa: F401  (the caller runs the engine next)
+
+            if any(op in ("codemod", "move") for r in self.rules.pack.rules for op, _ in r.ops):
+                # Their import edits need RemoveImportsVisitor, whose libcst.matchers is the largest
+                # import of libcst: while the target answers, not after.
+                import libcst.codemod.visitors  # noqa: F401
         preflight.check_version(self.settings.vllm_version, self.target, self.vllm.source_version)
         preflight.refuse_editable(self.target)
         preflight.refuse_sourceless(self.target)

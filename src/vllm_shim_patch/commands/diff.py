@@ -21,7 +21,7 @@ def diff(ctx: Context, opts: DiffOptions) -> Outcome:
     from ..report.diff import render_diff
     from ..report.plan import already_patched, note_lines, plan_json, site_lines, summary
 
-    plan = ctx.plan()
+    plan = ctx.plan(reuse=True)  # writes nothing: the plan cache may answer (any state dir)
     pending = sorted(pending_writes(ctx, desired_files(plan, ctx.files.originals()))) if plan.changed else []
     code = 0 if plan.clean else 1
     data = {**plan_json(plan), "writes": pending}

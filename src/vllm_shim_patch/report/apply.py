@@ -17,6 +17,11 @@ def declined(n: int) -> str:
     return f"nothing written: {plural(n, 'change')} declined in review"
 
 
+def review_again(hunks: int) -> str:
+    """Before a second round of `-i`: what the declines changed."""
+    return f"the declined hunks make other edits needed: {plural(hunks, 'more hunk')} to review"
+
+
 def already(who: str, version: object, summary: str) -> str:
     return f"{who} is already patched for vLLM {version}: nothing to do ({summary})"
 

@@ -11,7 +11,7 @@ import contextlib
 import re
 import sys
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,10 +33,23 @@ from .results import FileResult, Site
 from .names import import_names
 from .ops import compile_rule, guardable, observes_only
 from .positions import LazyPositions, positions
-from .scoped import Scope, line_map, module_of, parse_source, time_limit
+from .scoped import (
+    ImportDrop,
+    Scope,
+    line_map,
+    module_of,
+    names_import,
+    parse_source,
+    remove_imports,
+    time_limit,
+    unreferenced,
+)
 
 if TYPE_CHECKING:
     from .rule import Rule
+
+
+CODEMOD_SECONDS = 10.0  # the default limit of a scoped transform of one file; the real ones take milliseconds
 
 
 @dataclass
@@ -51,6 +64,15 @@ class Engine:
     # Compile a rewritten file with the tool's own Python: only where no target exists (a rule's
     # examples). A plan for a target leaves it to the target's grammar (rewrite/grammar.py).
     compile_here: bool = True
+    # The wall-clock limit of one scoped transform of one file (a codemod that loops must not hang
+    # the run); None: no limit (a test comparing two ways of running the same transforms, where a
+    # loaded machine must not decide the outcome).
+    codemod_seconds: float | None = CODEMOD_SECONDS
+    # Skip the work that cannot change a file: a file is parsed for the call rules only where it
+    # names a rule's package and, as a word, one of its callables (`mentions`), and not at all
+    # where no call can match and none of its regions' rules applies. False: every file parsed,
+    # every call looked at (the full plan the prefiltered one is tested equal to).
+    prefilter: bool = True
     _index: dict[str, list[tuple[Rule, list[Rewrite]]]] = field(init=False, default_factory=dict)
     _scoped: list[tuple[Rule, Scope, list[Any]]] = field(init=False, default_factory=list)
     _needles: dict[bytes, re.Pattern[bytes]] = field(init=False, default_factory=dict)
@@ -89,9 +111,14 @@ class Engine:
         module_name = module_of(path)
         # A rule example (no module) is the region's own module.
         scoped = [e for e in self._scoped if module_name is None or e[1].module == module_name]
-        calls = self.mentions(data)
+        calls = self.mentions(data) if self.prefilter else True
         if not scoped and not calls:
             return FileResult(path, FileStatus.UNCHANGED, data, data)
+        scoped_pass = _ScopedPass(self, path, data)
+        if self.prefilter and not calls and scoped_pass.none_apply(scoped):
+            # No call can match and no region's rule applies to this vLLM: each says "not needed"
+            # at its region's line, read with `ast`, as the full pass would (no libcst at all).
+            return FileResult(path, FileStatus.UNCHANGED, data, data, tuple(scoped_pass.not_needed(scoped)))
         try:
             module = cst.parse_module(data)
         except cst.ParserSyntaxError as exc:
@@ -102,7 +129,6 @@ class Engine:
             return FileResult(path, FileStatus.SKIPPED, data, data, reason=_TOO_DEEP)
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         command = _CallRewriter(self, path, wrapper)
-        scoped_pass = _ScopedPass(self, path, data)
         try:
             # The call pass needs qualified names, the costliest metadata: only where a call may
             # match, and from the imports alone where they decide (rewrite/names.py).
@@ -368,9 +394,6 @@ def _notices_last(entry: tuple[Rule, list[Rewrite]]) -> bool:
     return observes_only(entry[0])
 
 
-CODEMOD_SECONDS = 10.0  # a scoped transform of one file; the real ones take milliseconds
-
-
 def guard_decision(rule: Rule, engine: Engine) -> tuple[bool | None, str]:
     """What the rule's guard says of the installed vLLM: (True, "") act, (False, why not) not
     needed, (None, "") it cannot tell (no guard, or a fact unknown: `since` decides then)."""
@@ -411,7 +434,15 @@ class _ScopedPass:
         self.engine = engine
         self.path = path
         self.original = original
-        self.sites: list[Site] = []
+        self._placed: list[Site | None] = []  # None: the place of an import drop's edit, until it is known
+        # (rule, scope, guarded, the drop with its lines in the original, its place, what dropped it)
+        self._drops: list[tuple[Rule, Scope, bool, ImportDrop, int, str]] = []
+        # A module-level function of this module an edit left unbound, and which rule did.
+        self._unbound: dict[str, str] = {}
+
+    @property
+    def sites(self) -> list[Site]:
+        return [s for s in self._placed if s is not None]
 
     @cached_property
     def _tree(self) -> ast.Module | None:
@@ -428,25 +459,66 @@ class _ScopedPass:
             return True, False, ""
         return False, False, f"not needed before vLLM {rule.since}"
 
+    def none_apply(self, entries: list[tuple[Rule, Scope, list[Any]]]) -> bool:
+        """No rule of `entries` applies, and the original parses (the regions' lines are known)."""
+        return all(not self.decide(rule)[0] for rule, _, _ in entries) and self._tree is not None
+
+    def not_needed(self, entries: list[tuple[Rule, Scope, list[Any]]]) -> list[Site]:
+        """The sites of `entries` when none applies (`none_apply`): what `run` records for them."""
+        for rule, scope, _ in entries:
+            self._not_needed(rule, scope)
+        return self.sites
+
+    def _not_needed(self, rule: Rule, scope: Scope) -> bool:
+        """Record the rule as not needed at its region's line, if so; whether it was."""
+        apply, guarded, why = self.decide(rule)
+        if apply:
+            return False
+        line = scope.def_line(self._tree)
+        if line is not None:
+            self._site(rule, scope, line, line, Action.NOT_NEEDED, why, guarded)
+        return True
+
     def run(self, module: cst.Module, entries: list[tuple[Rule, Scope, list[Any]]]) -> cst.Module:
         for rule, scope, transforms in entries:
-            apply, guarded, why = self.decide(rule)
-            if not apply:
-                line = scope.def_line(self._tree)
-                if line is not None:
-                    self._site(rule, scope, line, line, Action.NOT_NEEDED, why, guarded)
+            if self._not_needed(rule, scope):
                 continue
+            guarded = self.decide(rule)[1]
+            unbound = self._unbound.get(scope.inner[0]) if scope.inner else None
             for factory in transforms:
-                module = self._one(rule, scope, factory, module, guarded)
-        return module
+                module = self._one(rule, scope, factory, module, guarded, unbound)
+        return self._drop_imports(module)
 
-    def _one(self, rule: Rule, scope: Scope, factory: Any, module: cst.Module, guarded: bool) -> cst.Module:
+    def _drop_imports(self, module: cst.Module) -> cst.Module:
+        """The imports the file's transforms no longer need, dropped in one RemoveImportsVisitor pass
+        (its scope analysis of the whole module is the costliest step: once per file, not once per
+        codemod); each import statement that goes is an edit of the rule that dropped it, in the
+        place among the sites its transform's edits had."""
+        if not self._drops:
+            return module
+        first, *_, label = self._drops[0]
+        try:
+            with time_limit(self.engine.codemod_seconds):
+                result = remove_imports(module, [drop for _, _, _, drop, _, _ in self._drops],
+                                        shortcut=self.engine.prefilter)
+        except (Exception, SystemExit) as exc:
+            raise _ScopedFailure(f"rule {first.id}: {label} {_failure(exc)}") from exc
+        for rule, scope, guarded, drop, at, _ in self._drops:
+            if drop.lines is not None and not any(names_import(s, drop.module, drop.obj) for s in result.body):
+                a, b = drop.lines
+                self._placed[at] = Site(rule.id, self.path, a, b, str(scope), Action.EDITED, drop.what, guarded)
+        return result
+
+    def _one(self, rule: Rule, scope: Scope, factory: Any, module: cst.Module, guarded: bool,
+             unbound: str | None = None) -> cst.Module:
+        """Run one transform of `rule` on `module`; its sites recorded. `unbound`: the rule that
+        left the region's function unbound (`ScopedTransform.unbinds`): what the transform would
+        change there is reported as not needed, and not written."""
         transform = factory(rule, scope, module)
         transform.signatures = self.engine.signatures or {}
-        name = factory.codemod_name
         lazy = None
         try:
-            with time_limit(CODEMOD_SECONDS):
+            with time_limit(self.engine.codemod_seconds):
                 if transform.get_inherited_dependencies() <= {PositionProvider}:
                     # Positions only once an edit is recorded.
                     transform.metadata = lazy = LazyPositions(module)
@@ -455,32 +527,90 @@ class _ScopedPass:
                     # Nodes are immutable and the module is not used again: no defensive deep copy.
                     new = MetadataWrapper(module, unsafe_skip_copy=True).visit(transform)
         except (Exception, SystemExit) as exc:  # SystemExit too: a codemod must not end the run, let alone with 0
-            what = f"codemod {name!r}" if name else f"operation {rule.operations[0]!r}"
-            raise _ScopedFailure(f"rule {rule.id}: {what} {_failure(exc)}") from exc
+            raise _ScopedFailure(f"rule {rule.id}: {_label(rule, factory)} {_failure(exc)}") from exc
         if not transform.found:
             self._site(rule, scope, 1, 1, Action.NEEDS_HUMAN, f"{scope} is not in this file: the rule matches nothing",
                        guarded)
             return module
+        if unbound is not None and (transform.edits or transform.human or transform.imports_to_drop):
+            return self._dead(rule, scope, transform, lazy, module, guarded, unbound)
+        if not transform.edits and not transform.human and transform.imports_to_drop:
+            # Only an import to drop: whether it goes decides between edited and already, now.
+            new = self._drop_now(transform, rule, factory, new)
         if not transform.edits and not transform.human:
             line = scope.def_line(self._tree) or 1
             self._site(rule, scope, line, line, Action.ALREADY, "nothing to change", guarded)
+            self._note_unbound(rule, transform, new)  # unbound already (a patched file planned again)
             return new
         code = lazy.found.code if lazy is not None and lazy.found is not None else module.code
         to_original = line_map(self.original.decode("utf-8", "surrogateescape"), code)
         edits = [(to_original(a), to_original(b), what) for a, b, what in transform.edits]
-        if any((self.path, a, rule.id) in self.engine.declined for a, _, _ in edits):
-            for a, b, _ in edits:
-                self._site(rule, scope, a, b, Action.DECLINED, "declined in review", guarded)
+        starts = [a for a, _, _ in edits] + [to_original(d.lines[0]) for d in transform.imports_to_drop if d.lines]
+        if any((self.path, a, rule.id) in self.engine.declined for a in starts):
+            # Declined, the import drops included: each edit the rule would make is a declined site,
+            # the imports it would drop among them (whether each goes is decided now, as it would be).
+            if transform.imports_to_drop:
+                self._drop_now(transform, rule, factory, new)
+            for a, b, _ in transform.edits:
+                self._site(rule, scope, to_original(a), to_original(b), Action.DECLINED, "declined in review", guarded)
             return module
         for a, b, what in edits:
             self._site(rule, scope, a, b, Action.EDITED, what, guarded)
+        for drop in transform.imports_to_drop:  # its site (if the import goes) right after the edits
+            lines = None if drop.lines is None else (to_original(drop.lines[0]), to_original(drop.lines[1]))
+            self._drops.append((rule, scope, guarded, replace(drop, lines=lines), len(self._placed),
+                                _label(rule, factory)))
+            self._placed.append(None)
         for a, b, why in transform.human:
             self._site(rule, scope, to_original(a), to_original(b), Action.NEEDS_HUMAN, why, guarded)
+        self._note_unbound(rule, transform, new)
         return new
 
+    def _note_unbound(self, rule: Rule, transform: Any, module: cst.Module) -> None:
+        """The functions the transform says its module leaves unbound, where nothing refers to them."""
+        for name in transform.unbound:
+            if name not in self._unbound and unreferenced(module, name):
+                self._unbound[name] = rule.id
+
+    def _dead(self, rule: Rule, scope: Scope, transform: Any, lazy: Any, module: cst.Module, guarded: bool,
+              unbound: str) -> cst.Module:
+        """The transform's edits and sites for a human in a function an earlier rule left unbound:
+        each one a "not needed" site at its lines; `module` as it was."""
+        code = lazy.found.code if lazy is not None and lazy.found is not None else module.code
+        to_original = line_map(self.original.decode("utf-8", "surrogateescape"), code)
+        why = f"{unbound} leaves {scope.inner[0]} unbound and nothing in the module refers to it"
+        for a, b, what in transform.edits:
+            self._site(rule, scope, to_original(a), to_original(b), Action.NOT_NEEDED,
+                       f"not needed: {why} (would {what})", guarded, by=unbound)
+        for a, b, what in transform.human:
+            self._site(rule, scope, to_original(a), to_original(b), Action.NOT_NEEDED,
+                       f"not needed: {why} (would leave for a human: {what})", guarded, by=unbound)
+        if not transform.edits and not transform.human:  # an import it would drop, alone
+            line = scope.def_line(self._tree) or 1
+            self._site(rule, scope, line, line, Action.NOT_NEEDED, f"not needed: {why}", guarded, by=unbound)
+        return module
+
+    def _drop_now(self, transform: Any, rule: Rule, factory: Any, module: cst.Module) -> cst.Module:
+        drops, transform.imports_to_drop = transform.imports_to_drop, []
+        try:
+            with time_limit(self.engine.codemod_seconds):
+                result = remove_imports(module, drops, shortcut=self.engine.prefilter)
+        except (Exception, SystemExit) as exc:
+            raise _ScopedFailure(f"rule {rule.id}: {_label(rule, factory)} {_failure(exc)}") from exc
+        for drop in drops:
+            if drop.lines is not None and not any(names_import(s, drop.module, drop.obj) for s in result.body):
+                transform.edits.append((*drop.lines, drop.what))
+        return result
+
     def _site(self, rule: Rule, scope: Scope, line: int, end: int, action: Action, message: str,
-              guarded: bool) -> None:
-        self.sites.append(Site(rule.id, self.path, line, end, str(scope), action, message, guarded))
+              guarded: bool, by: str = "") -> None:
+        self._placed.append(Site(rule.id, self.path, line, end, str(scope), action, message, guarded, by=by))
+
+
+def _label(rule: Rule, factory: Any) -> str:
+    """What a failure names: the codemod, or the rule's operation."""
+    name = factory.codemod_name
+    return f"codemod {name!r}" if name else f"operation {rule.operations[0]!r}"
 
 
 class _ScopedFailure(Exception):

@@ -9,17 +9,21 @@ stored under a digest of all of them and reused while none changed:
   (its `_version.py` and native parser, which an upgrade rewrites: its parser decides what
   parses), and the tool's Python (it words a syntax error);
 - the rules: the bytes of every rule file, and of every module in the folder of each codemod
-  the rules name (a codemod may import its neighbours), with their paths; a module a codemod
-  imports from elsewhere is not covered (after editing one, any change to the codemod's folder,
-  or `--dry-run`, which plans anew, brings the audit up to date);
+  the rules name (a codemod may import its neighbours), with their paths; and every package a
+  codemod imports by name from elsewhere (an `import` or `from ... import` statement anywhere in
+  it, found with `ast`; the standard library, libcst and the tool itself are covered above): the
+  (path, size, mtime) of each of its files, located without importing it. A module imported
+  only by a computed name (`importlib.import_module(name)`) is not covered;
 - the vLLM the rules are for: the selected version, the signatures and class facts the guards
   read (their full text, defaults included), and the signature kind;
 - the target: its interpreter and Python version (the grammar check), the package, and the path
   and bytes of every file planned;
 - the review's declined sites.
 
-The file holds the per-file results after the target's grammar check. `audit` reads it; every
-command that plans writes it, so an audit after a dry run or an apply starts warm. An entry that
+The file holds the per-file results after the target's grammar check. The commands that write
+nothing read it (`audit`, `--dry-run` and `diff`, `--check`), whatever state dir they are given;
+every command that plans writes it, so a dry run after an apply, or after another dry run of the
+same files, starts warm. An entry that
 is unreadable, of another format, or for other files is ignored and planned anew, never trusted;
 a failed write only costs speed. The folder keeps the newest `KEEP` entries.
 """
@@ -40,7 +44,7 @@ from typing import Any
 from ..kinds import Action, FileStatus
 from .results import FileResult, Site
 
-FORMAT = 1  # a site of another shape (before `moves`) fails to unpack: planned anew
+FORMAT = 2  # a site of another shape (1: before `by`) is of another format: planned anew
 KEEP = 32
 _code_stamp: str | None = None
 
@@ -89,13 +93,24 @@ def plan_key(*, target: Any, rules: Sequence[Any], version: Any, signatures: Map
             h.update(b"\0")
 
     part("code", code_stamp())
-    codemod_dirs = {Path(str(spec)).parent for r in rules for op, spec in r.ops if op == "codemod"}
+    codemod_files = {Path(str(spec)) for r in rules for op, spec in r.ops if op == "codemod"}
+    codemod_dirs = {p.parent for p in codemod_files}
     try:
         codemods = {str(p) for d in codemod_dirs for p in d.glob("*.py")}
-        for path in sorted({r.path for r in rules} | codemods):
-            part("source", path, Path(path).read_bytes())
+        sources = {path: Path(path).read_bytes() for path in sorted({r.path for r in rules} | codemods)}
     except OSError:
         return None
+    for path, data in sources.items():
+        part("source", path, data)
+    neighbours = {Path(p).stem for p in codemods}
+    # The bundled codemods import only the standard library, libcst, the tool and one another
+    # (tests/rewrite/test_plancache.py holds them to it): no scan of theirs (~2 ms a file).
+    bundled = _bundled_codemods()
+    scanned = [p for p in codemods if Path(p).resolve().parent != bundled]
+    for top in sorted({t for p in scanned for t in _imported(sources[p])} - neighbours - _COVERED):
+        part("imports", top)
+        for stamp in _package_stamps(top):
+            part(stamp)
     for rule in rules:  # which of the files' rules are loaded (the bundled ones may be left out)
         part("rule", rule.id)
     part("version", version, "kind", kind)
@@ -111,6 +126,68 @@ def plan_key(*, target: Any, rules: Sequence[Any], version: Any, signatures: Map
     for path in sorted(files):
         part("file", path, hashlib.sha256(files[path]).hexdigest())
     return h.hexdigest()
+
+
+# What a codemod imports that the code stamp covers already (or that cannot change under it).
+_COVERED = frozenset({"__future__", "libcst", "vllm_shim_patch"})
+
+
+def _bundled_codemods() -> Path | None:
+    """The folder of the codemods shipped with the tool (nothing imported but the package name)."""
+    from importlib import resources
+
+    try:
+        return Path(str(resources.files("vllm_shim_patch.codemods"))).resolve()
+    except (ImportError, TypeError, OSError):
+        return None
+
+
+def _imported(source: bytes) -> set[str]:
+    """The top-level names of the modules `source` imports absolutely (a codemod: loaded by path)."""
+    import ast
+    import sys
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()  # the codemod cannot load: the engine says so, nothing to follow
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return {n for n in names if n not in sys.stdlib_module_names}
+
+
+def _package_stamps(top: str) -> list[str]:
+    """(relative path, size, mtime) of every file of the top-level module or package `top`, found
+    by the import system's finders (nothing is imported); none found: that, said."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        return ["not importable"]
+    roots = list(spec.submodule_search_locations or []) or ([spec.origin] if spec.origin else [])
+    stamps = []
+    for root in roots:
+        if os.path.isfile(root):
+            st = os.stat(root)
+            stamps.append(f"{root}\0{st.st_size}\0{st.st_mtime_ns}")
+            continue
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for name in sorted(filenames):
+                path = os.path.join(dirpath, name)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                stamps.append(f"{path}\0{st.st_size}\0{st.st_mtime_ns}")
+    return stamps
 
 
 class PlanCache:
@@ -173,7 +250,7 @@ def _entry(r: FileResult) -> dict[str, Any]:
         "after": base64.b64encode(r.after).decode("ascii") if r.after != r.before else None,
         "reason": r.reason,
         "sites": [[s.rule_id, s.path, s.line, s.end_line, s.callee, s.action.value, s.message, s.guarded,
-                   list(s.moves)] for s in r.sites],
+                   list(s.moves), s.by] for s in r.sites],
     }
 
 
@@ -182,6 +259,6 @@ def _result(entry: dict[str, Any], files: Mapping[str, bytes]) -> FileResult:
     before = files[path]
     after = before if entry["after"] is None else base64.b64decode(entry["after"], validate=True)
     sites = tuple(Site(str(rule), str(p), int(line), int(end), str(callee), Action(action), str(message), bool(g),
-                       tuple(str(m) for m in moves))
-                  for rule, p, line, end, callee, action, message, g, moves in entry["sites"])
+                       tuple(str(m) for m in moves), str(by))
+                  for rule, p, line, end, callee, action, message, g, moves, by in entry["sites"])
     return FileResult(path, FileStatus(entry["status"]), before, after, sites, str(entry["reason"]))

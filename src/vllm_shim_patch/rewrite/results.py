@@ -23,6 +23,9 @@ class Site:
     # What a `move` pointed the call at (`module.name`), as data: the audit tells the import a
     # move took out by it.
     moves: tuple[str, ...] = ()
+    # A site not needed because another rule's edit leaves its code unbound (it never runs once
+    # that rule applies): that rule's id. The rehearsal names it as the fix of a failure there.
+    by: str = ""
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,8 @@ class ScopedTransform(cst.CSTTransformer):
         self.found = not scope.inner
         self.edits: list[tuple[int, int, str]] = []
         self.human: list[tuple[int, int, str]] = []
+        self.imports_to_drop: list[ImportDrop] = []  # drop_unused_import's, run by the engine
+        self.unbound: list[str] = []  # `unbinds`: module-level functions this edit leaves unreachable
         self._stack: list[str] = []
         self._inside = not scope.inner
 
@@ -143,6 +145,14 @@ class ScopedTransform(cst.CSTTransformer):
 
     def edited(self, node: cst.CSTNode, what: str) -> None:
         self.edits.append((*self._span(node), what))
+
+    def unbinds(self, name: str) -> None:
+        """Say that this edit removes the last binding of the module-level function or class
+        `name` of the module (no other module of the package may import it: the codemod vouches
+        for that). Where the edited module's tokens show nothing refers to it any more
+        (`unreferenced`), a later scoped rule whose region is inside it is not needed: it would
+        edit code that never runs, and is reported so instead of written."""
+        self.unbound.append(name)
 
     def needs_human(self, node: cst.CSTNode, why: str) -> None:
         self.human.append((*self._span(node), why))
@@ -195,9 +205,9 @@ class TimeLimit(Exception):
 
 
 @contextlib.contextmanager
-def time_limit(seconds: float) -> Iterator[None]:
-    """SIGALRM after `seconds` in the main thread (elsewhere: no limit can be set, none is)."""
-    if threading.current_thread() is not threading.main_thread():
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """SIGALRM after `seconds` in the main thread (None, or elsewhere: no limit)."""
+    if seconds is None or threading.current_thread() is not threading.main_thread():
         yield
         return
 
@@ -270,31 +280,145 @@ def load_beside(codemod_file: str, name: str) -> Any:
     return sys.modules[key]
 
 
+@dataclass(frozen=True)
+class ImportDrop:
+    """An import a scoped transform no longer needs: dropped where nothing uses it any more."""
+
+    module: str
+    obj: str | None  # None: `import module`
+    what: str  # the edit's wording, when the import statement goes
+    lines: tuple[int, int] | None  # the module-level statement naming it, in the module visited
+
+
 def drop_unused_import(transform: ScopedTransform, original: cst.Module, updated: cst.Module,
                        module: str, obj: str | None, what: str) -> cst.Module:
-    """`updated` without the import of `obj` from `module` (`import module` for None) where nothing
-    uses it any more (libcst's RemoveImportsVisitor decides); the import statement of `original`
-    that named it is recorded as an edit, so its diff hunk carries the rule."""
+    """Drop the import of `obj` from `module` (`import module` for None) where nothing uses it any
+    more: libcst's RemoveImportsVisitor decides, once every scoped rule of the file has run (the
+    engine runs it once per file for all the imports its transforms drop: each run analyses the
+    scopes of the whole module, the costliest step of a dry run otherwise). `updated` is returned
+    as it is; the import statement of `original` that named it is recorded as an edit of this
+    rule when it goes, so its diff hunk carries the rule."""
+    before = [s for s in original.body if names_import(s, module, obj)]
+    lines = transform._span(before[0]) if before else None
+    transform.imports_to_drop.append(ImportDrop(module, obj, what, lines))
+    return updated
+
+
+def remove_imports(module: cst.Module, drops: list[ImportDrop], shortcut: bool = True) -> cst.Module:
+    """`module` without each import of `drops` that nothing uses: libcst's RemoveImportsVisitor.
+
+    Its pass over the whole module (scopes, exports, string annotations, every node through the
+    matchers) is the costliest step of a dry run. With `shortcut`, where the tokens of the module
+    show that nothing can use an import (`_provably_unused`), the visitor runs over the statements
+    that hold those imports alone, as a module of their own, and they are put back in place: the
+    same visitor makes the same edit of each statement, and decides "unused", as it would over
+    the whole module. Anywhere else (a name seen elsewhere, an import not at module level, a
+    module the tokenizer cannot read) it runs over the whole module."""
     from libcst.codemod import CodemodContext
     from libcst.codemod.visitors import RemoveImportsVisitor
 
-    def names(stmt: cst.CSTNode) -> bool:
-        if not isinstance(stmt, cst.SimpleStatementLine):
-            return False
-        for small in stmt.body:
-            if obj is None and isinstance(small, cst.Import):
-                if any(dotted(a.name) == module and a.asname is None for a in small.names):
-                    return True
-            if (obj is not None and isinstance(small, cst.ImportFrom) and small.module is not None
-                    and dotted(small.module) == module and not isinstance(small.names, cst.ImportStar)
-                    and any(isinstance(a.name, cst.Name) and a.name.value == obj for a in small.names)):
-                return True
-        return False
-
-    before = [s for s in original.body if names(s)]
     context = CodemodContext()
-    RemoveImportsVisitor.remove_unused_import(context, module, obj)
-    result = RemoveImportsVisitor(context).transform_module(updated)
-    if before and not any(names(s) for s in result.body):
-        transform.edited(before[0], what)
-    return result
+    for drop in drops:
+        RemoveImportsVisitor.remove_unused_import(context, drop.module, drop.obj)
+    at = _provably_unused(module, drops) if shortcut else None
+    if at is None:
+        return RemoveImportsVisitor(context).transform_module(module)
+    body = list(module.body)
+    for i in sorted(at, reverse=True):
+        alone = cst.Module(body=[body[i]], default_indent=module.default_indent,
+                           default_newline=module.default_newline)
+        body[i: i + 1] = list(RemoveImportsVisitor(context).transform_module(alone).body)
+    return module.with_changes(body=body)
+
+
+def _provably_unused(module: cst.Module, drops: list[ImportDrop]) -> set[int] | None:
+    """The module-level statements that import what `drops` name, where each imported name is one
+    token of the whole module (the import itself) and no string holds it but a statement made of
+    a string alone (a docstring: never an `__all__` entry nor a string annotation, which libcst
+    counts as uses): nothing can use it, so RemoveImportsVisitor's analysis of the module would
+    call it unused. None: that cannot be shown for every drop."""
+    tokens = _Tokens.read(module.code)
+    if tokens is None:
+        return None
+    found: set[int] = set()
+    for drop in drops:
+        bound = drop.obj if drop.obj is not None else drop.module.split(".")[0]
+        if drop.module == "__future__":
+            return None  # never unused for libcst
+        where = [i for i, stmt in enumerate(module.body) if names_import(stmt, drop.module, drop.obj)]
+        if tokens.names(bound) != 1 or tokens.quoted(bound) or len(where) != 1:
+            return None
+        found.add(where[0])
+    return found
+
+
+def unreferenced(module: cst.Module, name: str) -> bool:
+    """Whether the module defines `name` once at module level (a `def` or a `class`) and nothing in
+    it refers to it: the definition's own name is its only token, and no string holds it but a
+    docstring-like statement (a string in `__all__`, `getattr(...)` or an annotation may be a use)."""
+    defined = [s for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef)) and s.name.value == name]
+    tokens = _Tokens.read(module.code)
+    return len(defined) == 1 and tokens is not None and tokens.names(name) == 1 and not tokens.quoted(name)
+
+
+@dataclass(frozen=True)
+class _Tokens:
+    """A module's tokens, and which of its strings are a statement by themselves (a docstring, or
+    one anywhere else: with its implicit concatenation, never part of an expression)."""
+
+    all: tuple[Any, ...]
+    alone: frozenset[tuple[int, int]]
+
+    @classmethod
+    def read(cls, code: str) -> _Tokens | None:
+        import io
+        import tokenize
+
+        try:
+            tokens = tuple(tokenize.generate_tokens(io.StringIO(code).readline))
+        except (tokenize.TokenError, SyntaxError):
+            return None
+        significant = [t for t in tokens if t.type not in (tokenize.NL, tokenize.COMMENT)]
+        alone = set()
+        for i, t in enumerate(significant):
+            if t.type != tokenize.STRING:
+                continue
+            a, b = i, i
+            while a > 0 and significant[a - 1].type == tokenize.STRING:
+                a -= 1
+            while b + 1 < len(significant) and significant[b + 1].type == tokenize.STRING:
+                b += 1
+            before = significant[a - 1].type if a > 0 else tokenize.NEWLINE
+            after = significant[b + 1].type if b + 1 < len(significant) else tokenize.ENDMARKER
+            if (before in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING)
+                    and after in (tokenize.NEWLINE, tokenize.ENDMARKER)):
+                alone.add(t.start)
+        return cls(tokens, frozenset(alone))
+
+    def names(self, name: str) -> int:
+        """How many NAME tokens are `name`."""
+        import tokenize
+
+        return sum(1 for t in self.all if t.type == tokenize.NAME and t.string == name)
+
+    def quoted(self, name: str) -> bool:
+        """Whether a string (an f-string's part included) holds `name`, other than one alone."""
+        import tokenize
+
+        return any(t.type not in (tokenize.NAME, tokenize.NL, tokenize.COMMENT) and name in t.string
+                   and t.start not in self.alone for t in self.all)
+
+
+def names_import(stmt: cst.CSTNode, module: str, obj: str | None) -> bool:
+    """Whether `stmt` is a simple statement line importing `obj` from `module` (or `module`)."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for small in stmt.body:
+        if obj is None and isinstance(small, cst.Import):
+            if any(dotted(a.name) == module and a.asname is None for a in small.names):
+                return True
+        if (obj is not None and isinstance(small, cst.ImportFrom) and small.module is not None
+                and dotted(small.module) == module and not isinstance(small.names, cst.ImportStar)
+                and any(isinstance(a.name, cst.Name) and a.name.value == obj for a in small.names)):
+            return True
+    return False
