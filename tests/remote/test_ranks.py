@@ -130,3 +130,18 @@ def test_a_rank_failure_the_generator_was_not_told_is_a_failure_of_the_run() -> 
     except RankFailed as e:
         outcome, failure = frames.classify(e, "verify-1", "/nowhere/speculators", "/nowhere/vllm")
     assert outcome == "failed" and "stand_in" not in failure
+
+
+def test_a_failure_every_rank_raised_at_the_same_place_is_no_one_rank_s() -> None:
+    gate = {"exception": "ValueError: Model X does not support hidden state extraction",
+            "speculators_frame": {"file": "custom_worker.py", "line": 171}}
+    found = [{"rank": r, "tp_rank": r, "pp_rank": 0, "time": t, "outcome": "failed", "failure": gate}
+             for r, t in ((1, 1.0), (0, 1.1))]
+    assert ranks.explain(found, [], {}, "failed", SURFACED, [0, 1])[1]["every_rank"] is True
+    assert "every_rank" not in ranks.explain(found[:1], [], {}, "failed", SURFACED, [0, 1])[1]
+
+
+def test_states_captured_on_other_ranks_than_rank_0_are_named() -> None:
+    assert ranks.captured_elsewhere(STATES) == [1]  # rank 0 captured none, rank 1 did
+    assert ranks.captured_elsewhere([{**STATES[0], "replies": [{"sequences": 2, "rows": 58}]}, STATES[1]]) == []
+    assert ranks.captured_elsewhere([STATES[0], {**STATES[1], "replies": [None]}]) == []  # no one did

@@ -16,6 +16,7 @@ from ..errors import TargetError, UsageError
 from ..kinds import Action
 from ..target import REMOTE
 from ..vllm_source import parse_scope
+from .topology import Topology
 
 if TYPE_CHECKING:
     from ..rewrite.rule import Rule
@@ -162,9 +163,20 @@ def model_request(model: str | None, arch: str | None) -> dict[str, Any]:
 
 
 def request(*, verbose: bool = False, timeout: float = TIMEOUT, quick: bool = False,
-            model: dict[str, Any] | None = None) -> dict[str, Any]:
+            model: dict[str, Any] | None = None, topology: Topology | None = None) -> dict[str, Any]:
     return {"timeout": timeout, "layers": list(LAYERS), **(QUICK if quick else PARITY).as_request(),
-            "verbose": verbose, "supported": list(SUPPORTED), **(model or {})}
+            "verbose": verbose, "supported": list(SUPPORTED), **(model or {}), **(topology or Topology()).as_request()}
+
+
+def topology(tensor_parallel: int | None, pipeline_parallel: int | None, model: dict[str, Any],
+             target: Target) -> Topology:
+    """The topology to rehearse on `target` (`topology.choose`): refused (UsageError) where it
+    cannot run, before anything is written."""
+    from .topology import choose
+
+    # Every family shrinks to the same attention heads.
+    return choose(tensor_parallel, pipeline_parallel, model, target.location, target.version,
+                  heads=int(families().common.HEADS))
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
         from .check import check
 
         return check(ctx, opts)
-    from ..analysis.rehearse import model_request
+    from ..analysis.rehearse import model_request, topology
     from ..overlay.baseline import prepare
     from ..overlay.pristine import check_wheel, finder
     from ..overlay.recovery import recover, settled_on_failure
@@ -51,7 +51,9 @@ def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
         compile_rule(rule)  # a codemod that cannot load fails here, not after the original is recorded
     if opts.wheel is not None:
         check_wheel(opts.wheel, ctx.target)  # missing, or another release's: exit 2 before the lock
-    model_request(ctx.settings.model, ctx.settings.arch)  # a --model the rehearsal cannot build: exit 2 now
+    # A --model the rehearsal cannot build, a topology it cannot run: exit 2 now.
+    topology(ctx.settings.tensor_parallel_size, ctx.settings.pipeline_parallel_size,
+             model_request(ctx.settings.model, ctx.settings.arch), ctx.target)
     ov = ctx.files.overlay
     with ov.locked(opts.wait), settled_on_failure(ov, ctx.target, ctx.files.tracked, ctx.log):
         recover(ov, ctx.target, ctx.files.tracked, ctx.log)
@@ -171,7 +173,7 @@ def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
             base: dict[str, Any], rehearse: bool) -> tuple[Outcome | None, str, bool]:
     """(a failure outcome after restoring, or None; the verdict for the commit; whether the
     rehearsal could not run where vLLM is installed and it was not turned off)."""
-    from ..analysis.rehearse import interpret, model_request, refusal, request
+    from ..analysis.rehearse import interpret, model_request, refusal, request, topology
     from ..analysis.verify import verify_plan
     from ..report.rehearse import headline, lines
 
@@ -180,10 +182,11 @@ def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
     why_not = ("--no-rehearse" if not rehearse else refused[0] if refused else None)
     # Only a target without vLLM (a sandbox read with --vllm-source) has nothing to rehearse on.
     unrehearsable = rehearse and refused is not None and ctx.target.vllm_location is not None
+    model = model_request(ctx.settings.model, ctx.settings.arch)
+    world = topology(ctx.settings.tensor_parallel_size, ctx.settings.pipeline_parallel_size, model, ctx.target)
     try:
         result = verify_plan(ctx.target, plan, ctx.vllm.bindings, live=ctx.vllm.live,
-                             rehearse=request(verbose=ctx.settings.verbose > 0,
-                                              model=model_request(ctx.settings.model, ctx.settings.arch))
+                             rehearse=request(verbose=ctx.settings.verbose > 0, model=model, topology=world)
                              if why_not is None else None)
         rehearsal = None
         if result.ok and result.rehearsal is not None:

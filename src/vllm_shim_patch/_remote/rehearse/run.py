@@ -112,7 +112,9 @@ def run(run, req):
     run.stood_in[:] = ([model_folder.STOOD_IN.format(description=description, tokenizer=tokenizer)]
                        + device.STOOD_IN + [attention.STOOD_IN, moe.STOOD_IN] + adapter.STOOD_IN + family.STOOD_IN + STOOD_IN)
     run.extra.update({"adapter": adapter.NAME, "family": family.NAME, "architecture": arch,
-                      "model": "folder" if folder else ("arch" if req.get("arch") else "default")})
+                      "model": "folder" if folder else ("arch" if req.get("arch") else "default"),
+                      "topology": {"tensor_parallel_size": tp, "pipeline_parallel_size": pp,
+                                   "reason": req.get("topology_reason")}})
     device.install()
     attention.install()
     experts = moe.in_config(families.text(family, config))
@@ -143,7 +145,7 @@ def _drive(run, work, family, adapter, S, config):
     """Every generate() call of the workload, each result checked; wrong data is collected over
     all calls and raised at the end (a crash ends the run where it happens)."""
     view = adapter.workers(run, S, run.generator)
-    run.extra["topology"] = view.topology
+    run.extra["topology"].update(view.topology)
     model, forward = view.model, view.forward
     base = families.base_model(family, model)
     family.self_check(run, model)

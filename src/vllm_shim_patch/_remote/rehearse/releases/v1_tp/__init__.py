@@ -227,12 +227,13 @@ def rank_failure(standins, outcome, failure):
     s = standins
     time.sleep(0.3)  # a tap that is writing now (the rank raised as this process saw the RPC fail)
     found = ranks.read(s.folder)
-    codes = {ranks.process_rank(p.name): p.exitcode for p in _worker_processes()} if s.deaths.names else {}
-    outcome, failure = ranks.explain(found, s.deaths.names, codes, outcome, failure)
-    if not found and not s.deaths.names and s.view is not None:
-        replies = s.view.replies_now()
-        if replies:
-            failure = {**failure, "ranks": replies}
+    procs = _worker_processes()
+    codes = {ranks.process_rank(p.name): p.exitcode for p in procs} if s.deaths.names else {}
+    world = sorted({ranks.process_rank(p.name) for p in procs})
+    outcome, failure = ranks.explain(found, s.deaths.names, codes, outcome, failure, world)
+    states = s.view.states_now() if not found and not s.deaths.names and s.view is not None else None
+    if states:
+        failure = {**failure, "ranks": ranks.replies(states), "captured_on": ranks.captured_elsewhere(states)}
     return outcome, failure
 
 

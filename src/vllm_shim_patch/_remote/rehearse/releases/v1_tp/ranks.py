@@ -121,14 +121,18 @@ class DeathTap(logging.Handler):
             self.names.append(str(record.args[0]))
 
 
-def explain(failures, deaths, exit_codes, outcome, failure):
+def explain(failures, deaths, exit_codes, outcome, failure, world=()):
     """(outcome, failure) of a run that ended with `failure` seen in the parent: the earliest
     rank failure with how it surfaced, else the first worker that died with its exit status,
-    else as given. `exit_codes`: {rank: exit status}."""
+    else as given. `exit_codes`: {rank: exit status}; `world`: every rank of the run (where each
+    raised the same, at the same place, the failure says so: it is no one rank's)."""
     if failures:
         first = failures[0]
+        same = {f["rank"] for f in failures if _same(f["failure"], first["failure"])}
         out = {**first["failure"], "side": "worker", "rank": first["rank"], "tp_rank": first.get("tp_rank"),
                "pp_rank": first.get("pp_rank"), "surfaced_as": failure}
+        if len(world) > 1 and same >= set(world):
+            out["every_rank"] = True
         if not out.get("speculators_frame"):
             # Raised in vLLM on the worker: speculators' frame is the call that made the RPC.
             out["speculators_frame"] = failure.get("speculators_frame")
@@ -143,6 +147,10 @@ def explain(failures, deaths, exit_codes, outcome, failure):
     return outcome, failure
 
 
+def _same(a, b):
+    return a.get("exception") == b.get("exception") and a.get("speculators_frame") == b.get("speculators_frame")
+
+
 def replies(states):
     """One phrase per rank: what it answered speculators' read of the capture during the call."""
     out = []
@@ -153,6 +161,16 @@ def replies(states):
                           else f"{r['layers']} layers ({r['rows']:,} rows)" for r in got))
         out.append(f"rank {s['rank']} replied {what}")
     return out
+
+
+def captured_elsewhere(states):
+    """The ranks that captured rows when tensor parallel rank 0, the one speculators captures
+    on, captured none ([]: rank 0 did, or no one did)."""
+    rows = {s["rank"]: sum(r.get("rows", 0) for r in s.get("replies") or () if r) for s in states}
+    first = [s["rank"] for s in states if s.get("tp_rank") == 0]
+    if any(rows.get(r) for r in first):
+        return []
+    return sorted(r for r, n in rows.items() if n)
 
 
 def holds(states):

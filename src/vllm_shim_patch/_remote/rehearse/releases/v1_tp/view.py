@@ -49,12 +49,12 @@ class RankWorkers:
         """Each rank's {parameter: [local shape, whole shape]}."""
         return self.executor.collective_rpc("rehearse_shapes")
 
-    def replies_now(self, timeout=30):
-        """What each rank replied to the capture read, asked now (after a failure), or None when
-        the executor no longer answers."""
+    def states_now(self, timeout=30):
+        """Every rank's state asked now (after a failure), or None when the executor no longer
+        answers."""
         if getattr(self.executor, "is_failed", False) or getattr(self.executor, "shutting_down", False):
             return None
         try:
-            return ranks.replies(self.executor.collective_rpc("rehearse_state", timeout=timeout))
+            return self.executor.collective_rpc("rehearse_state", timeout=timeout)
         except Exception:  # noqa: BLE001 - a failed executor: nothing more to read
             return None
