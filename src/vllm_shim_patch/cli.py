@@ -90,6 +90,8 @@ def _click(f: Field[Any], spelled: Opt, kind: Any) -> Callable[[Callable[..., An
         del how["default"]
     elif kind == float | None:
         how["type"] = click.FloatRange(min=spelled.at_least)
+    elif kind == int | None:
+        how["type"] = click.IntRange(min=None if spelled.at_least is None else int(spelled.at_least))
     return click.option(*flags, f.name, **how)
 
 

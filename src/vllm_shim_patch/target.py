@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,14 +83,17 @@ def resolve_python(python: str | None) -> str:
 
 def run_remote(python: str, script: str, *args: str, stdin: str | None = None,
                timeout: float = PROBE_TIMEOUT, cwd: str | None = None,
-               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run one of our stdlib-only scripts in the target interpreter."""
+               env: dict[str, str] | None = None, own_group: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run one of our stdlib-only scripts in the target interpreter (`own_group`: in a process
+    group of its own, which is killed once the script ends: see `run_grouped`)."""
     # Our imports in the target must not leave bytecode (root-owned, when run as root) behind.
     env = {**(env if env is not None else os.environ), "PYTHONDONTWRITEBYTECODE": "1"}
+    argv = [python, str(REMOTE / script), *args]
     try:
+        if own_group:
+            return run_grouped(argv, stdin=stdin, timeout=timeout, cwd=cwd, env=env)
         return subprocess.run(
-            [python, str(REMOTE / script), *args],
-            input=stdin, capture_output=True, timeout=timeout, cwd=cwd, env=env,
+            argv, input=stdin, capture_output=True, timeout=timeout, cwd=cwd, env=env,
             # Our scripts answer in ASCII JSON; anything else (a wrapper printing Latin-1, a
             # broken locale) must read as an unreadable answer, not crash the decoding.
             encoding="utf-8", errors="replace",
@@ -101,6 +106,60 @@ def run_remote(python: str, script: str, *args: str, stdin: str | None = None,
         raise TargetError(f"cannot run interpreter {python!r}: {exc.strerror or exc}") from None
     except subprocess.TimeoutExpired:
         raise TargetError(f"interpreter {python!r} did not answer within {timeout:.0f}s") from None
+
+
+# How long the output of a finished group may still take to arrive (a process that left the group
+# and holds the pipes: its output is given up, the answer is not).
+_DRAIN_SECONDS = 10.0
+
+
+def run_grouped(argv: list[str], *, stdin: str | None, timeout: float, cwd: str | None,
+                env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run `argv` as the leader of a new process group and kill the whole group once it ends,
+    however it ends (its answer, its crash, the timeout, an interrupt of ours): nothing it started
+    is left behind. vLLM's worker processes stay in their parent's group, and a forked worker that
+    outlives it would spin for ever (vLLM 0.12-0.16 under fork: its death pipe cannot fire) while
+    holding the pipes, so the end of the script is its exit, not the end of its output."""
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
+                            env=env, encoding="utf-8", errors="replace", start_new_session=True)
+    out: list[str] = []
+    err: list[str] = []
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    readers = [threading.Thread(target=_read_all, args=(f, into), daemon=True)
+               for f, into in ((proc.stdout, out), (proc.stderr, err))]
+    for r in readers:
+        r.start()
+    try:
+        _feed(proc.stdin, stdin or "")
+        proc.wait(timeout=timeout)
+    finally:
+        _kill_group(proc.pid)
+        proc.wait()
+    for r in readers:
+        r.join(_DRAIN_SECONDS)
+    return subprocess.CompletedProcess(argv, proc.returncode, "".join(out), "".join(err))
+
+
+def _feed(stream: Any, text: str) -> None:
+    try:
+        with stream:
+            stream.write(text)
+    except BrokenPipeError:
+        pass  # it ended before reading its request: its exit status says why
+
+
+def _read_all(stream: Any, into: list[str]) -> None:
+    with stream:
+        into.append(stream.read())
+
+
+def _kill_group(pgid: int) -> None:
+    if not hasattr(os, "killpg"):  # not a POSIX system: the group is the script alone
+        return
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # nothing is left in it
 
 
 def json_answer(proc: subprocess.CompletedProcess[str]) -> dict[str, Any] | None:

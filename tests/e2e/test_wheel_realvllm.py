@@ -27,7 +27,7 @@ def test_built_from_a_rehearsed_scratch_copy_and_checked_on_the_real_vllm(
     assert (data["series"], data["built_for"], data["requires"]) == ("0.16", "0.16.0", "vllm==0.16.*")
     assert data["rehearsal"]["outcome"] == "passed"
     assert data["rehearsal"]["detail"].startswith(PARITY_PASSED)
-    assert data["rehearsal"]["topology"].startswith("world size 1: one in-process worker")
+    assert data["rehearsal"]["topology"] == "tensor parallel size 1, pipeline parallel 1: one worker, rank logic beyond rank 0 not rehearsed"
     assert data["verification"].startswith("passed: 2 imports ok, 22 calls bind (live); rehearsal passed")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(real.python), "install", "--quiet", "--no-deps",
                     data["file"]], check=True, capture_output=True)

@@ -210,7 +210,7 @@ def test_each_table_has_todays_entry_first() -> None:
     assert families.DEFAULT == "llama"
     assert families.for_architecture("LlamaForCausalLM") is families.FAMILIES["llama"]
     assert families.for_architecture("NoSuchForCausalLM") is None
-    assert [a.NAME for a in releases.ADAPTERS] == ["v1-multiproc"]
+    assert [(a.NAME, a.MULTI_RANK) for a in releases.ADAPTERS] == [("v1-multiproc", False), ("v1-multiproc-tp", True)]
     for module in (*families.FAMILIES.values(), *releases.ADAPTERS):
         assert module.REAL, module.__name__
     for module in releases.ADAPTERS:
@@ -222,6 +222,10 @@ def test_no_adapter_fitting_names_each_adapter_and_the_member(monkeypatch: pytes
     monkeypatch.setattr(adapter, "fits", lambda: "vllm.v1.executor.multiproc_executor.WorkerProcHandle is missing")
     assert releases.select() == (None, "no release adapter fits this vLLM (v1-multiproc: "
                                        "vllm.v1.executor.multiproc_executor.WorkerProcHandle is missing)")
+    # A world of two ranks asks the adapters of many ranks only.
+    monkeypatch.setattr(releases.ADAPTERS[1], "fits", lambda: "vllm.platforms.interface.Platform.x is missing")
+    assert releases.select(2) == (None, "no release adapter fits this vLLM (v1-multiproc-tp: "
+                                        "vllm.platforms.interface.Platform.x is missing)")
 
 
 def module_at(path: Path, source: str, **names: object) -> dict[str, object]:

@@ -57,14 +57,43 @@ def _sibling(name):
 
 def _emit_and_exit(code):
     """Write the answer once and leave at once: vLLM leaves threads and atexit work behind,
-    and a watchdog may fire while the main thread is stuck inside vLLM."""
+    and a watchdog may fire while the main thread is stuck inside vLLM. The processes this one
+    started (the rehearsal's vLLM worker processes) end with it."""
     with _LOCK:
         os.write(_OUT_FD, (json.dumps(_ANSWER, default=str) + "\n").encode())
         sys.stderr.flush()
+        _end_children()
         os._exit(code)
 
 
+def _end_children():
+    """Every child process of this one that multiprocessing started, killed by its pid."""
+    mp = sys.modules.get("multiprocessing")
+    if mp is None:
+        return
+    import signal
+
+    for child in mp.active_children():
+        try:
+            os.kill(child.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _watch_parent(parent, poll=1.0):
+    """The tool that started this process is gone (killed): nobody reads the answer, so end
+    everything now rather than at the watchdog."""
+    import time
+
+    while os.getppid() == parent:
+        time.sleep(poll)
+    with _LOCK:
+        _end_children()
+        os._exit(3)
+
+
 def main():
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True, name="vsp-parent").start()
     request = json.loads(sys.stdin.read() or "{}")
     rehearse_req = request.get("rehearse")
     rehearse = None

@@ -16,6 +16,7 @@ from ..errors import TargetError, UsageError
 from ..kinds import Action
 from ..target import REMOTE
 from ..vllm_source import parse_scope
+from .topology import Topology
 
 if TYPE_CHECKING:
     from ..rewrite.rule import Rule
@@ -31,7 +32,6 @@ SUPPORTED = ("0.3.0", "0.4.0", "0.4.0.1")
 # under load 300 s ran out two thirds of the way through: six times the slowest cell.
 TIMEOUT = 900.0
 # What runs of vLLM's ranks: the executor is stood in by one in-process worker (releases/).
-TOPOLOGY = "world size 1: one in-process worker (tensor and pipeline parallel 1); rank logic beyond rank 0 not rehearsed"
 LAYERS = (1, 2)
 
 
@@ -173,14 +173,27 @@ def released(version: str) -> str:
 
 
 def request(*, verbose: bool = False, timeout: float = TIMEOUT, quick: bool = False,
-            model: dict[str, Any] | None = None, installed: str | None = None) -> dict[str, Any]:
+            model: dict[str, Any] | None = None, installed: str | None = None,
+            topology: Topology | None = None) -> dict[str, Any]:
     """`installed`: the target's speculators version, named supported too when it is a patched
     wheel's build of a supported release (the target compares the version string)."""
     supported = list(SUPPORTED)
     if installed is not None and installed not in supported and released(installed) in SUPPORTED:
         supported.append(installed)
     return {"timeout": timeout, "layers": list(LAYERS), **(QUICK if quick else PARITY).as_request(),
-            "verbose": verbose, "supported": supported, **(model or {})}
+            "verbose": verbose, "supported": supported, **(model or {}),
+            **(topology or Topology()).as_request()}
+
+
+def topology(tensor_parallel: int | None, pipeline_parallel: int | None, model: dict[str, Any],
+             target: Target) -> Topology:
+    """The topology to rehearse on `target` (`topology.choose`): refused (UsageError) where it
+    cannot run, before anything is written."""
+    from .topology import choose
+
+    # Every family shrinks to the same attention heads.
+    return choose(tensor_parallel, pipeline_parallel, model, target.location, target.version,
+                  heads=int(families().common.HEADS))
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,9 @@ def run_session(target: Target, *, modules: list[str] | None = None, callees: li
     # A neutral working folder: nothing in the user's cwd may shadow a module of the target.
     with tempfile.TemporaryDirectory(prefix="vsp-session-") as cwd:
         try:
-            proc = run_remote(target.python, "session.py", stdin=json.dumps(request), timeout=timeout, cwd=cwd)
+            # Its own process group, killed when it ends: the rehearsal's worker processes with it.
+            proc = run_remote(target.python, "session.py", stdin=json.dumps(request), timeout=timeout, cwd=cwd,
+                              own_group=True)
         except Exception as exc:
             raise VerifyError(f"the checks in the target could not run: {exc}") from None
     answer = json_answer(proc)

@@ -66,7 +66,7 @@ GROUPS = {"rules": "List, validate and test rule files."}  # a group's help: its
 
 COMMANDS: tuple[Command, ...] = (
     Command("apply", ApplyOptions, "Write the planned edits, verify, record (the default command).",
-            settings=("vllm_version", "model", "arch", "no_guard")),
+            settings=("vllm_version", "model", "arch", "tensor_parallel_size", "pipeline_parallel_size", "no_guard")),
     Command("diff", DiffOptions, "Print the diff apply would write, rule by hunk (--installed: the patch as installed).",
             settings=("vllm_version", "no_guard")),
     Command("status", NoOptions, "Original, patched, drifted, interrupted or not tracked."),
@@ -75,10 +75,10 @@ COMMANDS: tuple[Command, ...] = (
     Command("verify", VerifyOptions, "Import changed modules, bind their calls into vLLM."),
     Command("rehearse", RehearseOptions,
             "Run speculators' generator on CPU against the installed vLLM (exit 0 pass, 1 failure, 2 cannot run).",
-            settings=("model", "arch")),
+            settings=("model", "arch", "tensor_parallel_size", "pipeline_parallel_size")),
     Command("wheel", WheelOptions,
             "Build the patched speculators wheel for a vLLM series (pip/uv install it on every box).",
-            settings=("vllm_version", "model", "arch")),
+            settings=("vllm_version", "model", "arch", "tensor_parallel_size", "pipeline_parallel_size")),
     Command("audit", AuditOptions,
             "Check every use of vLLM (imports, calls, methods, attributes), as installed and after the rules.",
             settings=("vllm_version",)),

@@ -42,7 +42,7 @@ def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
 
         out = prepare_out(ctx, opts)  # the folder and the original wheel, before anything is written
         return write_out(ctx, out, apply(ctx, replace(opts, wheel_out=None)))
-    from ..analysis.rehearse import model_request
+    from ..analysis.rehearse import model_request, topology
     from ..overlay.baseline import prepare
     from ..overlay.pristine import check_wheel, finder
     from ..overlay.recovery import recover, settled_on_failure
@@ -61,7 +61,9 @@ def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
         compile_rule(rule)  # a codemod that cannot load fails here, not after the original is recorded
     if opts.wheel is not None:
         check_wheel(opts.wheel, ctx.target)  # missing, or another release's: exit 2 before the lock
-    model_request(ctx.settings.model, ctx.settings.arch)  # a --model the rehearsal cannot build: exit 2 now
+    # A --model the rehearsal cannot build, a topology it cannot run: exit 2 now.
+    topology(ctx.settings.tensor_parallel_size, ctx.settings.pipeline_parallel_size,
+             model_request(ctx.settings.model, ctx.settings.arch), ctx.target)
     ov = ctx.files.overlay
     with ov.locked(opts.wait), settled_on_failure(ov, ctx.target, ctx.files.tracked, ctx.log):
         recover(ov, ctx.target, ctx.files.tracked, ctx.log)
@@ -104,8 +106,6 @@ def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
 def rehearsal_trailers(rehearsal: Rehearsal | None, why_not: str | None) -> dict[str, str]:
     """The rehearsal's outcome, model and topology as the overlay commit records them (a patched
     wheel's METADATA says them again)."""
-    from ..analysis.rehearse import TOPOLOGY
-
     if rehearsal is None:
         return {"Rehearsal": f"not run ({why_not})" if why_not else "not run"}
     a = rehearsal.answer
@@ -114,7 +114,10 @@ def rehearsal_trailers(rehearsal: Rehearsal | None, why_not: str | None) -> dict
     out = {"Rehearsal": rehearsal.outcome}
     if a.get("architecture"):
         out["Rehearsal-Model"] = f"a tiny {a['architecture']} ({how})"
-        out["Rehearsal-Topology"] = TOPOLOGY
+        t = a.get("topology") or {}
+        tp, pp = int(t.get("tensor_parallel_size") or 1), int(t.get("pipeline_parallel_size") or 1)
+        out["Rehearsal-Topology"] = (f"tensor parallel size {tp}, pipeline parallel {pp}"
+                                     + ("" if tp * pp > 1 else ": one worker, rank logic beyond rank 0 not rehearsed"))
     return out
 
 
@@ -219,7 +222,7 @@ def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
     """(a failure outcome after restoring, or None; the verdict for the commit; whether the
     rehearsal could not run where vLLM is installed and it was not turned off; the rehearsal's
     trailers)."""
-    from ..analysis.rehearse import interpret, model_request, refusal, request
+    from ..analysis.rehearse import interpret, model_request, refusal, request, topology
     from ..analysis.verify import verify_plan
     from ..report.rehearse import headline, lines
 
@@ -228,10 +231,11 @@ def _verify(ctx: Context, plan: Plan, writes: dict[str, bytes], head: str,
     why_not = ("--no-rehearse" if not rehearse else refused[0] if refused else None)
     # Only a target without vLLM (a sandbox read with --vllm-source) has nothing to rehearse on.
     unrehearsable = rehearse and refused is not None and ctx.target.vllm_location is not None
+    model = model_request(ctx.settings.model, ctx.settings.arch)
+    world = topology(ctx.settings.tensor_parallel_size, ctx.settings.pipeline_parallel_size, model, ctx.target)
     try:
         result = verify_plan(ctx.target, plan, ctx.vllm.bindings, live=ctx.vllm.live,
-                             rehearse=request(verbose=ctx.settings.verbose > 0,
-                                              model=model_request(ctx.settings.model, ctx.settings.arch))
+                             rehearse=request(verbose=ctx.settings.verbose > 0, model=model, topology=world)
                              if why_not is None else None)
         rehearsal = None
         if result.ok and result.rehearsal is not None:

@@ -8,7 +8,7 @@ from .context import Context, Outcome
 
 def rehearse(ctx: Context, opts: RehearseOptions) -> Outcome:
     """Pass (exit 0), the first failure with the rule that fixes it (1), or why it cannot run (2)."""
-    from ..analysis.rehearse import CANNOT, ERROR, TIMEOUT, check_can_run, interpret, model_request, request
+    from ..analysis.rehearse import CANNOT, ERROR, TIMEOUT, check_can_run, interpret, model_request, request, topology
     from ..analysis.session import run_session
     from ..report.apply import rehearsed
     from ..report.rehearse import headline, lines
@@ -16,10 +16,11 @@ def rehearse(ctx: Context, opts: RehearseOptions) -> Outcome:
     model = model_request(ctx.settings.model, ctx.settings.arch)
     target = ctx.target
     check_can_run(target)
+    world = topology(ctx.settings.tensor_parallel_size, ctx.settings.pipeline_parallel_size, model, target)
     verbose = ctx.settings.verbose > 0
     answer = run_session(target, rehearse=request(verbose=verbose, timeout=opts.timeout or TIMEOUT,
                                                   quick=opts.quick, model=model,
-                                                  installed=target.version)).rehearsal
+                                                  installed=target.version, topology=world)).rehearsal
     if not isinstance(answer, dict):
         answer = {"ok": False, "outcome": ERROR, "failure": {"exception": "the target gave no rehearsal answer"}}
     result = interpret(answer, None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..words import plural
+from ..words import listing, plural
 
 if TYPE_CHECKING:
     from ..analysis.rehearse import Rehearsal
@@ -130,6 +130,21 @@ def _model(a: dict[str, Any]) -> str:
     return f"; rehearsed on a tiny {arch}; pass --model to rehearse your model's architecture"
 
 
+def topology(a: dict[str, Any]) -> str:
+    """Where the rehearsal ran more than one rank, or says why it ran the size it did: the topology."""
+    t = a.get("topology") or {}
+    tp, pp, reason = int(t.get("tensor_parallel_size") or 1), int(t.get("pipeline_parallel_size") or 1), t.get("reason")
+    if tp * pp == 1 and not reason:
+        return ""
+    return f"; at tensor parallel size {tp}, pipeline parallel {pp}" + (f" ({reason})" if reason else "")
+
+
+def _on_rank(failure: dict[str, Any]) -> str:
+    """" on rank 1" where one rank raised or died (not where every rank raised the same)."""
+    rank = failure.get("rank")
+    return "" if rank is None or failure.get("every_rank") else f" on rank {rank}"
+
+
 def headline(r: Rehearsal) -> str:
     """One line: the verdict (used in apply's summary and as the rehearse command's last line)."""
     a = r.answer
@@ -137,15 +152,16 @@ def headline(r: Rehearsal) -> str:
         if "workload" not in a:
             return (f"rehearsal passed: {plural(int(a.get('iterations', 0)), 'scheduler iteration')}, "
                     f"hidden states captured ({_shapes(a)})")
-        return f"rehearsal passed: {_workload(a)}{_model(a)}"
+        return f"rehearsal passed: {_workload(a)}{topology(a)}{_model(a)}"
     failure = r.failure
     if r.failed and a.get("wrong"):
-        return f"rehearsal failed: {wrong_data(a)}{_model(a)}"
+        return f"rehearsal failed: {wrong_data(a)}{topology(a)}{_model(a)}"
     if r.failed:
         where = failure.get("speculators_frame")
         at = f" at {where['file']}:{where['line']}" if where else ""
-        return f"rehearsal failed in {a.get('stage')}{at}: {failure.get('exception', '?')}{_model(a)}"
-    return f"rehearsal could not run: {failure.get('exception', a.get('outcome'))}"
+        return (f"rehearsal failed in {a.get('stage')}{_on_rank(failure)}{at}: {failure.get('exception', '?')}"
+                f"{topology(a)}{_model(a)}")
+    return f"rehearsal could not run: {failure.get('exception', a.get('outcome'))}{topology(a)}"
 
 
 def _fixes(r: Rehearsal) -> list[str]:
@@ -153,10 +169,35 @@ def _fixes(r: Rehearsal) -> list[str]:
         return [f"  fix:         rule {rule} (opt-in: run again with --{option})" for rule, option in r.opt_ins]
     if r.fixes:
         return [f"  fix:         rule {site.rule_id} ({_pending(site)} {site.path}:{site.line})" for site in r.fixes]
+    elsewhere = r.failure.get("captured_on")
+    if r.failure.get("rank") is not None or elsewhere:
+        # A rank raised or died, or the states were captured on another rank than tensor parallel
+        # rank 0, at a site no rule edits: the rank logic is speculators' own.
+        why = ([f"{listing([f'rank {n}' for n in elsewhere])} captured the states, tensor parallel rank 0 none"]
+               if elsewhere else [])
+        why += [f"rules that would still change the package: {', '.join(r.pending)}"] if r.pending else []
+        return ["  fix:         no rule: speculators' own rank logic" + (f" ({'; '.join(why)})" if why else "")]
     if r.pending:
         return [f"  fix:         no loaded rule matches this site; rules that would still change "
                 f"the package: {', '.join(r.pending)}"]
     return ["  fix:         no loaded rule matches this site"]
+
+
+def _ranks(failure: dict[str, Any]) -> list[str]:
+    """Which rank failed and how the rehearsal saw it, or what each rank replied."""
+    out = []
+    rank = failure.get("rank")
+    if rank is not None:
+        groups = ("" if failure.get("tp_rank") is None
+                  else f" (tensor parallel rank {failure['tp_rank']}, pipeline rank {failure.get('pp_rank')})")
+        out.append(f"  rank:        every rank raised it; rank {rank} first" if failure.get("every_rank")
+                   else f"  rank:        {rank}{groups}")
+        surfaced = (failure.get("surfaced_as") or {}).get("exception")
+        if surfaced:
+            out.append(f"  surfaced as: {surfaced}")
+    if failure.get("ranks"):
+        out.append(f"  ranks:       {'; '.join(failure['ranks'])}")
+    return out
 
 
 def lines(r: Rehearsal, *, verbose: bool = False) -> list[str]:
@@ -173,6 +214,7 @@ def lines(r: Rehearsal, *, verbose: bool = False) -> list[str]:
         out.append(f"  speculators: {_frame(failure.get('speculators_frame'))}")
         out.append(f"  vLLM:        {_frame(failure.get('vllm_frame'))}"
                    + (" (in the worker)" if failure.get("side") == "worker" else ""))
+        out += _ranks(failure)
         out += _fixes(r)
     elif r.fixes or r.opt_ins:  # could not run, but a rule keeps vLLM where the stand-ins fit
         out += _fixes(r)

@@ -92,6 +92,7 @@ def rehearse(req):
     except Exception as e:  # noqa: BLE001
         traceback.print_exc()
         outcome, failure = frames.classify(e, RUN.stage, *_roots(), worker_exc=_run.worker_failure(RUN))
+        outcome, failure = _run.rank_failure(RUN, outcome, failure)
         ans = _answer.answer(RUN, False, outcome, failure)
     ans["versions"] = dict(RUN.versions)
     try:

@@ -21,6 +21,11 @@ class WrongOutput(Exception):
     """generate() returned, but its hidden states do not match a per-prompt forward pass."""
 
 
+class RankFailed(Exception):
+    """A rank raised and the generator was not told (vLLM read no reply from that rank): the
+    rank's own failure is the run's (`releases/v1_tp/ranks.py`)."""
+
+
 class Drained(BaseException):
     """Raised by the in-process worker inbox when empty, to leave the real busy loop.
 

@@ -1,5 +1,6 @@
 """The interfaces of the rehearsal's two pluggable kinds, each a module: a release adapter
-(`releases/`, one per range of vLLM releases whose internals agree) and a model family
+(`releases/`, one per range of vLLM releases whose internals agree, and one world of ranks:
+one worker in this process, or one worker process per rank) and a model family
 (`families/`, one per architecture family). A module of either table defines every member here,
 the optional ones at their defaults included, so the run reads them without `hasattr`;
 tests/remote/test_protocols.py holds every module of both tables to its protocol (member names
@@ -24,9 +25,11 @@ class ReleaseAdapter(Protocol):
     module imports no vLLM at module level. `build` makes the stand-ins (a value of the adapter's
     own type, "standins" below) and changes nothing of vLLM; `self_check` records each stand-in
     against the vLLM code it replaces (`run.check`); `install` puts them in place and `restore`
-    undoes everything `install` did. The run then reads the worker, its model and its forward."""
+    undoes everything `install` did. The run then reads the workers (`workers`: a `Workers`), the
+    reference model and its forward; a failure is told in the rank's own terms (`rank_failure`)."""
 
     NAME: str  # the adapter's name in the answer ("adapter")
+    MULTI_RANK: bool  # runs a world of more than one rank (else exactly one)
     REAL: list[str]  # what of vLLM runs as installed, reported verbatim
     STOOD_IN: list[str]  # what is stood in and why, reported verbatim
 
@@ -41,18 +44,46 @@ class ReleaseAdapter(Protocol):
 
     def restore(self, standins: Any) -> None: ...
 
-    def worker_of(self, standins: Any) -> Any:
-        """The worker speculators' extension is mixed into (its model_runner: the stand-in runner)."""
+    def workers(self, run: Any, standins: Any, generator: Any) -> Any:
+        """What the run reads of the generator's workers, wherever they run: a `Workers` (what
+        it checks once they exist is recorded with `run.check`)."""
 
-    def model_of(self, standins: Any) -> Any: ...
+    def model_of(self, standins: Any) -> Any:
+        """The model the reference forward runs (unsharded; once the generator's workers exist)."""
 
     def forward_of(self, standins: Any) -> Callable[..., Any]:
         """The runner's model call: (input ids, positions, segments, KV history) -> hidden states."""
 
     def worker_failure(self, standins: Any) -> BaseException | None:
-        """The last exception a worker raised, with its traceback (None: none)."""
+        """The last exception a worker in this process raised, with its traceback (None: none)."""
+
+    def rank_failure(self, standins: Any, outcome: str, failure: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """(outcome, failure) of a run that ended with `failure` seen from this process: a rank's
+        own failure where one raised or died first, with how it surfaced here (else as given)."""
 
     def shutdown(self, standins: Any) -> None: ...
+
+
+class Workers(Protocol):
+    """The generator's workers as the run reads them, one in this process or one per rank."""
+
+    topology: dict[str, Any]  # tensor/pipeline parallel sizes, world size, output rank, how they run
+    model: Any  # the model the reference forward runs (the unsharded one)
+    forward: Callable[..., Any]  # its forward: (input ids, positions, segments, KV history) -> states
+    extension: type  # the worker class speculators' capture methods are read from (their code spans)
+
+    def set_reorder(self, threshold: int | None) -> None:
+        """Every runner reorders its batch as an attention backend with this threshold would."""
+
+    def steps(self) -> list[dict[str, Any]]:
+        """One record per forward of the runner so far (the output rank's)."""
+
+    def holds(self) -> list[str]:
+        """What any worker still holds after the call, or captured for no reader ([]: nothing)."""
+
+    def after_call(self) -> None:
+        """Read every worker's state after a call (`holds` answers from it); raise where a rank
+        failed during the call and the generator was not told."""
 
 
 @runtime_checkable

@@ -76,13 +76,27 @@ def model_source(req):
     return family, config, None
 
 
+def topology(req):
+    """(tensor parallel size, pipeline parallel size) asked for, refused where it cannot run here
+    (the tool refuses both first, with the same reasons)."""
+    tp, pp = int(req.get("tensor_parallel_size") or 1), int(req.get("pipeline_parallel_size") or 1)
+    if pp > 1:
+        raise CannotRehearse(f"pipeline parallel size {pp}: speculators' generator takes no pipeline_parallel_size")
+    cpus = os.cpu_count() or 1
+    if tp * pp > cpus:
+        raise CannotRehearse(f"tensor parallel size {tp} needs {tp * pp} worker processes; this machine has "
+                             f"{cpus} CPUs")
+    return tp, pp
+
+
 def run(run, req):
     work = workload.from_request(req)
     family, source, folder = model_source(req)
+    tp, pp = topology(req)
     gen_mod = _import(run, req)
 
     run.stage = "setup"
-    adapter, why = releases.select()
+    adapter, why = releases.select(tp * pp)
     if adapter is None:
         raise CannotRehearse(why)
     config = family.shrink(source, work.max_model_len, vocab=None if folder else common.VOCAB)
@@ -98,7 +112,9 @@ def run(run, req):
     run.stood_in[:] = ([model_folder.STOOD_IN.format(description=description, tokenizer=tokenizer)]
                        + device.STOOD_IN + [attention.STOOD_IN, moe.STOOD_IN] + adapter.STOOD_IN + family.STOOD_IN + STOOD_IN)
     run.extra.update({"adapter": adapter.NAME, "family": family.NAME, "architecture": arch,
-                      "model": "folder" if folder else ("arch" if req.get("arch") else "default")})
+                      "model": "folder" if folder else ("arch" if req.get("arch") else "default"),
+                      "topology": {"tensor_parallel_size": tp, "pipeline_parallel_size": pp,
+                                   "reason": req.get("topology_reason")}})
     device.install()
     attention.install()
     experts = moe.in_config(families.text(family, config))
@@ -119,7 +135,7 @@ def run(run, req):
         run.stage = "init"
         run.generator = gen_mod.VllmHiddenStatesGenerator(
             model_path=model_dir, layer_ids=list(work.layers), max_model_len=work.max_model_len,
-            gpu_memory_utilization=0.5)
+            gpu_memory_utilization=0.5, **({"tensor_parallel_size": tp} if tp > 1 else {}))
         _drive(run, work, family, adapter, S, config)
     finally:
         adapter.restore(S)
@@ -128,23 +144,22 @@ def run(run, req):
 def _drive(run, work, family, adapter, S, config):
     """Every generate() call of the workload, each result checked; wrong data is collected over
     all calls and raised at the end (a crash ends the run where it happens)."""
-    run.iterations = 0  # count generate()'s forward passes only, not warm-up
-    worker = adapter.worker_of(S)
-    runner = worker.model_runner
-    model = runner.model
+    view = adapter.workers(run, S, run.generator)
+    run.extra["topology"].update(view.topology)
+    model, forward = view.model, view.forward
     base = families.base_model(family, model)
-    forward = adapter.forward_of(S)
     family.self_check(run, model)
     run.extra["layers"] = _layer_kinds(model)
-    warm_up = len(runner.steps)
-    worst, wrong, earlier = 0.0, [], set()
+    run.iterations = 0  # count generate()'s forward passes only, not warm-up
+    warm_up = len(view.steps())
+    worst, wrong, earlier, seen = 0.0, [], set(), warm_up
     for b, call in enumerate(work.calls):
         run.stage = f"generate-{b + 1}"
-        runner.reorder_batch_threshold = call.reorder
-        first_step = len(runner.steps)
+        view.set_reorder(call.reorder)
         prompts = workload.prompts(call, families.text(family, config)["vocab_size"])
         results = run.generator.generate(prompts)
         run.stage = f"verify-{b + 1}"
+        view.after_call()
         refs = [common.reference_states(model, base, p, work.layers, forward) for p in prompts]
         if b == 0:
             _sensitive(run, work, model, base, forward, prompts, results, refs)
@@ -153,15 +168,17 @@ def _drive(run, work, family, adapter, S, config):
             for lid, h in zip(work.layers, r.get("hidden_states") or ()):
                 run.captured.setdefault(str(lid), []).append(list(h.shape))
         worst = max(worst, diff)
-        steps = runner.steps[first_step:]
+        every = view.steps()
+        steps, seen = every[seen:], len(every)
+        run.iterations = len(every) - warm_up
         this_call = {r for st in steps for r in st["scheduler"]}
         stale = sorted({r for st in steps for r in st["requests"]} & earlier)
-        held = _capture_state(worker)
+        held = view.holds()
         if problems or stale or held:
             wrong.append({"call": b + 1, "sequences": len(prompts), "problems": problems,
                           "stale_requests": len(stale), "worker_holds": held})
         earlier |= this_call
-    steps = runner.steps[warm_up:]
+    steps = view.steps()[warm_up:]
     run.extra.update({
         "max_rel_diff": worst,
         "workload": {"name": work.name, "calls": len(work.calls), "sequences": work.sequences,
@@ -171,7 +188,7 @@ def _drive(run, work, family, adapter, S, config):
     })
     if wrong:
         run.extra["wrong"] = wrong
-        run.extra["data_frames"] = _code_spans(sys.modules[type(run.generator).__module__], worker)
+        run.extra["data_frames"] = _code_spans(sys.modules[type(run.generator).__module__], view.extension)
         n = sum(len([p for p in w["problems"] if p.get("prompt") is not None]) for w in wrong)
         leaks = [w for w in wrong if w["stale_requests"] or w["worker_holds"]]
         what = [f"{n} of {work.sequences} sequences wrong"] if n else []
@@ -217,17 +234,7 @@ def _sensitive(run, work, model, base, forward, prompts, results, refs):
               f"(tolerance {check.TOLERANCE:g}): the weights leave attention uniform")
 
 
-def _capture_state(worker):
-    """What speculators' worker extension still holds after a call (it must hold nothing)."""
-    held = []
-    if getattr(worker, "_captured_states", None) is not None:
-        held.append("_captured_states")
-    if getattr(worker, "_request_metadata", None):
-        held.append("_request_metadata")
-    return held
-
-
-def _code_spans(gen_mod, worker):
+def _code_spans(gen_mod, extension):
     """Where speculators' code that produced the data lives: generate() and the worker
     extension's capture methods, as {file, line, end_line, function} (for the rule that fixes it)."""
     import inspect
@@ -236,7 +243,7 @@ def _code_spans(gen_mod, worker):
     base = os.path.dirname(spec_root)
     funcs = [gen_mod.VllmHiddenStatesGenerator.generate]
     for name in ("_store_captured_states", "_get_captured_states", "_reset_capture", "_setup_hidden_states_capture"):
-        fn = getattr(type(worker), name, None)
+        fn = getattr(extension, name, None)
         if fn is not None:
             funcs.append(fn)
     spans = []
@@ -255,6 +262,14 @@ def worker_failure(run):
         return None
     adapter, S = run.standins
     return adapter.worker_failure(S)
+
+
+def rank_failure(run, outcome, failure):
+    """(outcome, failure) in the terms of the rank that failed first, where ranks are processes."""
+    if run.standins is None:
+        return outcome, failure
+    adapter, S = run.standins
+    return adapter.rank_failure(S, outcome, failure)
 
 
 def shutdown(run):

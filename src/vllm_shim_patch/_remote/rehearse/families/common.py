@@ -80,8 +80,15 @@ def register_in_process(modules):
                 getattr(module, entry.class_name))
 
 
-def init_weights(model, model_config):
-    """vLLM's own dummy initializer, drawn +-WIDTH; norm weights near 1 as in a trained model."""
+def init_weights(model, model_config, by_name=False):
+    """vLLM's own dummy initializer, drawn +-WIDTH; norm weights near 1 as in a trained model.
+
+    `by_name`: each parameter drawn whole from its name instead and handed to its own weight
+    loader (`sharding`), so the shards of many ranks are slices of one model."""
+    if by_name:
+        from .. import sharding
+
+        return sharding.load(model)
     import inspect
 
     import torch

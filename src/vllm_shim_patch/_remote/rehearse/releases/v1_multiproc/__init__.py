@@ -12,7 +12,8 @@ imports no vLLM (`fits()` runs first); `build()` imports the parts, one concern 
 - `checks`: the self-checks of those parts against vLLM, and of the in-process ones;
 - `queues`: the in-process MessageQueues (no vLLM: tested without it);
 - `executor`: MultiprocExecutor's start-up replaced by one in-process WorkerProc, the process
-  handle stand-in, the tap that keeps a worker's exception.
+  handle stand-in, the tap that keeps a worker's exception;
+- `view`: that worker as the run reads it (no vLLM).
 
 `shims`, `runner`, `worker`, `checks.runner` and `checks.worker` assume nothing of where the
 worker runs: an adapter whose workers are vLLM's own processes reuses them; `queues`, `executor`
@@ -28,6 +29,7 @@ import traceback
 import types
 
 NAME = "v1-multiproc"
+MULTI_RANK = False  # one in-process worker: tensor and pipeline parallel 1
 
 REAL = [
     "vllm.v1.executor.multiproc_executor.MultiprocExecutor instance: __init__ (Executor.__init__), "
@@ -180,24 +182,36 @@ def _put_back(table, key, previous):
         table[key] = previous
 
 
-def worker_of(standins):
+def _worker(standins):
     """The worker (speculators' extension mixed in) of the one in-process WorkerProc."""
     return standins.created.procs[0].worker.worker
 
 
+def workers(run, standins, generator):
+    """The one in-process worker as the run reads it."""
+    from .view import InProcessWorkers
+
+    return InProcessWorkers(_worker(standins), getattr(generator, "executor", None))
+
+
 def model_of(standins):
     """The model the worker loaded (for the reference forward)."""
-    return worker_of(standins).model_runner.model
+    return _worker(standins).model_runner.model
 
 
 def forward_of(standins):
     """The runner's model call: (input ids, positions, segments, KV history) -> hidden states."""
-    return worker_of(standins).model_runner._forward
+    return _worker(standins).model_runner._forward
 
 
 def worker_failure(standins):
     fails = standins.created.worker_failures
     return fails[-1] if fails else None
+
+
+def rank_failure(standins, outcome, failure):
+    """One rank, in this process: its failure is the one seen here."""
+    return outcome, failure
 
 
 def shutdown(standins):

@@ -78,6 +78,9 @@ class StandInModelRunner(GPUModelRunner):
     # values it can take: elastic EP scale-up (0.16) never happens here, dummy weights (0.33)
     # are what the stand-in always loads, a model built by the caller (0.33) never comes.
     LOAD_MODEL_ARGS = {"eep_scale_up": (False,), "load_dummy_weights": (False, True), "model": (None,)}
+    # Weights by parameter name, each drawn whole and handed to the parameter's own weight loader
+    # (a subclass for a world of many ranks sets it: every rank's shard a slice of one model).
+    WEIGHTS_BY_NAME = False
 
     def __init__(self, vllm_config, device, on_forward=None):  # deliberately not GPUModelRunner.__init__
         self.vllm_config = vllm_config
@@ -132,13 +135,13 @@ class StandInModelRunner(GPUModelRunner):
                 raise CannotRehearse(f"stand-in StandInModelRunner.load_model cannot honour {name}={value!r}")
         # Same steps as vLLM's DummyModelLoader: resolve the architecture through the real
         # registry, build under set_default_torch_dtype + set_current_vllm_config, then
-        # vLLM's dummy initializer (drawn wide: see families.common.WIDTH).
+        # vLLM's dummy initializer (drawn wide: see families.common.WIDTH), or weights by name.
         mc = self.model_config
         model_cls, _arch = get_model_architecture(mc)
         with set_default_torch_dtype(mc.dtype), torch.device("cpu"):
             with set_current_vllm_config(self.vllm_config, check_compile=True, prefix=""):
                 model = model_cls(vllm_config=self.vllm_config, prefix="")
-        common.init_weights(model, mc)
+        common.init_weights(model, mc, by_name=self.WEIGHTS_BY_NAME)
         moe.after_weights(model)
         # CUDA kernels are chosen at construction; select vLLM's own forward_native instead.
         for m in model.modules():

@@ -28,6 +28,8 @@ class RehearsalWorker(gpu_worker.Worker):
 
     # What the runner calls once per forward (a subclass for one run sets it: see `for_run`).
     rehearse_on_forward = None
+    # The stand-in runner class it builds (a subclass for one run may name another: see `for_run`).
+    rehearse_runner = StandInModelRunner
 
     def init_device(self):
         if getattr(self, "use_v2_model_runner", False):
@@ -36,15 +38,15 @@ class RehearsalWorker(gpu_worker.Worker):
         gpu_worker.init_worker_distributed_environment(
             self.vllm_config, self.rank, self.distributed_init_method, self.local_rank, "gloo")
         shims.set_random_seed(self.model_config.seed)
-        self.model_runner = StandInModelRunner(self.vllm_config, self.device, on_forward=self.rehearse_on_forward)
+        self.model_runner = self.rehearse_runner(self.vllm_config, self.device, on_forward=self.rehearse_on_forward)
 
 
-def for_run(on_forward):
-    """The worker class of one run: RehearsalWorker whose runner reports each forward to
-    `on_forward` (a callable of no arguments; None: reported nowhere)."""
+def for_run(on_forward, runner=StandInModelRunner):
+    """The worker class of one run: RehearsalWorker whose runner (`runner`, a StandInModelRunner)
+    reports each forward to `on_forward` (a callable of no arguments; None: reported nowhere)."""
     return type("RehearsalWorker", (RehearsalWorker,), {
         "rehearse_on_forward": staticmethod(on_forward) if on_forward is not None else None,
-        "__module__": MODULE, "__qualname__": "RehearsalWorker"})
+        "rehearse_runner": runner, "__module__": MODULE, "__qualname__": "RehearsalWorker"})
 
 
 def refuse_v2():

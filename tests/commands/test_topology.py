@@ -1,0 +1,207 @@
+"""The rehearsal's topology (issue 26): `--tensor-parallel-size N` runs N ranks, one worker process
+each; not given, what `--model` needs, capped by this machine's CPUs, with the reason in the
+verdict; a size this machine or the rehearsal cannot run is one line, exit 2, before anything
+runs; a rank's failure is reported as the rank's. The target session is stood in (its answer is
+what `_remote/rehearse/` returns)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_shim_patch._remote.rehearse.families import FAMILIES
+from vllm_shim_patch.analysis import session, topology
+from vllm_shim_patch.commands.context import Context
+from vllm_shim_patch.commands.rehearse import rehearse
+from vllm_shim_patch.errors import UsageError
+from vllm_shim_patch.settings import RehearseOptions, Settings
+from vllm_shim_patch.target import Target
+
+TARGET = Target(python="/env/bin/python", python_version="3.11.7", package="speculators", version="0.3.0",
+                location=Path("/env/site"), record=(), editable=None, vllm_version="0.16.0",
+                vllm_location=Path("/env/site/vllm"))
+WORKLOAD = {"name": "quick", "calls": 2, "sequences": 4, "tokens": 129, "reorder": []}
+PASSED = {"ok": True, "outcome": "passed", "stage": "done", "iterations": 2, "failure": None, "workload": WORKLOAD,
+          "steps": {"total": 2, "chunked": 0, "reordered": 0}, "architecture": "LlamaForCausalLM", "model": "default"}
+HEAD = ("speculators 0.3.0 on vLLM 0.16.0: rehearsal passed: 2 calls, 4 sequences (129 tokens) match a per-prompt "
+        "forward row by row; chunked prefill in 0 of 2 steps; runner order differed from scheduler order in 0 "
+        "(--quick: short prompts only, no chunked prefill; run without --quick for speculators' own workload)")
+TAIL = "; rehearsed on a tiny LlamaForCausalLM; pass --model to rehearse your model's architecture"
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, reply: dict[str, Any], cpus: int = 2, target: Target = TARGET,
+         **settings: Any) -> tuple[Any, list[dict[str, Any]]]:
+    asked: list[dict[str, Any]] = []
+
+    def run_session(target: Target, **request: Any) -> session.SessionAnswer:
+        asked.append(request["rehearse"])
+        return session.SessionAnswer(None, None, reply)
+
+    monkeypatch.setattr(session, "run_session", run_session)
+    monkeypatch.setattr(topology, "usable_cpus", lambda: cpus)
+    monkeypatch.setattr(Context, "plan", lambda self, *a, **k: None)  # no rule to name
+    ctx = Context(Settings(python=target.python, **settings))
+    ctx.probe._target = target
+    return rehearse(ctx, RehearseOptions(quick=True)), asked
+
+
+def _asked(request: dict[str, Any]) -> tuple[int, int, str | None]:
+    return request["tensor_parallel_size"], request["pipeline_parallel_size"], request["topology_reason"]
+
+
+def test_by_default_one_rank_and_the_verdict_says_nothing_of_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
+    out, asked = _run(monkeypatch, {**PASSED, "topology": {"tensor_parallel_size": 1, "pipeline_parallel_size": 1,
+                                                           "reason": None}})
+    assert _asked(asked[0]) == (1, 1, None)
+    assert (out.exit_code, out.text) == (0, HEAD + TAIL)
+
+
+def test_the_size_given_is_what_runs_and_the_verdict_names_the_topology(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = {"tensor_parallel_size": 2, "pipeline_parallel_size": 1, "reason": None, "world_size": 2,
+             "output_rank": 0, "workers": "2 worker processes (fork)", "dtype": "float32"}
+    out, asked = _run(monkeypatch, {**PASSED, "topology": world}, tensor_parallel_size=2)
+    assert _asked(asked[0]) == (2, 1, None)
+    assert (out.exit_code, out.text) == (0, HEAD + "; at tensor parallel size 2, pipeline parallel 1" + TAIL)
+
+
+@pytest.mark.parametrize(("size", "cpus", "message"), [
+    (4, 2, "--tensor-parallel-size 4: the rehearsal runs one worker process per rank, and this machine has 2 CPUs "
+           "(at most --tensor-parallel-size 2)"),
+    # 8 CPUs run 8 processes: the tiny model's 4 heads are what refuses it.
+    (8, 8, "--tensor-parallel-size 8: the rehearsal's tiny model has 4 attention heads, which 8 ranks cannot share "
+           "(give 1, 2, 4)"),
+    (3, 8, "--tensor-parallel-size 3: the rehearsal's tiny model has 4 attention heads, which 3 ranks cannot share "
+           "(give 1, 2, 4)"),
+])
+def test_a_size_that_cannot_run_here_is_refused_before_the_target_is_asked(
+        monkeypatch: pytest.MonkeyPatch, size: int, cpus: int, message: str) -> None:
+    with pytest.raises(UsageError) as e:
+        _run(monkeypatch, PASSED, cpus=cpus, tensor_parallel_size=size)
+    assert str(e.value) == message
+
+
+GENERATOR_WITH_PP = '''
+class VllmHiddenStatesGenerator:
+    def __init__(self, model_path, layer_ids=None, tensor_parallel_size=1, pipeline_parallel_size=1):
+        pass
+'''
+
+
+def test_pipeline_stages_are_refused_saying_who_cannot_take_them(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    with pytest.raises(UsageError) as e:
+        _run(monkeypatch, PASSED, pipeline_parallel_size=2)
+    assert str(e.value) == ("--pipeline-parallel-size 2: speculators 0.3.0's VllmHiddenStatesGenerator takes no "
+                            "pipeline_parallel_size (its executor runs tensor parallel ranks only): rehearse with "
+                            "--tensor-parallel-size")
+    gen = tmp_path / topology.GENERATOR
+    gen.parent.mkdir(parents=True)
+    gen.write_text(GENERATOR_WITH_PP)
+    takes = Target(**{**TARGET.__dict__, "location": tmp_path})
+    with pytest.raises(UsageError) as e:
+        _run(monkeypatch, PASSED, target=takes, pipeline_parallel_size=2)
+    assert str(e.value) == ("--pipeline-parallel-size 2: the rehearsal's stand-in model runner runs no pipeline "
+                            "stages (vLLM's runner would hand IntermediateTensors from stage to stage): rehearse "
+                            "with --tensor-parallel-size")
+    _, asked = _run(monkeypatch, PASSED, pipeline_parallel_size=1)  # one stage: no pipeline, runs
+    assert _asked(asked[0]) == (1, 1, None)
+
+
+def _model(tmp_path: Path, family: str, index_bytes: float | None = None) -> Path:
+    folder = tmp_path / family
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(FAMILIES[family].PRESET))
+    if index_bytes is not None:
+        (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": index_bytes}}))
+    return folder
+
+
+@pytest.mark.parametrize(("family", "index", "cpus", "expected"), [
+    ("llama", None, 2, (1, None)),  # 8B in bfloat16: one GPU
+    ("deepseek", None, 2, (2, "your model's weights, about 1,405 GB, need tensor parallel size 8 or more on 80 GB "
+                              "GPUs; this machine's 2 CPUs run 2")),
+    ("llama", 200e9, 2, (2, "your model's weights, about 200 GB, need tensor parallel size 4 on 80 GB GPUs; this "
+                            "machine's 2 CPUs run 2")),
+    ("llama", 100e9, 2, (2, "your model's weights, about 100 GB, need tensor parallel size 2 on 80 GB GPUs")),
+    ("llama", 200e9, 1, (1, "your model's weights, about 200 GB, need tensor parallel size 4 on 80 GB GPUs; this "
+                            "machine has 1 CPU: rehearsed at 1, where no rank logic is tested")),
+])
+def test_by_default_the_size_the_model_needs_capped_by_this_machine_with_the_reason(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, family: str, index: float | None, cpus: int,
+        expected: tuple[int, str | None]) -> None:
+    folder = _model(tmp_path, family, index)
+    _, asked = _run(monkeypatch, PASSED, cpus=cpus, model=str(folder))
+    assert _asked(asked[0]) == (expected[0], 1, expected[1])
+    _, asked = _run(monkeypatch, PASSED, cpus=cpus, model=str(folder), tensor_parallel_size=1)
+    assert _asked(asked[0]) == (1, 1, None)  # given: what runs, no reason to give
+
+
+def test_the_reason_for_the_size_is_in_the_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    why = "your model's weights, about 1,405 GB, need tensor parallel size 8 or more on 80 GB GPUs; this machine's 2 CPUs run 2"
+    out, _ = _run(monkeypatch, {**PASSED, "topology": {"tensor_parallel_size": 2, "pipeline_parallel_size": 1,
+                                                       "reason": why}})
+    assert out.text == HEAD + f"; at tensor parallel size 2, pipeline parallel 1 ({why})" + TAIL
+
+
+WORLD = {"tensor_parallel_size": 2, "pipeline_parallel_size": 1, "reason": None}
+HOOK = {"file": "speculators/data_generation/custom_worker.py", "line": 100, "function": "hook",
+        "code": 'raise RuntimeError("rank 1 raises in its capture hook")'}
+
+
+def _failed(failure: dict[str, Any], stage: str = "generate-1") -> dict[str, Any]:
+    return {"ok": False, "outcome": "failed", "stage": stage, "iterations": 0, "failure": failure, "topology": WORLD,
+            "architecture": "LlamaForCausalLM", "model": "default"}
+
+
+def test_a_rank_s_failure_names_the_rank_its_frame_how_it_surfaced_and_that_no_rule_fixes_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    failure = {"exception": "RuntimeError: rank 1 raises in its capture hook", "speculators_frame": HOOK,
+               "vllm_frame": {"file": "vllm/model_executor/models/llama.py", "line": 426, "code": "x = layer("},
+               "side": "worker", "rank": 1, "tp_rank": 1, "pp_rank": 0,
+               "surfaced_as": {"exception": "RuntimeError: cancelled", "side": "main"}}
+    out, _ = _run(monkeypatch, _failed(failure, "init"))
+    assert out.exit_code == 1
+    assert out.text.splitlines() == [
+        "  exception:   RuntimeError: rank 1 raises in its capture hook",
+        f"  speculators: {HOOK['file']}:100: {HOOK['code']}",
+        "  vLLM:        vllm/model_executor/models/llama.py:426: x = layer( (in the worker)",
+        "  rank:        1 (tensor parallel rank 1, pipeline rank 0)",
+        "  surfaced as: RuntimeError: cancelled",
+        "  fix:         no rule: speculators' own rank logic",
+        f"speculators 0.3.0 on vLLM 0.16.0: rehearsal failed in init on rank 1 at {HOOK['file']}:100: RuntimeError: "
+        f"rank 1 raises in its capture hook; at tensor parallel size 2, pipeline parallel 1{TAIL}",
+    ]
+
+
+def test_a_dead_worker_is_a_failure_with_its_exit_status(monkeypatch: pytest.MonkeyPatch) -> None:
+    failure = {"exception": "worker rank 1 (VllmWorker-1) died with exit status 7", "rank": 1, "exit_status": 7,
+               "side": "worker", "speculators_frame": None, "vllm_frame": None,
+               "surfaced_as": {"exception": "RuntimeError: cancelled"}}
+    out, _ = _run(monkeypatch, _failed(failure, "generate-2"))
+    assert out.exit_code == 1
+    assert "  rank:        1" in out.text.splitlines()
+    assert out.text.splitlines()[-1] == (
+        "speculators 0.3.0 on vLLM 0.16.0: rehearsal failed in generate-2 on rank 1: worker rank 1 (VllmWorker-1) "
+        f"died with exit status 7; at tensor parallel size 2, pipeline parallel 1{TAIL}")
+
+
+def test_what_every_rank_raised_is_no_one_rank_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    failure = {"exception": "ValueError: Model X does not support hidden state extraction", "speculators_frame": HOOK,
+               "vllm_frame": None, "side": "worker", "rank": 0, "tp_rank": 0, "pp_rank": 0, "every_rank": True}
+    out, _ = _run(monkeypatch, _failed(failure, "init"))
+    assert "  rank:        every rank raised it; rank 0 first" in out.text.splitlines()
+    assert out.text.splitlines()[-1].startswith("speculators 0.3.0 on vLLM 0.16.0: rehearsal failed in init at ")
+
+
+def test_states_captured_on_another_rank_than_rank_0_are_speculators_rank_logic(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    failure = {"exception": "RuntimeError: Failed to capture hidden states from worker", "side": "main",
+               "speculators_frame": {**HOOK, "line": 295}, "vllm_frame": None, "captured_on": [1],
+               "ranks": ["rank 0 replied no captured states", "rank 1 replied 2 sequences (58 rows)"]}
+    out, _ = _run(monkeypatch, _failed(failure))
+    assert out.text.splitlines()[3:5] == [
+        "  ranks:       rank 0 replied no captured states; rank 1 replied 2 sequences (58 rows)",
+        "  fix:         no rule: speculators' own rank logic (rank 1 captured the states, tensor parallel rank 0 none)"]
