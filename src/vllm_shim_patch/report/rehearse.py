@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..analysis.rehearse import NO_MODEL_CLASS
 from ..words import plural
 
 if TYPE_CHECKING:
@@ -145,6 +146,8 @@ def headline(r: Rehearsal) -> str:
         where = failure.get("speculators_frame")
         at = f" at {where['file']}:{where['line']}" if where else ""
         return f"rehearsal failed in {a.get('stage')}{at}: {failure.get('exception', '?')}{_model(a)}"
+    if r.outcome == NO_MODEL_CLASS:
+        return f"rehearsal not run: {failure.get('exception')}"
     return f"rehearsal could not run: {failure.get('exception', a.get('outcome'))}"
 
 
