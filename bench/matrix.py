@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""The compatibility matrix: every vLLM release x every speculators release, from real runs.
+"""The compatibility matrix: every vLLM release x every speculators release (x every model family),
+from real runs.
 
-    python bench/matrix.py [--vllm X ...] [--all] [--speculators V ...] [--out docs/compatibility.md]
-    python bench/matrix.py --merge A.json B.json ... [--out docs/compatibility.md]
+    python bench/matrix.py [--vllm X ...] [--all] [--speculators V ...]
+    python bench/matrix.py --families [--vllm X ...] [--speculators V ...] [--family PRESET ...]
+    python bench/matrix.py --merge A.json B.json ...
 
 Releases: those with a committed tests/e2e/constraints-vllm-X.txt (default), the ones named with
 --vllm, or with --all every release from 0.12.0 to 0.33.0 on the package index (a release
@@ -15,18 +17,21 @@ venv holding that speculators wheel (--no-deps) that sees the release's venv thr
 file, as the real-vLLM tests do: `patch-speculators --vllm-version X` (apply: plan, write,
 verify, rehearse, commit or restore), `status --json` (the rules applied), `rehearse` (the
 package as apply left it), `rollback`, and a check that every file is RECORD-exact afterwards.
-Written: the Markdown table (one row per release, one column per speculators release: the
-final verdict line and exit code of apply and of rehearse, the rules applied, rollback), the
-date and the tool's commit; with --json-out the raw results too. Not run in CI: a
-release venv is ~11 GB and each cell takes a minute or two on CPU.
+With --families: apply without its rehearsal, then `rehearse --arch PRESET --json` for every
+model family's preset (or the --family ones), then rollback.
 
---merge writes the table from the --json-out files of several runs, running nothing: a
-release in more than one file is taken whole from the last; the table names every run's date
-and commit. Two halves side by side, one per core, each with its own output:
+What a run measured is merged into docs/compatibility.json (the data: a release's package cells
+taken whole from the last run that has it, a family's rehearsal from the last run that has it),
+and both pages are written from it: docs/compatibility.md (glanceable grids: the package, and one
+per speculators release for the families) and docs/compatibility-details.md (every verdict line,
+exit code and wall time), with each run's date and the tool's commit. --json-out also writes the
+run's own results. --merge writes the data and the pages from --json-out files, running nothing.
+Not run in CI: a release venv is ~11 GB and each cell takes a minute or two on CPU. Two halves
+side by side, one per core, each with its own output:
 
-    python bench/matrix.py --vllm 0.12.0 ... --out /tmp/a.md --json-out /tmp/a.json &
-    python bench/matrix.py --vllm 0.24.0 ... --out /tmp/b.md --json-out /tmp/b.json
-    python bench/matrix.py --merge /tmp/a.json /tmp/b.json
+    python bench/matrix.py --vllm 0.12.0 ... --json-out /tmp/a.json --data /tmp/a-all.json &
+    python bench/matrix.py --vllm 0.24.0 ... --json-out /tmp/b.json --data /tmp/b-all.json
+    python bench/matrix.py --merge docs/compatibility.json /tmp/a.json /tmp/b.json
 """
 
 from __future__ import annotations
@@ -42,7 +47,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,16 +54,16 @@ E2E = REPO / "tests" / "e2e"
 BUILD_ENV = E2E / "build_env.py"
 sys.path.insert(0, str(REPO / "tests"))
 import realdata  # noqa: E402
+from _matrix_doc import (  # noqa: E402
+    Cell, FamilyCell, FamilyRun, Matrix, Step, load, merge, render, render_details, version_key,
+)
 
 LOWEST, HIGHEST = (0, 12, 0), (0, 33, 0)
+DOCS = REPO / "docs"
 
 
 def log(msg: str) -> None:
     print(f"[matrix] {msg}", file=sys.stderr, flush=True)
-
-
-def version_key(v: str) -> tuple[int, ...]:
-    return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[.]", v))
 
 
 def constrained_releases() -> list[str]:
@@ -104,34 +108,17 @@ def purelib(python: Path) -> Path:
                                capture_output=True, text=True, check=True).stdout.strip())
 
 
-@dataclass
-class Step:
-    argv: list[str]
-    rc: int
-    verdict: str  # the command's first line on stdout (its final verdict)
-    seconds: float
-    stderr_tail: str = ""
-
-
-@dataclass
-class Cell:
-    vllm: str
-    speculators: str
-    apply: Step | None = None
-    rules: list[str] = field(default_factory=list)
-    state: str = ""
-    rehearse: Step | None = None
-    rollback: Step | None = None
-    record_exact: bool | None = None
-    record_problems: list[str] = field(default_factory=list)
-
-
 def tool() -> list[str]:
     script = Path(sys.executable).parent / "patch-speculators"
     return [str(script)] if script.is_file() else [sys.executable, "-m", "vllm_shim_patch"]
 
 
 def run_tool(python: Path, state: Path, *args: str, timeout: float = 1800) -> Step:
+    return run_tool_output(python, state, *args, timeout=timeout)[0]
+
+
+def run_tool_output(python: Path, state: Path, *args: str, timeout: float = 1800) -> tuple[Step, str]:
+    """The command's Step and its whole stdout."""
     argv = [*tool(), "--python", str(python), "--state-dir", str(state), *args]
     env = {k: v for k, v in os.environ.items() if not k.startswith("VSP_TEST_") and k != "PYTHONPATH"}
     env["NO_COLOR"] = "1"
@@ -141,7 +128,7 @@ def run_tool(python: Path, state: Path, *args: str, timeout: float = 1800) -> St
     # multi-line exception message, such as pydantic's "For further information" line).
     lines = proc.stdout.strip().splitlines() or proc.stderr.strip().splitlines() or ["(no output)"]
     return Step(argv[len(tool()):], proc.returncode, lines[0], time.monotonic() - t0,
-                proc.stderr[-2000:])
+                proc.stderr[-2000:]), proc.stdout
 
 
 def record_mismatches(site: Path) -> list[str]:
@@ -165,26 +152,80 @@ def record_mismatches(site: Path) -> list[str]:
 
 def run_cell(vllm: str, env_python: Path, spec: str) -> Cell:
     cell = Cell(vllm, spec)
-    wheel = realdata.speculators_wheel(spec)
     with tempfile.TemporaryDirectory(prefix=f"vsp-matrix-{vllm}-{spec}-") as tmp:
         root = Path(tmp)
-        subprocess.run([str(env_python), "-m", "venv", "--without-pip", str(root / "venv")], check=True)
-        python = root / "venv" / "bin" / "python"
-        site = purelib(python)
-        subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
-                        "--no-deps", str(wheel)], check=True, capture_output=True)
-        # After the sandbox's own site-packages: its speculators wins, the release's vLLM is found.
-        (site / f"zz-vllm-{vllm}.pth").write_text(f"{purelib(env_python)}\n")
+        python, site = sandbox(root, vllm, env_python, spec)
         state = root / "state"
         cell.apply = run_tool(python, state, "--vllm-version", vllm)
-        proc = subprocess.run([*tool(), "--python", str(python), "--state-dir", str(state),
-                               "status", "--json"], capture_output=True, text=True, check=False)
-        try:
-            info = json.loads(proc.stdout)
-            cell.rules, cell.state = list(info.get("rules") or []), str(info.get("state", ""))
-        except ValueError:
-            cell.state = f"status failed (exit {proc.returncode})"
+        cell.rules, cell.state = status_rules(python, state)
         cell.rehearse = run_tool(python, state, "rehearse")
+        cell.rollback = run_tool(python, state, "rollback")
+        cell.record_problems = record_mismatches(site)
+        cell.record_exact = not cell.record_problems
+    return cell
+
+
+def sandbox(root: Path, vllm: str, env_python: Path, spec: str) -> tuple[Path, Path]:
+    """A venv with the speculators wheel that sees the release's vLLM: (its python, its site)."""
+    subprocess.run([str(env_python), "-m", "venv", "--without-pip", str(root / "venv")], check=True)
+    python = root / "venv" / "bin" / "python"
+    site = purelib(python)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
+                    "--no-deps", str(realdata.speculators_wheel(spec))], check=True, capture_output=True)
+    # After the sandbox's own site-packages: its speculators wins, the release's vLLM is found.
+    (site / f"zz-vllm-{vllm}.pth").write_text(f"{purelib(env_python)}\n")
+    return python, site
+
+
+def status_rules(python: Path, state: Path) -> tuple[list[str], str]:
+    proc = subprocess.run([*tool(), "--python", str(python), "--state-dir", str(state), "status", "--json"],
+                          capture_output=True, text=True, check=False)
+    try:
+        info = json.loads(proc.stdout)
+        return list(info.get("rules") or []), str(info.get("state", ""))
+    except ValueError:
+        return [], f"status failed (exit {proc.returncode})"
+
+
+def presets() -> list[str]:
+    """Every family's --arch preset, in the family table's order (each family's own first)."""
+    from vllm_shim_patch.analysis.rehearse import families
+
+    table = families()
+    return [n for f in table.FAMILIES.values() for n in (f.NAME, *f.PRESETS)]
+
+
+def rehearse_family(python: Path, state: Path, preset: str) -> FamilyRun:
+    """`rehearse --arch PRESET --json` on the package as apply left it."""
+    from vllm_shim_patch.analysis.rehearse import interpret
+    from vllm_shim_patch.report.rehearse import headline
+
+    step, stdout = run_tool_output(python, state, "rehearse", "--arch", preset, "--json")
+    try:
+        data = json.loads(stdout)
+    except ValueError:
+        return FamilyRun(preset, "?", step.rc, "error", f"no JSON answer: {step.verdict}", step.seconds,
+                         step.stderr_tail[-500:])
+    failure = data.get("failure") or {}
+    checks = data.get("checks") or []
+    return FamilyRun(preset, str(data.get("architecture") or "?"), step.rc, str(data.get("outcome")),
+                     headline(interpret(data, None)), step.seconds,
+                     "" if step.rc == 0 else str(failure.get("exception") or ""),
+                     data.get("max_rel_diff"), f"{sum(1 for c in checks if c.get('ok'))}/{len(checks)}")
+
+
+def run_family_cell(vllm: str, env_python: Path, spec: str, names: list[str], when: str, commit: str) -> FamilyCell:
+    cell = FamilyCell(vllm, spec, when, commit)
+    with tempfile.TemporaryDirectory(prefix=f"vsp-matrix-{vllm}-{spec}-") as tmp:
+        root = Path(tmp)
+        python, site = sandbox(root, vllm, env_python, spec)
+        state = root / "state"
+        cell.apply = run_tool(python, state, "--vllm-version", vllm, "--no-rehearse")
+        cell.rules, _ = status_rules(python, state)
+        for name in names:
+            run = rehearse_family(python, state, name)
+            log(f"vLLM {vllm} x speculators {spec} x {name}: exit {run.rc} {run.outcome} ({run.seconds:.0f} s)")
+            cell.runs.append(run)
         cell.rollback = run_tool(python, state, "rollback")
         cell.record_problems = record_mismatches(site)
         cell.record_exact = not cell.record_problems
@@ -199,92 +240,22 @@ def git_commit() -> str:
     return rev + (" (with uncommitted changes)" if dirty else "")
 
 
-def md(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
-def render_cell(c: Cell) -> str:
-    assert c.apply and c.rehearse and c.rollback
-    parts = [f"**apply** (exit {c.apply.rc}): {md(c.apply.verdict)}",
-             f"**rehearse** (exit {c.rehearse.rc}): {md(c.rehearse.verdict)}",
-             "**rules**: " + (", ".join(f"`{r}`" for r in c.rules) if c.rules
-                              else f"none recorded (state: {c.state or 'not tracked'})"),
-             f"**rollback** (exit {c.rollback.rc}): "
-             + ("RECORD-exact" if c.record_exact else "NOT RECORD-exact: " + md("; ".join(c.record_problems[:5])))]
-    return "<br>".join(parts)
-
-
-def render(cells: list[Cell], builds: dict[str, float], specs: list[str], when: str, commit: str) -> str:
-    releases = sorted({c.vllm for c in cells}, key=version_key)
-    by = {(c.vllm, c.speculators): c for c in cells}
-    lines = [
-        "# Compatibility: speculators on each vLLM release",
-        "",
-        "Generated by `python bench/matrix.py` from real runs (do not edit by hand): each vLLM",
-        "release really installed from its `tests/e2e/constraints-vllm-X.txt` (CPU machine, the CUDA",
-        "build of torch from PyPI, imported only), each speculators release installed `--no-deps`",
-        "into a venv that sees it; then `patch-speculators --vllm-version X` (apply: verify and",
-        "rehearse, commit or restore), `rehearse` on what apply left, and `rollback`, checked",
-        "RECORD-exact afterwards. A cell gives each command's final line and exit code (apply: 0",
-        "patched and rehearsed, 1 a check failed or the rehearsal could not run; rehearse: 0 pass, 1",
-        "fail, 2 cannot run) and the rules apply recorded.",
-        "",
-        f"Generated {when} with vllm-shim-patch at commit {commit}.",
-        "",
-        "| vLLM | " + " | ".join(f"speculators {s}" for s in specs) + " |",
-        "|---|" + "---|" * len(specs),
-    ]
-    for rel in releases:
-        row = [render_cell(by[(rel, s)]) if (rel, s) in by else "not run" for s in specs]
-        lines.append(f"| {rel} | " + " | ".join(row) + " |")
-    lines += ["", "Wall times on this machine (2 cores, shared):", "",
-              "| vLLM | venv (build or reuse) | " + " | ".join(f"{s}: apply / rehearse / rollback" for s in specs) + " |",
-              "|---|---|" + "---|" * len(specs)]
-    for rel in releases:
-        row = []
-        for s in specs:
-            c = by.get((rel, s))
-            row.append(f"{c.apply.seconds:.0f} s / {c.rehearse.seconds:.0f} s / {c.rollback.seconds:.0f} s"
-                       if c and c.apply and c.rehearse and c.rollback else "")
-        lines.append(f"| {rel} | {builds.get(rel, 0):.0f} s | " + " | ".join(row) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def write(out: Path, json_out: Path | None, cells: list[Cell], builds: dict[str, float], specs: list[str],
-          when: str, commit: str) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(cells, builds, specs, when, commit))
+def write(data: Path, measured: Matrix, json_out: Path | None, specs: list[str]) -> Matrix:
+    """The run's results into the data (and --json-out), both pages from the data."""
     if json_out:
-        json_out.write_text(json.dumps({"generated": when, "commit": commit, "builds_s": builds,
-                                        "cells": [asdict(c) for c in cells]}, indent=2) + "\n")
+        json_out.write_text(measured.as_json())
+    merged = merge([load(data), measured] if data.is_file() else [measured])
+    data.parent.mkdir(parents=True, exist_ok=True)
+    data.write_text(merged.as_json())
+    pages(merged, data.parent, specs)
+    return merged
 
 
-def load_cells(path: Path) -> tuple[str, str, dict[str, float], list[Cell]]:
-    """A --json-out file's date, commit, build seconds and cells."""
-    data = json.loads(path.read_text())
-    cells = []
-    for raw in data["cells"]:
-        steps = {k: Step(**raw[k]) if raw.get(k) else None for k in ("apply", "rehearse", "rollback")}
-        cells.append(Cell(**{**raw, **steps}))
-    return data["generated"], data["commit"], data["builds_s"], cells
-
-
-def merge(paths: list[Path], out: Path, json_out: Path | None, specs: list[str]) -> int:
-    runs = [load_cells(p) for p in paths]
-    by: dict[tuple[str, str], Cell] = {}
-    builds: dict[str, float] = {}
-    for _, _, run_builds, cells in runs:
-        builds.update(run_builds)
-        # A release is taken whole from the last run that has it, never mixed from two.
-        releases = {c.vllm for c in cells}
-        by = {key: c for key, c in by.items() if key[0] not in releases}
-        by.update({(c.vllm, c.speculators): c for c in cells})
-    when = ", ".join(sorted({w for w, _, _, _ in runs}))
-    commit = ", ".join(sorted({c for _, c, _, _ in runs}))
-    cells = list(by.values())
-    write(out, json_out, cells, builds, specs, when, commit)
-    log(f"wrote {out} from {len(paths)} runs ({len(cells)} cells)")
-    return 0 if all(c.record_exact for c in cells) else 1
+def pages(m: Matrix, folder: Path, specs: list[str]) -> None:
+    releases = sorted({*constrained_releases(), *(c.vllm for c in m.cells), *(c.vllm for c in m.family_cells)},
+                      key=version_key)
+    (folder / "compatibility.md").write_text(render(m, releases, presets(), specs))
+    (folder / "compatibility-details.md").write_text(render_details(m, specs))
 
 
 def main() -> int:
@@ -293,39 +264,55 @@ def main() -> int:
     ap.add_argument("--all", action="store_true", help="every release 0.12.0..0.33.0 on the index")
     ap.add_argument("--speculators", action="append", metavar="V",
                     help=f"a speculators release (repeatable; default: {', '.join(realdata.SPECULATORS)})")
-    ap.add_argument("--out", type=Path, default=REPO / "docs" / "compatibility.md")
+    ap.add_argument("--families", action="store_true",
+                    help="rehearse every model family's --arch preset after apply (release x speculators x family)")
+    ap.add_argument("--family", action="append", metavar="PRESET", help="with --families: only these (repeatable)")
+    ap.add_argument("--data", type=Path, default=DOCS / "compatibility.json",
+                    help="the merged data, and the folder the pages are written to (default: docs/)")
     ap.add_argument("--json-out", type=Path, default=None,
-                    help="also write the raw results (argv, exit codes, stderr tails) as JSON")
+                    help="also write this run's own results (argv, exit codes, stderr tails) as JSON")
     ap.add_argument("--merge", nargs="+", type=Path, metavar="JSON",
-                    help="write the table from these --json-out files; run nothing")
+                    help="write the data and the pages from these files (later ones win); run nothing")
     args = ap.parse_args()
+    specs = list(realdata.SPECULATORS)
     if args.merge:
-        if args.vllm or args.all:
-            ap.error("--merge runs nothing: leave out --vllm and --all")
-        return merge(args.merge, args.out, args.json_out, args.speculators or list(realdata.SPECULATORS))
+        if args.vllm or args.all or args.families:
+            ap.error("--merge runs nothing: leave out --vllm, --all and --families")
+        merged = merge([load(p) for p in args.merge])
+        args.data.write_text(merged.as_json())
+        pages(merged, args.data.parent, specs)
+        log(f"wrote {args.data} and its pages from {len(args.merge)} files")
+        return 0
     releases = index_releases() if args.all else (args.vllm or constrained_releases())
-    specs = args.speculators or list(realdata.SPECULATORS)
+    run_specs = args.speculators or specs
+    names = args.family or presets()
+    unknown = sorted(set(names) - set(presets()))
+    if unknown:
+        ap.error(f"--family {', '.join(unknown)}: no such preset (known: {', '.join(presets())})")
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    commit = git_commit()
-    cells: list[Cell] = []
-    builds: dict[str, float] = {}
+    measured = Matrix(when, git_commit())
     for rel in releases:
         try:
-            env_python, builds[rel] = release_python(rel)
+            env_python, measured.builds_s[rel] = release_python(rel)
         except RuntimeError as exc:
             log(str(exc))
             continue
-        log(f"vLLM {rel}: venv {env_python.parent.parent} ({builds[rel]:.0f} s)")
-        for spec in specs:
+        log(f"vLLM {rel}: venv {env_python.parent.parent} ({measured.builds_s[rel]:.0f} s)")
+        for spec in run_specs:
+            if args.families:
+                measured.family_cells.append(run_family_cell(rel, env_python, spec, names, when, measured.commit))
+                continue
             cell = run_cell(rel, env_python, spec)
             assert cell.apply and cell.rehearse
             log(f"vLLM {rel} x speculators {spec}: apply {cell.apply.rc}, rehearse {cell.rehearse.rc}, "
                 f"RECORD-exact {cell.record_exact} ({cell.apply.seconds:.0f}+{cell.rehearse.seconds:.0f} s)")
-            cells.append(cell)
-        # After every release, so a run stopped part-way keeps the rows it measured.
-        write(args.out, args.json_out, cells, builds, specs, when, commit)
-    write(args.out, args.json_out, cells, builds, specs, when, commit)
-    log(f"wrote {args.out}" + (f" and {args.json_out}" if args.json_out else ""))
+            measured.cells.append(cell)
+            # After every release, so a run stopped part-way keeps what it measured.
+        write(args.data, measured, args.json_out, specs)
+    if args.families and not measured.family_cells:
+        return 1
+    log(f"wrote {args.data} and its pages" + (f", and {args.json_out}" if args.json_out else ""))
+    cells = [*measured.cells, *measured.family_cells]
     return 0 if all(c.record_exact for c in cells) else 1
 
 

@@ -4,9 +4,10 @@ speculators 0.3.0's `_setup_hidden_states_capture` refuses every model that is n
 `SupportsEagle3` and then takes `model.model`. vLLM loads families that are `SupportsEagle` only
 (DeepseekV2ForCausalLM, so DeepSeek-V3 and Kimi-K2) and multimodal wrappers that are neither
 (KimiK25ForConditionalGeneration), whose base model sits under `get_language_model()`
-(Qwen3-VL's wrapper has no `model` at all). The worker needs only a base model with `layers`:
-the gate goes, the base model is found as 0.4.0 finds it, and a model without one fails with
-0.3.0's own message. The gate's import goes when nothing else uses it.
+(Qwen3-VL's wrapper has no `model` at all), or is the language model itself (vLLM 0.15's
+Kimi-K2.5: a DeepseekV2Model). The worker needs only a base model with `layers`: the gate goes,
+the base model is found as 0.4.0 finds it (with `worker-language-model-stack`'s fix), and a model
+without one fails with 0.3.0's own message. The gate's import goes when nothing else uses it.
 
 Acts only where the gate and the `model.model` line are exactly speculators 0.3.0's.
 """
@@ -26,10 +27,10 @@ if not supports_eagle3(model):
 BASE_MODEL = "base_model = model.model"
 
 FOUND = '''
-# Not only SupportsEagle3 models: vLLM's DeepSeek-V2/V3 are SupportsEagle, and a multimodal
-# wrapper (Kimi-K2.5, Qwen3-VL) is neither and keeps its base model under get_language_model().
+# Not only SupportsEagle3 models: vLLM's DeepSeek-V2/V3 are SupportsEagle; a multimodal wrapper (Kimi-K2.5,
+# Qwen3-VL) is neither: its base model is its language model's, or that model itself (vLLM 0.15's Kimi-K2.5).
 if hasattr(model, "get_language_model"):
-    base_model = getattr(model.get_language_model(), "model", None)
+    base_model = lm if hasattr(lm := model.get_language_model(), "layers") else getattr(lm, "model", None)
 else:
     base_model = getattr(model, "model", None)
 if not hasattr(base_model, "layers"):

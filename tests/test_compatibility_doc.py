@@ -1,42 +1,70 @@
-"""docs/compatibility.md (written by bench/matrix.py from real runs) covers what the project
-commits to: a row for every release with a committed constraints file, a cell for every
-speculators release the tool patches, each cell the four parts the matrix writes. A new
-constraints file without a matrix run, or a table cut short, fails here."""
+"""docs/compatibility.md and docs/compatibility-details.md (written by bench/matrix.py from real
+runs, kept in docs/compatibility.json) cover what the project commits to: a row for every release
+with a committed constraints file, a cell for every speculators release the tool patches, each
+package cell the four parts the matrix writes; a family grid per speculators release the families
+ran on, a column per `--arch` preset, each cell what the family table says it must be (no model
+class exactly where the release predates the architecture's first release, a pass everywhere
+else). Both pages are what the data render to. A new constraints file without a matrix run, a
+table cut short, or a family that no longer passes where it ran fails here."""
 
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import realdata
 
+from vllm_shim_patch._remote.rehearse import families
+
 REPO = Path(__file__).resolve().parents[1]
-DOC = REPO / "docs" / "compatibility.md"
+sys.path.insert(0, str(REPO / "bench"))
+import _matrix_doc as doc  # noqa: E402
+
+DOCS = REPO / "docs"
+GRIDS, DETAILS, DATA = DOCS / "compatibility.md", DOCS / "compatibility-details.md", DOCS / "compatibility.json"
 RELEASES = sorted(
     (p.name[len("constraints-vllm-"):-len(".txt")] for p in (REPO / "tests" / "e2e").glob("constraints-vllm-*.txt")),
     key=lambda v: tuple(int(n) for n in v.split(".")),
 )
 CELL = re.compile(r"^\*\*apply\*\* \(exit -?\d+\): .+<br>\*\*rehearse\*\* \(exit -?\d+\): .+<br>\*\*rules\*\*: .+"
                   r"<br>\*\*rollback\*\* \(exit -?\d+\): .+$")
+PRESETS = [n for f in families.FAMILIES.values() for n in (f.NAME, *f.PRESETS)]
+# The family matrix's floor (issue 27): these releases ran every family on both speculators.
+FAMILY_RELEASES: tuple[str, ...] = ()  # raised to the releases run once the family runs are in the data
+FAMILY_SPECULATORS = (realdata.OLD_SPECULATORS, realdata.NEW_SPECULATORS)
 
 
-def _rows() -> list[tuple[str, list[str]]]:
-    """The verdict table's rows (release, cells); the wall-time table after it is not read."""
-    text = DOC.read_text()
-    table = text.split("\n\n| vLLM | speculators", 1)[1].split("\n\n", 1)[0]
-    rows = []
-    for line in table.splitlines()[2:]:
-        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
-        rows.append((cells[0], cells[1:]))
-    return rows
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+
+def _table(text: str, header: str) -> list[list[str]]:
+    """The rows (cells) of the table whose header row starts with `header`."""
+    table = text.split(f"\n\n{header}", 1)[1].split("\n\n", 1)[0]
+    return [_cells(line) for line in table.splitlines()[2:]]
+
+
+def _version(v: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in v.split()[0].split("."))
+
+
+def test_the_pages_are_what_the_data_render_to() -> None:
+    data = doc.load(DATA)
+    releases = sorted({*RELEASES, *(c.vllm for c in data.cells), *(c.vllm for c in data.family_cells)},
+                      key=doc.version_key)
+    specs = list(realdata.SPECULATORS)
+    assert GRIDS.read_text() == doc.render(data, releases, PRESETS, specs), "run: python bench/matrix.py --merge"
+    assert DETAILS.read_text() == doc.render_details(data, specs), "run: python bench/matrix.py --merge"
 
 
 def test_every_committed_release_has_a_row_with_a_cell_per_speculators_release() -> None:
-    header = DOC.read_text().split("\n\n| vLLM | ", 1)[1].splitlines()[0]
+    text = DETAILS.read_text()
+    header = text.split("\n\n| vLLM | ", 1)[1].splitlines()[0]
     assert header == " | ".join(f"speculators {s}" for s in realdata.SPECULATORS) + " |"
-    rows = _rows()
-    assert [release for release, _ in rows] == RELEASES
-    for release, cells in rows:
+    rows = _table(text, "| vLLM | speculators")
+    assert [release for release, *_ in rows] == RELEASES
+    for release, *cells in rows:
         assert len(cells) == len(realdata.SPECULATORS), release
         for spec, cell in zip(realdata.SPECULATORS, cells):
             assert CELL.match(cell), (release, spec, cell[:200])
@@ -44,6 +72,48 @@ def test_every_committed_release_has_a_row_with_a_cell_per_speculators_release()
 
 
 def test_every_rollback_in_the_table_is_record_exact() -> None:
-    for release, cells in _rows():
+    for release, *cells in _table(DETAILS.read_text(), "| vLLM | speculators"):
         for spec, cell in zip(realdata.SPECULATORS, cells):
             assert cell.endswith("**rollback** (exit 0): RECORD-exact"), (release, spec)
+    for cell in doc.load(DATA).family_cells:
+        assert (cell.record_exact, cell.rollback and cell.rollback.rc) == (True, 0), (cell.vllm, cell.speculators)
+
+
+def test_the_package_grid_has_a_symbol_for_every_release_and_speculators_release() -> None:
+    text = GRIDS.read_text()
+    assert "\n".join(f"- {s} {words}" for s, words in doc.LEGEND) in text
+    rows = _table(text, "| vLLM | speculators")
+    assert [release for release, *_ in rows] == RELEASES
+    assert all(cells == [doc.PASS] * len(realdata.SPECULATORS) for _, *cells in rows), rows
+
+
+def test_each_family_grid_holds_to_the_family_table() -> None:
+    """A column per preset; each cell run is "no model class" exactly where the release predates
+    the first release with the preset's architecture (families' FIRST_RELEASE), a pass elsewhere."""
+    text = GRIDS.read_text()
+    ran_on = {c.speculators for c in doc.load(DATA).family_cells}
+    for spec in FAMILY_SPECULATORS:
+        if spec not in ran_on and not FAMILY_RELEASES:
+            continue
+        head = text.split(f"## Model families, speculators {spec}\n", 1)[1]
+        header = head.split("\n\n| vLLM | ", 1)[1].splitlines()[0]
+        assert header == " | ".join(f"`{p}`" for p in PRESETS) + " |"
+        rows = {re.sub(r"^\[([^]]+)\].*$", r"\1", release): cells for release, *cells in _table(head, "| vLLM | ")}
+        assert list(rows) == RELEASES
+        ran = {release for release, cells in rows.items() if doc.NOT_RUN not in cells}
+        assert set(FAMILY_RELEASES) <= ran, (spec, sorted(set(FAMILY_RELEASES) - ran))
+        for release, cells in rows.items():
+            for preset, cell in zip(PRESETS, cells):
+                if cell == doc.NOT_RUN:
+                    continue
+                family, config = families.preset(preset)
+                arch = config["architectures"][0]
+                first = families.first_release(family, arch)
+                want = doc.NO_CLASS if _version(release) < _version(first) else doc.PASS
+                assert cell == want, (spec, release, preset, cell)
+
+
+def test_the_data_name_the_run_of_every_family_cell() -> None:
+    for cell in doc.load(DATA).family_cells:
+        assert cell.generated and cell.commit and "uncommitted" not in cell.commit, (cell.vllm, cell.speculators)
+        assert sorted(r.family for r in cell.runs) == sorted(PRESETS), (cell.vllm, cell.speculators)

@@ -59,8 +59,8 @@ def test_the_timeout_option_is_what_the_target_is_given_and_what_the_message_say
         2, ["cannot rehearse", "timed out after 5 s (the machine is busy? pass --timeout)"])
 
 
-@pytest.mark.parametrize(("outcome", "code"), [("passed", 0), ("failed", 1), ("cannot_rehearse", 2), ("timeout", 2),
-                                               ("error", 2)])
+@pytest.mark.parametrize(("outcome", "code"), [("passed", 0), ("failed", 1), ("cannot_rehearse", 2),
+                                               ("no_model_class", 2), ("timeout", 2), ("error", 2)])
 def test_each_outcome_has_its_exit_code(monkeypatch: pytest.MonkeyPatch, outcome: str, code: int) -> None:
     reply = {"ok": outcome == "passed", "outcome": outcome, "stage": "generate-1", "iterations": 1,
              "failure": None if outcome == "passed" else {"exception": "x"}}
@@ -68,6 +68,21 @@ def test_each_outcome_has_its_exit_code(monkeypatch: pytest.MonkeyPatch, outcome
         monkeypatch.setattr(Context, "plan", lambda self, *a, **k: None)  # no rule to name: no plan needed
     assert _run(monkeypatch, reply)[0].exit_code == code
 
+
+
+def test_a_vllm_without_the_model_class_says_so_not_that_it_cannot_rehearse(monkeypatch: pytest.MonkeyPatch) -> None:
+    run = answer.Run()
+    run.stage = "setup"
+    reply = answer.answer(run, False, answer.NO_MODEL_CLASS,
+                          answer.NoModelClass("KimiK25ForConditionalGeneration", "0.15.0").failure())
+    out, _ = _run(monkeypatch, reply, quick=True)
+    assert out.exit_code == 2
+    assert out.text == (
+        "speculators 0.3.0 on vLLM 0.16.0: rehearsal not run: this vLLM has no model class for "
+        "KimiK25ForConditionalGeneration (it cannot load your model, patched or not; first release with it: 0.15.0)")
+    assert (out.data["outcome"], out.data["failure"]["architecture"], out.data["failure"]["first_release"]) == (
+        "no_model_class", "KimiK25ForConditionalGeneration", "0.15.0")
+    assert "cannot rehearse" not in out.text
 
 
 def test_the_help_says_the_default_timeout() -> None:

@@ -57,7 +57,7 @@ def crosscheck(run, work, family, adapter, S, config):
         if hasattr(m, "_compute_cos_sin_cache") and hasattr(m, "cos_sin_cache"):
             m.cos_sin_cache = m._compute_cos_sin_cache().to(torch.float32)
     loaded = target.load_weights((prefix + k, v) for k, v in hf.state_dict().items())
-    moe.after_weights(model)
+    moe.after_weights(model, adapter.worker_of(S).model_runner.vllm_config)
     rng = random.Random(3)
     prompt = [rng.randrange(3, text.vocab_size) for _ in range(300)]
     ours = common.reference_states(model, base, prompt, work.layers, adapter.forward_of(S))

@@ -3,8 +3,9 @@
 CI's releases (realdata.CI_RELEASES: 0.12.0, the reference, 0.33.0) are built on demand by
 `tests/e2e/build_env.py --vllm X` (from a cold cache in CI: one shared uv cache, so each costs
 little more than its own packages) and their outcome is asserted exactly, from the EXPECTED table
-below: apply, rehearse and rollback through the CLI in a small venv that sees the release's vLLM,
-the verdict lines included. Where a break no rule fixes yet stops the run, the table names that
+below: apply, rehearse, the short rehearsal of two model families (Kimi-K2.5, Qwen3-MoE; the
+reference release's families are test_families_realvllm.py's) and rollback through the CLI in a
+small venv that sees the release's vLLM, the verdict lines included. Where a break no rule fixes yet stops the run, the table names that
 break (it documents the state; a change in it, better or worse, fails the test until the table is
 updated). Every other release with a committed constraints file runs only when asked for
 (VSP_TEST_OTHER_RELEASES=1) and only where its venv is built (`--cached-only`; not built: skipped,
@@ -48,9 +49,9 @@ RULES_ON_012 = (
     "generator-abort-completed", "generator-results-by-request", "generator-flush-finished",
     "executor-sample-tokens", "collective-rpc-single-reply",
 )
-# speculators 0.4.0 has upstream's fixes of the vLLM breaks: what is left is the capture hooks (the
-# family rules) and its string order of request ids.
-RULES_ON_040 = ("worker-capture-hooks", "generator-results-in-input-order")
+# speculators 0.4.0 has upstream's fixes of the vLLM breaks: what is left is the family rules (a
+# language model that is the decoder stack, the capture hooks) and its string order of request ids.
+RULES_ON_040 = ("worker-language-model-stack", "worker-capture-hooks", "generator-results-in-input-order")
 # vLLM 0.33.0: its three moves, the KV cache layout, the V1 runner and transformers 5.20's schema
 # rebuild on top (5.20 still has modeling_attn_mask_utils: the EAGLE fallback is not needed).
 RULES_ON_033 = (
@@ -63,10 +64,32 @@ RULES_ON_033 = (
     "pydantic-rebuild-torch-namespace",
 )
 RULES_040_ON_033 = (
-    "worker-capture-hooks", "unify-hybrid-kv-cache-specs-move", "get-kv-cache-groups-uniform-spec-move",
-    "get-kv-cache-config-from-groups-move", "request-drop-eos-token-id", "generator-results-in-input-order",
+    "worker-language-model-stack", "worker-capture-hooks", "unify-hybrid-kv-cache-specs-move",
+    "get-kv-cache-groups-uniform-spec-move", "get-kv-cache-config-from-groups-move", "request-drop-eos-token-id", "generator-results-in-input-order",
     "kv-cache-resolve-layout", "generator-v1-runner", "pydantic-rebuild-torch-namespace",
 )
+
+
+# Each CI release also rehearses Kimi-K2.5 (MLA, MoE, a multimodal wrapper) and Qwen3-MoE (plain
+# MoE) after apply, the short workload (the stand-ins fit or not at build and first forward; every
+# family's full workload is docs/compatibility.md's). The reference release's families are
+# tests/e2e/test_families_realvllm.py's, every preset on both speculators.
+FAMILIES = ("kimi-k2.5", "qwen3-moe")
+QUICK = ("rehearsal passed: 2 calls, 4 sequences (129 tokens) match a per-prompt forward row by row; chunked "
+         "prefill in 0 of 2 steps; runner order differed from scheduler order in 0 (--quick: short prompts only, "
+         "no chunked prefill; run without --quick for speculators' own workload)")
+NO_KIMI = ("rehearsal not run: this vLLM has no model class for KimiK25ForConditionalGeneration (it cannot load "
+           "your model, patched or not; first release with it: 0.15.0)")
+
+
+def _families(*verdicts: tuple[str, int, str]) -> tuple[tuple[str, int, str], ...]:
+    """(preset, exit code, the words after the architecture's verdict head) per family."""
+    return verdicts
+
+
+PASSING_FAMILIES = _families(
+    ("kimi-k2.5", 0, f"{QUICK}; on a tiny KimiK25ForConditionalGeneration (--arch preset)"),
+    ("qwen3-moe", 0, f"{QUICK}; on a tiny Qwen3MoeForCausalLM (--arch preset)"))
 
 
 @dataclass(frozen=True)
@@ -78,6 +101,7 @@ class Outcome:
     rehearse_rc: int
     rehearse: str
     rollback: str
+    families: tuple[tuple[str, int, str], ...] = ()  # `rehearse --arch PRESET --quick` after apply
 
 
 # (vLLM release, speculators release) -> today's outcome, for exactly CI's releases x SPECULATORS.
@@ -89,14 +113,16 @@ EXPECTED = {
         "patched", RULES_ON_012,
         0, f"speculators 0.3.0 on vLLM 0.12.0: {PARITY_PASSED}{DEFAULT_MODEL}",
         "rolled back speculators 0.3.0 to original: restored 2 files; sha256 equal to RECORD for all 52 files",
+        _families(("kimi-k2.5", 2, NO_KIMI), PASSING_FAMILIES[1]),
     ),
     ("0.12.0", "0.4.0"): Outcome(
         0,
-        "patched speculators 0.4.0 for vLLM 0.12.0: 4 edits in 2 files; vLLM 0.12.0 (static); "
+        "patched speculators 0.4.0 for vLLM 0.12.0: 5 edits in 2 files; vLLM 0.12.0 (static); "
         f"verification passed: 2 imports ok, 25 calls bind (live); {PARITY_PASSED}{DEFAULT_MODEL}",
         "patched", RULES_ON_040,
         0, f"speculators 0.4.0 on vLLM 0.12.0: {PARITY_PASSED}{DEFAULT_MODEL}",
         "rolled back speculators 0.4.0 to original: restored 2 files; sha256 equal to RECORD for all 54 files",
+        _families(("kimi-k2.5", 2, NO_KIMI), PASSING_FAMILIES[1]),
     ),
     ("0.16.0", "0.3.0"): Outcome(
         0,
@@ -108,7 +134,7 @@ EXPECTED = {
     ),
     ("0.16.0", "0.4.0"): Outcome(
         0,
-        "patched speculators 0.4.0 for vLLM 0.16.0: 4 edits in 2 files; vLLM 0.16.0 (static); "
+        "patched speculators 0.4.0 for vLLM 0.16.0: 5 edits in 2 files; vLLM 0.16.0 (static); "
         f"verification passed: 2 imports ok, 25 calls bind (live); {PARITY_PASSED}{DEFAULT_MODEL}",
         "patched", RULES_ON_040,
         0, f"speculators 0.4.0 on vLLM 0.16.0: {PARITY_PASSED}{DEFAULT_MODEL}",
@@ -121,14 +147,16 @@ EXPECTED = {
         "patched", RULES_ON_033,
         0, f"speculators 0.3.0 on vLLM 0.33.0: {PARITY_PASSED}{DEFAULT_MODEL}",
         "rolled back speculators 0.3.0 to original: restored 3 files; sha256 equal to RECORD for all 52 files",
+    PASSING_FAMILIES,
     ),
     ("0.33.0", "0.4.0"): Outcome(
         0,
-        "patched speculators 0.4.0 for vLLM 0.33.0: 11 edits in 3 files; vLLM 0.33.0 (static); "
+        "patched speculators 0.4.0 for vLLM 0.33.0: 12 edits in 3 files; vLLM 0.33.0 (static); "
         f"verification passed: 3 imports ok, 26 calls bind (live); {PARITY_PASSED}{DEFAULT_MODEL}",
         "patched", RULES_040_ON_033,
         0, f"speculators 0.4.0 on vLLM 0.33.0: {PARITY_PASSED}{DEFAULT_MODEL}",
         "rolled back speculators 0.4.0 to original: restored 3 files; sha256 equal to RECORD for all 54 files",
+    PASSING_FAMILIES,
     ),
 }
 
@@ -172,12 +200,14 @@ class Run:
     state: str
     rules: tuple[str, ...]
     rehearsed: subprocess.CompletedProcess[str]
+    families: tuple[tuple[str, subprocess.CompletedProcess[str]], ...]
     rolled: subprocess.CompletedProcess[str]
     files: int  # the files rollback compares with RECORD
     record_mismatches: list[str]
 
 
-def _apply_rehearse_rollback(vllm: str, spec: str, tmp_path: Path, *, build: bool) -> Run:
+def _apply_rehearse_rollback(vllm: str, spec: str, tmp_path: Path, *, build: bool,
+                             families: tuple[str, ...] = ()) -> Run:
     python = _release_python(vllm, build=build)
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                                capture_output=True, text=True, check=True).stdout.strip())
@@ -185,11 +215,12 @@ def _apply_rehearse_rollback(vllm: str, spec: str, tmp_path: Path, *, build: boo
     applied = sb.run("--vllm-version", vllm, timeout=900)
     status = json.loads(sb.run("status", "--json").stdout)
     rehearsed = sb.run("rehearse", timeout=900)
+    each = tuple((name, sb.run("rehearse", "--arch", name, "--quick", timeout=900)) for name in families)
     rolled = sb.run("rollback")
     # RECORD's hashed files but the console script in bin/ (outside the package's folder, which is
     # what rollback compares).
     files = sum(1 for path in sb.record() if not path.startswith("../"))
-    return Run(applied, status["state"], tuple(status.get("rules") or ()), rehearsed, rolled, files,
+    return Run(applied, status["state"], tuple(status.get("rules") or ()), rehearsed, each, rolled, files,
                _record_mismatches(sb))
 
 
@@ -197,14 +228,23 @@ def _apply_rehearse_rollback(vllm: str, spec: str, tmp_path: Path, *, build: boo
 @pytest.mark.realvllm
 @pytest.mark.slow
 def test_apply_rehearse_rollback_on_a_ci_release(vllm: str, spec: str, tmp_path: Path) -> None:
-    run = _apply_rehearse_rollback(vllm, spec, tmp_path, build=True)
     want = EXPECTED[(vllm, spec)]
+    run = _apply_rehearse_rollback(vllm, spec, tmp_path, build=True, families=tuple(f for f, _, _ in want.families))
     assert (run.applied.returncode, _verdict(run.applied)) == (want.apply_rc, want.apply), run.applied.stderr[-3000:]
     assert (run.state, run.rules) == (want.state, want.rules)
     assert (run.rehearsed.returncode, _verdict(run.rehearsed)) == (want.rehearse_rc, want.rehearse), \
         run.rehearsed.stderr[-3000:]
     assert (run.rolled.returncode, _verdict(run.rolled)) == (0, want.rollback), run.rolled.stderr[-3000:]
     assert run.record_mismatches == []
+    got = [(name, r.returncode, r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr[-3000:])
+           for name, r in run.families]
+    assert got == [(name, rc, f"speculators {spec} on vLLM {vllm}: {words}") for name, rc, words in want.families]
+
+
+def test_every_ci_release_but_the_reference_rehearses_kimi_k25_and_a_moe_family() -> None:
+    # Unit tier: the reference release's are test_families_realvllm.py's (every preset, both speculators).
+    for (vllm, _spec), want in EXPECTED.items():
+        assert [f for f, _, _ in want.families] == ([] if vllm == realdata.REFERENCE_VLLM else list(FAMILIES))
 
 
 @pytest.mark.parametrize(("vllm", "spec"), list(itertools.product(OTHER_RELEASES, SPECULATORS)))

@@ -16,6 +16,7 @@ from vllm_shim_patch._remote.rehearse import families, protocols, releases
 
 # The annotations' runtime types (protocols.py's annotations are strings: `from __future__`).
 _TYPES = {"str": str, "bool": bool, "list[str]": list, "tuple[str, ...]": tuple, "dict[str, Any]": dict,
+          "dict[str, str]": dict,
           "dict[str, dict[str, Any]]": dict, "str | None": (str, type(None))}
 
 

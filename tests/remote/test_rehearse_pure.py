@@ -141,7 +141,26 @@ def test_the_outcome_vocabulary_is_the_tools() -> None:
 
     assert (tool_side.PASSED, tool_side.FAILED, tool_side.TIMEOUT_OUTCOME, tool_side.ERROR) == (
         answer.PASSED, answer.FAILED, answer.TIMEOUT, answer.ERROR)
-    assert tool_side.CANNOT == answer.CANNOT
+    assert (tool_side.CANNOT, tool_side.NO_MODEL_CLASS) == (answer.CANNOT, answer.NO_MODEL_CLASS)
+
+
+def test_a_vllm_without_the_model_class_is_its_own_answer_naming_the_first_release_with_it() -> None:
+    e = answer.NoModelClass("KimiK25ForConditionalGeneration", "0.15.0")
+    assert str(e) == ("this vLLM has no model class for KimiK25ForConditionalGeneration (it cannot load your model, "
+                      "patched or not; first release with it: 0.15.0)")
+    assert not isinstance(e, CannotRehearse)
+    ans = answer.answer(Run(), False, answer.NO_MODEL_CLASS, e.failure())
+    assert (ans["outcome"], ans["failure"]) == ("no_model_class", {
+        "exception": str(e), "architecture": "KimiK25ForConditionalGeneration", "first_release": "0.15.0"})
+
+
+def test_every_family_names_the_first_release_of_each_of_its_architectures() -> None:
+    for family in families.FAMILIES.values():
+        assert sorted(family.FIRST_RELEASE) == sorted(family.ARCHITECTURES), family.NAME
+        for arch in family.ARCHITECTURES:
+            assert families.first_release(family, arch).split()[0].count(".") == 2, (family.NAME, arch)
+    assert families.first_release(families.FAMILIES["kimi-k2.5"], "KimiK25ForConditionalGeneration") == "0.15.0"
+    assert families.first_release(families.FAMILIES["llama"], "LlamaForCausalLM") == "0.10.0 or earlier"
 
 
 def test_the_workload_is_a_value_built_from_the_request() -> None:

@@ -21,7 +21,7 @@ import realdata  # noqa: E402
 
 WORKER = "speculators/data_generation/custom_worker.py"
 GENERATOR = "speculators/data_generation/vllm_hidden_states_generator.py"
-WORKER_RULES = ("worker-no-eagle3-gate", "worker-capture-hooks")
+WORKER_RULES = ("worker-no-eagle3-gate", "worker-language-model-stack", "worker-capture-hooks")
 
 WORKER_030 = r'''--- a/speculators/data_generation/custom_worker.py
 +++ b/speculators/data_generation/custom_worker.py
@@ -104,10 +104,10 @@ WORKER_030 = r'''--- a/speculators/data_generation/custom_worker.py
          model = self.model_runner.model  # type: ignore[attr-defined]
  
 -        if not supports_eagle3(model):
-+        # Not only SupportsEagle3 models: vLLM's DeepSeek-V2/V3 are SupportsEagle, and a multimodal
-+        # wrapper (Kimi-K2.5, Qwen3-VL) is neither and keeps its base model under get_language_model().
++        # Not only SupportsEagle3 models: vLLM's DeepSeek-V2/V3 are SupportsEagle; a multimodal wrapper (Kimi-K2.5,
++        # Qwen3-VL) is neither: its base model is its language model's, or that model itself (vLLM 0.15's Kimi-K2.5).
 +        if hasattr(model, "get_language_model"):
-+            base_model = getattr(model.get_language_model(), "model", None)
++            base_model = lm if hasattr(lm := model.get_language_model(), "layers") else getattr(lm, "model", None)
 +        else:
 +            base_model = getattr(model, "model", None)
 +        if not hasattr(base_model, "layers"):
@@ -151,12 +151,10 @@ WORKER_040 = r'''--- a/speculators/data_generation/custom_worker.py
  from collections import defaultdict
  from itertools import islice
  
-@@ -70,6 +69,60 @@ worker-capture-hooks
-         extension._store_captured_states(aux_hidden_states)  # noqa: SLF001
- 
+@@ -72,6 +71,60 @@ worker-capture-hooks
      return hidden_states
-+
-+
+ 
+ 
 +def _layer_hidden_states(layer, output):
 +    """What a decoder layer hands the next one: its hidden states plus the residual it carries."""
 +    if isinstance(output, torch.Tensor):
@@ -209,9 +207,20 @@ WORKER_040 = r'''--- a/speculators/data_generation/custom_worker.py
 +    # After the capture hooks: torch runs a module's forward hooks in the order they were added.
 +    hooks.append(layers[end - 1].register_forward_hook(end_forward))
 +    extension._capture_hooks = hooks
- 
- 
++
++
  class HiddenStatesWorkerExtension:
+     """Worker extension that adds hidden states capture functionality.
+ 
+@@ -119,7 +172,7 @@ worker-language-model-stack
+ 
+         # Vision-language models
+         if hasattr(model, "get_language_model"):
+-            base_model = model.get_language_model().model
++            base_model = lm if hasattr(lm := model.get_language_model(), "layers") else lm.model
+         # Text models
+         elif hasattr(model, "model") and hasattr(model.model, "layers"):
+             base_model = model.model
 @@ -132,7 +185,9 @@ worker-capture-hooks
              )
  
@@ -256,18 +265,19 @@ def _engine(*ids: str) -> Engine:
     pytest.param("0.3.0", WORKER_030, [
         ("worker-no-eagle3-gate", 102), ("worker-no-eagle3-gate", 107), ("worker-no-eagle3-gate", 9),
         ("worker-capture-hooks", 109), ("worker-capture-hooks", 67), ("worker-capture-hooks", 4)], id="0.3.0"),
-    pytest.param("0.4.0", WORKER_040, [
+    pytest.param("0.4.0", WORKER_040, [("worker-language-model-stack", 122),
         ("worker-capture-hooks", 135), ("worker-capture-hooks", 75), ("worker-capture-hooks", 4)], id="0.4.0"),
-    pytest.param("0.4.0.1", WORKER_040, [
+    pytest.param("0.4.0.1", WORKER_040, [("worker-language-model-stack", 122),
         ("worker-capture-hooks", 135), ("worker-capture-hooks", 75), ("worker-capture-hooks", 4)], id="0.4.0.1"),
 ])
 def test_worker_rules_on_the_real_wheels(version: str, diff: str, edits: list[tuple[str, int]]) -> None:
     source = _source(version, WORKER)
     result = _engine(*WORKER_RULES).transform(source, WORKER)
     assert [(s.rule_id, s.line) for s in result.sites if s.action == "edited"] == edits
-    # 0.4.0 finds its base model without the gate already.
+    # 0.4.0 finds its base model without the gate already; 0.3.0's gate rule writes the stack's form.
     assert [(s.rule_id, s.action) for s in result.sites if s.action != "edited"] == (
-        [] if version == "0.3.0" else [("worker-no-eagle3-gate", "already")])
+        [("worker-language-model-stack", "already")] if version == "0.3.0"
+        else [("worker-no-eagle3-gate", "already")])
     assert file_diff(result) == diff
     compile(result.after, WORKER, "exec", dont_inherit=True)
     again = _engine(*WORKER_RULES).transform(result.after, WORKER)
@@ -292,7 +302,7 @@ def test_a_comment_above_the_worker_class_stays_the_classs_own(version: str) -> 
     pytest.param("0.3.0", ["worker-request-tracking", "worker-request-tracking", "worker-no-eagle3-gate",
                            "worker-no-eagle3-gate", "worker-no-eagle3-gate", "worker-capture-hooks",
                            "worker-capture-hooks", "worker-capture-hooks"], id="0.3.0"),
-    pytest.param("0.4.0", ["worker-capture-hooks"] * 3, id="0.4.0"),
+    pytest.param("0.4.0", ["worker-language-model-stack", *["worker-capture-hooks"] * 3], id="0.4.0"),
 ])
 def test_the_default_selection_edits_the_worker_in_file_order(version: str, rules: list[str]) -> None:
     result = Engine(load_pack().selected().rules, version=Version("0.16")).transform(_source(version, WORKER), WORKER)

@@ -372,6 +372,8 @@ def test_bundled_pack_loads() -> None:
         ("generator-results-in-input-order", "0.10.0", ("codemod",), gen),
         ("worker-no-eagle3-gate", "0.10.0", ("codemod",),
          "in speculators.data_generation.custom_worker:HiddenStatesWorkerExtension._setup_hidden_states_capture"),
+        ("worker-language-model-stack", "0.10.0", ("codemod",),
+         "in speculators.data_generation.custom_worker:HiddenStatesWorkerExtension._setup_hidden_states_capture"),
         ("worker-capture-hooks", "0.10.0", ("codemod",), "in speculators.data_generation.custom_worker"),
         ("tokenizer-trust-remote-code", "0.10.0", ("codemod",),
          "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.__init__"),

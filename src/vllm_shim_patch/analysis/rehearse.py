@@ -72,6 +72,9 @@ NEAR_LINES = 8
 
 # The answer's outcomes, as `_remote/rehearse/answer.py` spells them (a test holds them equal).
 PASSED, FAILED, CANNOT, TIMEOUT_OUTCOME, ERROR = "passed", "failed", "cannot_rehearse", "timeout", "error"
+# The installed vLLM has no model class for the architecture: it cannot load the model, patched or
+# not (exit 2 like CANNOT, worded apart: no stand-in is at fault).
+NO_MODEL_CLASS = "no_model_class"
 
 
 def refusal(target: Target) -> tuple[str, str] | None:

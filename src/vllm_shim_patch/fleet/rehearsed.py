@@ -1,5 +1,5 @@
-"""The vLLM releases the rules were rehearsed on: `docs/compatibility.md`'s table, which
-`bench/matrix.py` writes from real runs (every vLLM release installed, each speculators release
+"""The vLLM releases the rules were rehearsed on: the compatibility matrix's data (`docs/compatibility.json`,
+which `bench/matrix.py` writes from real runs and makes `docs/compatibility.md` from: every vLLM release installed, each speculators release
 patched, rehearsed with the parity workload and rolled back). A test holds this table equal to the
 document's, so the tool knows what its own matrix showed without the repository at hand.
 

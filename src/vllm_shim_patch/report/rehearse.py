@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..analysis.rehearse import NO_MODEL_CLASS
 from ..words import listing, plural
 
 if TYPE_CHECKING:
@@ -161,6 +162,8 @@ def headline(r: Rehearsal) -> str:
         at = f" at {where['file']}:{where['line']}" if where else ""
         return (f"rehearsal failed in {a.get('stage')}{_on_rank(failure)}{at}: {failure.get('exception', '?')}"
                 f"{topology(a)}{_model(a)}")
+    if r.outcome == NO_MODEL_CLASS:
+        return f"rehearsal not run: {failure.get('exception')}"
     return f"rehearsal could not run: {failure.get('exception', a.get('outcome'))}{topology(a)}"
 
 

@@ -5,10 +5,11 @@ standard library plus what the target has (vllm, torch, transformers, speculator
 vllm_shim_patch. `prepare(request)` runs before anything imports vLLM (environment, temp dir);
 `rehearse(request)` returns one JSON-able answer:
 
-    {"ok": bool, "outcome": "passed"|"failed"|"cannot_rehearse"|"timeout"|"error",
+    {"ok": bool, "outcome": "passed"|"failed"|"cannot_rehearse"|"no_model_class"|"timeout"|"error",
      "stage": ..., "iterations": N, "captured": {layer: [[rows, hidden], ...]},
      "failure": {"exception", "speculators_frame", "vllm_frame", "raised_frame",
-                 "side", "surfaced_as", "stand_in"} | null,
+                 "side", "surfaced_as", "stand_in"}
+                | {"exception", "architecture", "first_release"} (no_model_class) | null,
      "real": [...], "stood_in": [...], "checks": [...], "seconds": float,
      "adapter": release adapter, "family": model family}
 
@@ -31,7 +32,7 @@ import traceback
 
 from . import answer as _answer
 from . import frames, run as _run
-from .answer import CANNOT, PASSED, CannotRehearse, Run
+from .answer import CANNOT, NO_MODEL_CLASS, PASSED, CannotRehearse, NoModelClass, Run
 
 RUN = Run()
 
@@ -87,6 +88,8 @@ def rehearse(req):
     try:
         _run.run(RUN, req)
         ans = _answer.answer(RUN, True, PASSED, None)
+    except NoModelClass as e:
+        ans = _answer.answer(RUN, False, NO_MODEL_CLASS, e.failure())
     except CannotRehearse as e:
         ans = _answer.answer(RUN, False, CANNOT, {"exception": f"cannot rehearse: {e}"})
     except Exception as e:  # noqa: BLE001

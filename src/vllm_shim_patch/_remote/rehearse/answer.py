@@ -8,13 +8,28 @@ import time
 PASSED = "passed"
 FAILED = "failed"  # speculators' code path raised, or returned wrong data
 CANNOT = "cannot_rehearse"  # a stand-in does not fit this vLLM, or speculators' code was not reached
+# The installed vLLM has no model class for the architecture: a fact about that vLLM (the model
+# does not load there, patched or not), neither speculators' fault nor a stand-in's.
+NO_MODEL_CLASS = "no_model_class"
 TIMEOUT = "timeout"  # the run ran out of time (a busy machine, or a hang): no verdict, like CANNOT
 ERROR = "error"  # a bug of the rehearsal itself
-OUTCOMES = (PASSED, FAILED, CANNOT, TIMEOUT, ERROR)
+OUTCOMES = (PASSED, FAILED, CANNOT, NO_MODEL_CLASS, TIMEOUT, ERROR)
 
 
 class CannotRehearse(Exception):
     """A stand-in no longer matches the vLLM code it replaces (not a speculators failure)."""
+
+
+class NoModelClass(Exception):
+    """vLLM's model registry has no class for the architecture (told before anything is stood in)."""
+
+    def __init__(self, arch, first_release):
+        self.arch, self.first_release = arch, first_release
+        super().__init__(f"this vLLM has no model class for {arch} (it cannot load your model, patched or not; "
+                         f"first release with it: {first_release})")
+
+    def failure(self):
+        return {"exception": str(self), "architecture": self.arch, "first_release": self.first_release}
 
 
 class WrongOutput(Exception):

@@ -35,6 +35,12 @@ class Metadata:
     def __init__(self, segments, history):
         self.segments = segments
         self.history = history  # {layer name: {req_id: (keys, values)}}
+        # What MLAAttention.forward reads before its kernels (vLLM 0.28-0.29, for the prefill
+        # context-parallel gather, unused without it): the decodes at the front of the batch
+        # (query length 1), as vLLM's split of decodes and prefills counts them.
+        decodes = next((i for i, (_rid, _row, _start, n) in enumerate(segments) if n != 1), len(segments))
+        self.num_decodes = self.num_decode_tokens = decodes
+        self.num_prefills = len(segments) - decodes
 
 
 def extend(meta, layer_name, rid, start, new):
@@ -187,16 +193,16 @@ def install():
     for cls in (backend, StandInAttentionImpl, mla.StandInMLAImpl, mla_backend):
         cls.__module__ = module.__name__
         setattr(module, cls.__name__, cls)
-    layer = mla.install()
+    seam = mla.install()
 
     def get_attn_backend_cls(selected_backend=None, attn_selector_config=None, *args, **kwargs):
-        config = attn_selector_config
-        if config is not None and getattr(config, "use_sparse", False):
+        config = selector_config(attn_selector_config, args, kwargs)
+        if getattr(config, "use_sparse", False):
             from .answer import CannotRehearse
 
             raise CannotRehearse("the stand-in attention backend has no sparse attention (DeepSeek-V3.2's indexer)")
-        if config is not None and getattr(config, "use_mla", False):
-            mla.check_installed(layer)
+        if getattr(config, "use_mla", False):
+            mla.check_installed(seam)
             return f"{module.__name__}.{mla_backend.__name__}"
         return f"{module.__name__}.{backend.__name__}"
 
@@ -204,9 +210,20 @@ def install():
     return backend
 
 
+def selector_config(config, args, kwargs):
+    """What the platform's backend selector is asked: vLLM 0.13+ passes an AttentionSelectorConfig;
+    0.12 passes (selected_backend, head_size, dtype, kv_cache_dtype, block_size, use_mla, has_sink,
+    use_sparse, attn_type), positional, and `config` is then the head size."""
+    if config is not None and not isinstance(config, int):
+        return config
+    named = dict(zip(("dtype", "kv_cache_dtype", "block_size", "use_mla", "has_sink", "use_sparse"), args))
+    named.update(kwargs)
+    return types.SimpleNamespace(use_mla=bool(named.get("use_mla")), use_sparse=bool(named.get("use_sparse")))
+
+
 def self_check(run):
     """The stand-in impl against vLLM's AttentionImpl interface: the arguments Attention passes."""
-    from . import mla
+    from . import mla_checks
 
     impl = sys.modules[MODULE].StandInAttentionImpl
     real = _abstract("AttentionImpl")
@@ -216,4 +233,4 @@ def self_check(run):
         want = list(inspect.signature(getattr(real, method)).parameters)
         ours = list(inspect.signature(getattr(impl, method)).parameters)[:len(want)]
         run.check(f"StandInAttentionImpl.{method} vs AttentionImpl.{method}", ours == want, f"{want} != {ours}")
-    mla.self_check(run)
+    mla_checks.self_check(run)

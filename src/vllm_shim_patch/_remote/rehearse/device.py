@@ -1,5 +1,7 @@
 """The device stand-ins: enough of a CUDA platform for vLLM's configs on a machine without a GPU."""
 
+import contextlib
+
 STOOD_IN = [
     "current_platform.device_type='cuda' and torch.accelerator.current_accelerator() -> cuda: device "
     "inference (DeviceConfig() raises 'Failed to infer device type' on a machine without a GPU)",
@@ -15,6 +17,9 @@ STOOD_IN = [
     "DeepGEMM, FlashInfer, Triton block tables, and imports modules that need vLLM's CUDA ops; what the "
     "model computes does not depend on it); the warm-up's model run itself is real",
     "torch.set_num_threads(1): the tiny model's arithmetic is cheaper than thread hand-offs",
+    "while the model is built: current_platform.device_type 'cpu' and torch.cuda.current_device() the CPU "
+    "(model code that places tensors there at construction: DeepSeek's YaRN rope cache on vLLM 0.12-0.22, "
+    "Kimi-K2.5's vision tower on 0.15)",
 ]
 
 
@@ -40,6 +45,25 @@ def install():
     # The model is tiny: thread start-up and OpenMP spin-waits cost more than the arithmetic, and
     # on a busy machine (CI, a GPU box loading a model) two threads ran RMSNorm 12x slower than one.
     torch.set_num_threads(1)
+
+
+@contextlib.contextmanager
+def building():
+    """While the model is built: tensors that model code places on current_platform.device_type
+    (DeepSeek's YaRN rope cache, deepseek_v2's self.device) or on torch.cuda.current_device()
+    (Kimi-K2.5's vision tower on vLLM 0.15; 0.16+ asks current_platform.current_device()) go to the
+    CPU. The configs, made before, keep the "cuda" device they were given."""
+    import torch
+
+    from vllm.platforms import current_platform
+
+    device_type, current_platform.device_type = current_platform.device_type, "cpu"
+    current_device, torch.cuda.current_device = torch.cuda.current_device, lambda: torch.device("cpu")
+    try:
+        yield
+    finally:
+        current_platform.device_type = device_type
+        torch.cuda.current_device = current_device
 
 
 def platform_members(torch):

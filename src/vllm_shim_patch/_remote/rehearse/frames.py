@@ -21,6 +21,18 @@ from .answer import CANNOT, FAILED, RankFailed, WrongOutput
 
 # Every file of this package is a stand-in or the rehearsal's own plumbing.
 OWN_ROOT = os.path.dirname(os.path.abspath(__file__))
+# Files the rehearsal wrote as stand-ins for a checkpoint's own (a model's remote code), by the
+# folder they run from (the run's temp folder: transformers copies them into its module cache
+# there) and their names: a --model folder's own files of the same name are the user's.
+WRITTEN = []
+
+
+def mark_written(root, names):
+    WRITTEN.append((os.path.abspath(root), frozenset(names)))
+
+
+def _written(path):
+    return any(_inside(path, root) and os.path.basename(path) in names for root, names in WRITTEN)
 
 
 def _inside(path, root):
@@ -51,7 +63,7 @@ def raised_in(path, speculators, vllm, own=OWN_ROOT):
         return "speculators"
     if _inside(path, vllm):
         return "vllm"
-    if _inside(path, own):
+    if _inside(path, own) or _written(path):
         return "rehearse-stand-in"
     return "other"
 
@@ -193,7 +205,8 @@ def deciding_frame(exc, speculators, vllm, own=OWN_ROOT, standins=None, speculat
 
 def _cannot(failure, entry, own, exc):
     path, line, qualname, _ = entry
-    module = os.path.relpath(path, own) if _inside(path, own) else path
+    module = (os.path.relpath(path, own) if _inside(path, own)
+              else f"{os.path.basename(path)}, written by the rehearsal" if _written(path) else path)
     member = _member(qualname)
     failure["stand_in"] = {"module": module, "member": member, "line": line}
     failure["exception"] = (f"cannot rehearse on this vLLM: the stand-in {member} ({module}) does not fit: "

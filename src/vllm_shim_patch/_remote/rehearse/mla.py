@@ -1,9 +1,16 @@
-"""The multi-head latent attention stand-in (DeepSeek-V2/V3, Kimi-K2): MLAAttention's own layer
-runs, its forward_impl (the kernel call) is stood in by the arithmetic of MLA's prefill path over
-the attention backend's per-request history (`attention`), and its impl is a CPU one.
-"""
+"""The multi-head latent attention stand-in (DeepSeek-V2/V3, Kimi-K2): vLLM's MLAAttention layer
+runs; the kernel call is stood in by the arithmetic of MLA's prefill path over the attention
+backend's per-request history (`attention`), at the seam the installed vLLM has:
 
-import inspect
+  forward_impl  MLAAttention (vllm.model_executor.layers.attention.mla_attention, vLLM 0.16+)
+                hands the kernels to its forward_impl: replaced by `mla_forward_impl`
+  impl          MLAAttention (vllm.attention.layer, 0.12-0.15) hands them to its impl's forward:
+                StandInMLAImpl.forward, from the kv_b_proj and sizes MLAAttention gives the impl
+
+Its impl answers what MLAAttention asks of any impl outside the kernel call with vLLM's own
+members (`install`); the prefill backend MLAAttention builds (0.21+) is `mla_prefill`'s. The
+self-checks are `mla_checks`'.
+"""
 
 from .attention import StandInAttentionImpl, extend
 
@@ -12,8 +19,14 @@ _ORIGINAL = {}
 
 
 class StandInMLAImpl(StandInAttentionImpl):
-    """What MLAAttention builds as its impl: it keeps the sizes; the layer's forward_impl
-    (stood in below) does the arithmetic from the layer's own kv_b_proj."""
+    """What MLAAttention builds as its impl: it keeps the sizes (and, for the `impl` seam, the
+    kv_b_proj MLAAttention hands it); the arithmetic is `attend`."""
+
+    # What MLAAttention reads off any impl besides the kernel call (vLLM 0.26+: is_sparse, 0.28+:
+    # lse_base_on_e): a dense MLA impl, at vLLM's AttentionImplBase defaults (checked).
+    is_sparse = False
+    supports_dense_mha_prefill = True
+    lse_base_on_e = True
 
     def __init__(self, num_heads, head_size, scale, num_kv_heads=None, alibi_slopes=None,
                  sliding_window=None, kv_cache_dtype="auto", logits_soft_cap=None,
@@ -21,12 +34,24 @@ class StandInMLAImpl(StandInAttentionImpl):
         StandInAttentionImpl.__init__(self, num_heads, head_size, scale, num_kv_heads)
         self.mla = mla
 
+    def forward(self, layer, hidden_states_or_cq, kv_c_normed, k_pe, kv_cache, attn_metadata,
+                output=None, output_scale=None, output_block_scale=None):
+        """MLAAttentionImpl.forward (the `impl` seam, vLLM 0.12-0.15)."""
+        if output_scale is not None or output_block_scale is not None:
+            from .answer import CannotRehearse
+
+            raise CannotRehearse("the stand-in StandInMLAImpl.forward does not quantize its output")
+        m = self.mla
+        return attend(hidden_states_or_cq, kv_c_normed, k_pe, attn_metadata, output, layer.layer_name,
+                      (self.num_heads, m["qk_nope_head_dim"], m["qk_rope_head_dim"], m["v_head_dim"]),
+                      m["kv_b_proj"], self.scale)
+
 
 def backend(attention_backend):
     """The MLA backend: the stand-in attention backend, named as vLLM's Triton MLA one."""
 
     class StandInMLABackend(attention_backend):
-        accept_output_buffer = False  # MLAAttention.forward then returns forward_impl's result
+        accept_output_buffer = False  # MLAAttention.forward then returns the stand-in's result
 
         @staticmethod
         def get_name():
@@ -44,45 +69,50 @@ def backend(attention_backend):
 
 
 def mla_forward_impl(self, q, k_c_normed, k_pe, kv_cache, attn_metadata, output=None, **features):
-    """MLAAttention.forward_impl on CPU: the latent KV history per request, keys and values
-    expanded by the layer's own kv_b_proj, causal attention (the arithmetic of MLA's prefill path).
+    """MLAAttention.forward_impl on CPU (the `forward_impl` seam), from the layer's own kv_b_proj.
 
     `features`: the real method's later parameters (output quantization, decode context
     parallelism: output_scale, quant_group_size, q_dcp_replicated, ...), each off by default; the
     stand-in implements none of them, so one that is on stops the rehearsal instead of being
     ignored."""
-    import torch
-
     on = sorted(name for name, value in features.items() if value is not None)
     if on:
         from .answer import CannotRehearse
 
         raise CannotRehearse(f"stand-in mla_forward_impl does not implement MLAAttention.forward_impl's {on}")
+    return attend(q, k_c_normed, k_pe, attn_metadata, output, self.layer_name,
+                  (self.num_heads, self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim),
+                  self.kv_b_proj, self.impl.scale)
 
-    n_tok, heads = q.shape[0], self.num_heads
-    nope, rope, v_dim = self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim
+
+def attend(q, k_c_normed, k_pe, attn_metadata, output, layer_name, sizes, kv_b_proj, scale):
+    """MLA's prefill arithmetic: the latent KV history per request, keys and values expanded by
+    kv_b_proj, causal attention. `sizes`: (heads, nope head size, rope head size, v head size)."""
+    import torch
+
+    heads, nope, rope, v_dim = sizes
+    n_tok = q.shape[0]
     out = torch.empty(n_tok, heads * v_dim, dtype=q.dtype) if output is None else output
     if attn_metadata is None:
         return out.zero_()
     q = q.view(n_tok, heads, nope + rope)
     k_pe = k_pe.reshape(n_tok, rope)
+    flat = out.view(n_tok, heads * v_dim)
     for rid, row, start, n in attn_metadata.segments:
-        latent, pe = extend(attn_metadata, self.layer_name, rid, start, (k_c_normed[row:row + n], k_pe[row:row + n]))
-        kv = self.kv_b_proj(latent)[0].view(latent.shape[0], heads, nope + v_dim)
+        latent, pe = extend(attn_metadata, layer_name, rid, start, (k_c_normed[row:row + n], k_pe[row:row + n]))
+        kv = kv_b_proj(latent)[0].view(latent.shape[0], heads, nope + v_dim)
         k_nope, v = kv.split([nope, v_dim], dim=-1)
         k = torch.cat([k_nope, pe.unsqueeze(1).expand(-1, heads, rope)], dim=-1).double()
-        scores = torch.einsum("qhd,khd->hqk", q[row:row + n].double(), k) * self.impl.scale
+        scores = torch.einsum("qhd,khd->hqk", q[row:row + n].double(), k) * scale
         q_pos = torch.arange(start, start + n).unsqueeze(1)
         scores = scores.masked_fill(torch.arange(k.shape[0]).unsqueeze(0) > q_pos, float("-inf"))
         o = torch.einsum("hqk,khd->qhd", torch.softmax(scores, dim=-1), v.double())
-        out[row:row + n] = o.reshape(n, heads * v_dim).to(out.dtype)
+        flat[row:row + n] = o.reshape(n, heads * v_dim).to(out.dtype)
     return out
 
 
 def layer():
-    """vLLM's MLAAttention where its forward_impl is the seam the MLA stand-in replaces (0.16 and
-    later); None before, where MLAAttention lives in vllm.attention.layer without a forward_impl
-    (0.15.1 has an mla_attention module, for the backends' impls only)."""
+    """vLLM's MLAAttention where its forward_impl is the seam (0.16 and later), else None."""
     try:
         from vllm.model_executor.layers.attention import mla_attention
     except ImportError:
@@ -91,39 +121,53 @@ def layer():
     return found if found is not None and hasattr(found, "forward_impl") else None
 
 
+def impl_layer():
+    """vLLM's MLAAttention where it hands the kernels to its impl's forward (vllm.attention.layer,
+    0.12-0.15: no forward_impl), else None."""
+    try:
+        from vllm.attention import layer as attention_layer
+    except ImportError:
+        return None
+    found = getattr(attention_layer, "MLAAttention", None)
+    return found if found is not None and not hasattr(found, "forward_impl") and impl_base() is not None else None
+
+
+def impl_base():
+    """vLLM's MLAAttentionImpl, where it lives (None: nowhere)."""
+    import importlib
+
+    for name in ("vllm.v1.attention.backend", "vllm.attention.backends.abstract"):
+        try:
+            found = getattr(importlib.import_module(name), "MLAAttentionImpl", None)
+        except ImportError:
+            continue
+        if found is not None:
+            return found
+    return None
+
+
 def install():
-    """MLAAttention.forward_impl replaced where this vLLM has it; the layer class, or None."""
+    """The seam this vLLM has made the stand-in's; the seam's name, or None."""
+    from . import mla_prefill
+
+    base = impl_base()
+    if base is not None and "do_kv_cache_update" in vars(base):
+        # vLLM 0.17+: MLAAttention.forward stores the latent KV through the impl first. vLLM's own
+        # method: it returns at once on the layer's empty KV tensor (the runner allocates none).
+        StandInMLAImpl.do_kv_cache_update = vars(base)["do_kv_cache_update"]
     mla_layer = layer()
     if mla_layer is not None:
         _ORIGINAL.setdefault("forward_impl", mla_layer.forward_impl)
         mla_layer.forward_impl = mla_forward_impl
-    return mla_layer
+        mla_prefill.install()
+        return "forward_impl"
+    return "impl" if impl_layer() is not None else None
 
 
-def check_installed(mla_layer):
+def check_installed(seam):
     """A model with MLA asks for a backend: refused where the stand-in has no seam."""
-    if mla_layer is None:
+    if seam is None:
         from .answer import CannotRehearse
 
-        raise CannotRehearse("the MLA stand-in replaces MLAAttention.forward_impl "
-                             "(vllm.model_executor.layers.attention.mla_attention), which this vLLM does not have")
-
-
-def self_check(run):
-    mla_layer = layer()
-    if mla_layer is None:
-        return  # no MLA stand-in installed: a model with MLA is refused ("cannot rehearse")
-    real = _ORIGINAL.get("forward_impl")
-    if real is not None:
-        # The parameters the stand-in reads, in order; every later one a feature that is off
-        # unless passed (the stand-in refuses it when it is).
-        params = list(inspect.signature(real).parameters.values())
-        ours = [p for p in inspect.signature(mla_forward_impl).parameters if p != "features"]
-        head = [p.name for p in params[:len(ours)]]
-        later = [p.name for p in params[len(ours):] if p.default is not None]
-        run.check("mla_forward_impl vs MLAAttention.forward_impl", head == ours and not later,
-                  f"{[p.name for p in params]}: the stand-in reads {ours}"
-                  + (f"; {later} are not off by default" if later else ""))
-    layer_attrs = {"num_heads", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_b_proj", "layer_name", "impl"}
-    missing = sorted(a for a in layer_attrs if a not in mla_layer.__init__.__code__.co_names)
-    run.check("mla_forward_impl vs MLAAttention.__init__", not missing, f"MLAAttention no longer sets {missing}")
+        raise CannotRehearse("the MLA stand-in replaces MLAAttention.forward_impl (vLLM 0.16+) or the MLA impl's "
+                             "forward (MLAAttention in vllm.attention.layer, 0.12-0.15), which this vLLM has neither of")

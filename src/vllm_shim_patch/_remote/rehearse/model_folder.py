@@ -60,6 +60,11 @@ def copy_folder(source, path):
         shutil.copyfile(src, os.path.join(path, name))
 
 
+def stand_ins(source, extra):
+    """The names of `extra` written as stand-ins: those the user's folder (if any) lacks."""
+    return sorted(n for n in extra or {} if source is None or not os.path.exists(os.path.join(source, n)))
+
+
 def write(path, config, source=None, extra=None, text=None, specials=None, tokenizer_class=None):
     """Write the folder (`extra`: more files by name; `text`: the language model's config where
     `config` wraps it); the words for STOOD_IN's {tokenizer}."""

@@ -96,6 +96,7 @@ class Family(Protocol):
     NAME: str  # the family's `--arch` name (its PRESET)
     ARCHITECTURES: tuple[str, ...]  # config.json "architectures" it covers
     MODULES: tuple[str, ...]  # vLLM's model modules, registered in-process
+    FIRST_RELEASE: dict[str, str]  # architecture -> first vLLM release whose registry has it
     PRESET: dict[str, Any]  # a published full-size config.json of the family
     PRESETS: dict[str, dict[str, Any]]  # further `--arch` names of the family ({}: none)
     SUMMARY: str  # what of the family is rehearsed (the README's table)

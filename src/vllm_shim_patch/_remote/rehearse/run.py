@@ -2,13 +2,13 @@
 against a forward of its own prompt through the same model."""
 
 import importlib
-import json
 import os
 import sys
 
-from . import attention, check, device, families, model_folder, releases, workload
+from . import attention, check, device, families, frames, model_folder, releases, workload
 from .answer import CannotRehearse, WrongOutput
 from .families import common, moe
+from .model import modules as model_modules, source as model_source
 
 REAL = [
     "speculators: VllmHiddenStatesGenerator.__init__/_create_vllm_config/_setup_capture/generate, "
@@ -50,32 +50,6 @@ def _import(run, req):
     return gen_mod
 
 
-def model_source(req):
-    """(family, its config as given, the user's folder or None): `model` (a checkpoint folder or
-    its config.json), `arch` (a family's published preset), or the default family's preset."""
-    path = req.get("model")
-    if path:
-        folder = path if os.path.isdir(path) else os.path.dirname(path)
-        config_path = os.path.join(path, "config.json") if os.path.isdir(path) else path
-        try:
-            with open(config_path) as f:
-                config = json.load(f)
-        except (OSError, ValueError) as e:
-            raise CannotRehearse(f"--model {path}: {e}") from None
-        archs = config.get("architectures") or []
-        family = next((families.for_architecture(a) for a in archs if families.for_architecture(a)), None)
-        if family is None:
-            raise CannotRehearse(f"--model {path}: architecture {', '.join(archs) or '(none)'} has no stand-ins "
-                                 f"here (supported: {', '.join(families.supported())})")
-        return family, config, folder
-    name = req.get("arch") or families.DEFAULT
-    found = families.preset(name)
-    if found is None:
-        raise CannotRehearse(f"--arch {name}: no such preset (known: {', '.join(families.presets())})")
-    family, config = found
-    return family, config, None
-
-
 def topology(req):
     """(tensor parallel size, pipeline parallel size) asked for, refused where it cannot run here
     (the tool refuses both first, with the same reasons)."""
@@ -105,28 +79,32 @@ def run(run, req):
     os.mkdir(model_dir)
     # Stand-ins for what a checkpoint ships (remote code, processor configs) fill only what the
     # folder lacks: the user's own files are used as they are.
-    tokenizer = model_folder.write(model_dir, config, folder, family.files(config), families.text(family, config),
+    extra = family.files(config)
+    tokenizer = model_folder.write(model_dir, config, folder, extra, families.text(family, config),
                                    family.special_tokens(config), family.TOKENIZER_CLASS)
+    frames.mark_written(run.tmpdir, model_folder.stand_ins(folder, extra))
     description = f"{families.text(family, config)['num_hidden_layers']}-layer {arch}"
+    experts = moe.in_config(families.text(family, config))
     run.real[:] = REAL + adapter.REAL + family.REAL
     run.stood_in[:] = ([model_folder.STOOD_IN.format(description=description, tokenizer=tokenizer)]
-                       + device.STOOD_IN + [attention.STOOD_IN, moe.STOOD_IN] + adapter.STOOD_IN + family.STOOD_IN + STOOD_IN)
+                       + device.STOOD_IN + [attention.STOOD_IN] + moe.stood_in(experts) + adapter.STOOD_IN
+                       + family.STOOD_IN + STOOD_IN)
     run.extra.update({"adapter": adapter.NAME, "family": family.NAME, "architecture": arch,
                       "model": "folder" if folder else ("arch" if req.get("arch") else "default"),
                       "topology": {"tensor_parallel_size": tp, "pipeline_parallel_size": pp,
                                    "reason": req.get("topology_reason")}})
+    modules = model_modules(family, arch)
     device.install()
     attention.install()
-    experts = moe.in_config(families.text(family, config))
-    if not (experts and moe.install()):
-        run.stood_in.remove(moe.STOOD_IN)
-    common.register_in_process([importlib.import_module(m) for m in family.MODULES])
+    if experts:
+        moe.install()
+    common.register_in_process([importlib.import_module(m) for m in modules])
     S = adapter.build(run.count_forward)
     run.standins = (adapter, S)
     run.stage = "self-check"
     device.self_check(run)
     attention.self_check(run)
-    if experts and moe.present():
+    if experts:
         moe.self_check(run)
     adapter.self_check(run, S)
 
@@ -198,11 +176,12 @@ def _drive(run, work, family, adapter, S, config):
 
 
 def _layer_kinds(model):
-    """How many of vLLM's attention and expert layers the model was built with, by class."""
+    """How many of vLLM's attention layers (by class) and expert layers (by role, "MoE": vLLM
+    0.24 made FusedMoE a factory, not a class) the model was built with."""
     kinds = {}
     for m in model.modules():
-        name = type(m).__name__
-        if name in ("Attention", "MLAAttention", "FusedMoE", "SharedFusedMoE"):
+        name = "MoE" if moe.is_expert_layer(m) else type(m).__name__
+        if name in ("Attention", "MLAAttention", "MoE"):
             kinds[name] = kinds.get(name, 0) + 1
     return kinds
 

@@ -22,6 +22,11 @@ def code_names(fn):
 def runner_attrs_used(cls, methods):
     """`self.model_runner.X` attributes the given Worker methods use, read from their bytecode:
     every name loaded after `model_runner` in the instruction stream."""
+    return attrs_used(cls, methods, "model_runner")
+
+
+def attrs_used(cls, methods, holder):
+    """{X: methods} for every `....holder.X` the given methods of `cls` load, from their bytecode."""
     import dis
 
     used = {}
@@ -35,7 +40,7 @@ def runner_attrs_used(cls, methods):
             prev = None
             for ins in dis.get_instructions(c):
                 if ins.opname in ("LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR"):
-                    if prev == "model_runner" and ins.argval != "model_runner":
+                    if prev == holder and ins.argval != holder:
                         used.setdefault(ins.argval, set()).add(m)
                     prev = ins.argval
                 elif ins.opname not in ("CACHE", "EXTENDED_ARG", "PRECALL", "NOP"):

@@ -1,7 +1,8 @@
 """The model families the rehearsal can build: one module each, selected by architecture.
 
 A family module is a `protocols.Family`: NAME, ARCHITECTURES, MODULES (vLLM's model modules,
-registered in-process), PRESET (a published full-size config.json: `--arch NAME`) and PRESETS
+registered in-process besides the one vLLM's registry names), FIRST_RELEASE (the first vLLM
+release whose registry has each architecture: the words of "no model class"), PRESET (a published full-size config.json: `--arch NAME`) and PRESETS
 (more `--arch` names), SUMMARY (the README's line), REAL and STOOD_IN (reported verbatim),
 `shrink(config, max_model_len, vocab)` (the tiny config of the same architecture), WRAPPER (a
 multimodal wrapper: its language model's config is `text_config`, its decoder stack under
@@ -33,7 +34,17 @@ def text(family, config):
 def base_model(family, model):
     """The decoder stack speculators captures from: a wrapper's language model's (reached through
     get_language_model(), as speculators' patched worker does), else the model's own."""
-    return model.get_language_model().model if family.WRAPPER else model.model
+    if not family.WRAPPER:
+        return model.model
+    language_model = model.get_language_model()
+    # vLLM 0.15's Kimi-K2.5: the language model is the decoder stack (DeepseekV2Model) itself.
+    return language_model if hasattr(language_model, "layers") else language_model.model
+
+
+def first_release(family, arch):
+    """The first vLLM release whose model registry has `arch` (for the words only: whether this
+    vLLM has it is asked of its registry)."""
+    return family.FIRST_RELEASE.get(arch, "unknown")
 
 
 def presets():

@@ -16,6 +16,9 @@ VOCAB = 128
 # drops a scaling of q would still match. +-WIDTH with norms near 1 gives peaked attention.
 WIDTH = 0.3
 SEED = 1234
+# A family's FIRST_RELEASE for an architecture already in vLLM 0.10.0, the oldest release whose
+# model registry was read for the table (each release's registry.py, 0.10.0-0.33.0).
+SURVEYED_FIRST = "0.10.0 or earlier"
 # Keys a config may carry that size the model; everything else (its architecture) is kept.
 _SIZES = {
     "hidden_size": HIDDEN, "intermediate_size": INTERMEDIATE, "num_attention_heads": HEADS,

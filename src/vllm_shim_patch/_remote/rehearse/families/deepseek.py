@@ -6,6 +6,12 @@ from . import common
 NAME = "deepseek"
 ARCHITECTURES = ("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM", "MistralLarge3ForCausalLM")
 MODULES = ("vllm.model_executor.models.deepseek_v2",)
+# The first vLLM release whose model registry has each architecture (common.SURVEYED_FIRST).
+FIRST_RELEASE = {
+    "DeepseekV3ForCausalLM": common.SURVEYED_FIRST,
+    "DeepseekV2ForCausalLM": common.SURVEYED_FIRST,
+    "MistralLarge3ForCausalLM": "0.12.0",
+}
 # --arch deepseek: DeepSeek-V3's published config.json (its fp8 quantization left out).
 PRESET = {
     "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "vocab_size": 129280,

@@ -6,6 +6,8 @@ from . import common
 NAME = "gpt-oss"
 ARCHITECTURES = ("GptOssForCausalLM",)
 MODULES = ("vllm.model_executor.models.gpt_oss",)
+# The first vLLM release whose model registry has each architecture (common.SURVEYED_FIRST).
+FIRST_RELEASE = {"GptOssForCausalLM": common.SURVEYED_FIRST}
 # --arch gpt-oss: gpt-oss-20b's published config.json (its MXFP4 quantization left out).
 PRESET = {
     "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 2880,

@@ -3,12 +3,15 @@ projector) around a DeepSeek-V3 language model with MLA and mixture-of-experts. 
 captures from the language model, reached through get_language_model()."""
 
 import copy
+import json
 
 from . import common, deepseek
 
 NAME = "kimi-k2.5"
 ARCHITECTURES = ("KimiK25ForConditionalGeneration",)
 MODULES = ("vllm.model_executor.models.kimi_k25", "vllm.model_executor.models.deepseek_v2")
+# The first vLLM release whose model registry has each architecture (common.SURVEYED_FIRST).
+FIRST_RELEASE = {"KimiK25ForConditionalGeneration": "0.15.0"}
 # --arch kimi-k2.5: the published Kimi-K2.5 config.json's values (its int4 quantization left out).
 PRESET = {
     "architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25",
@@ -42,14 +45,18 @@ REAL = [
 STOOD_IN = [
     *deepseek.STOOD_IN,
     "configuration_kimi_k25.py and kimi_k25_vision_processing.py (without --model): the checkpoint's remote code, "
-    "stood in by a file that re-exports vLLM's own KimiK25Config and an image processor with the interface "
+    "stood in by a file that re-exports the config class vLLM's config registry names for kimi_k25 and an image "
+    "processor with the interface "
     "vLLM's KimiK25ProcessingInfo reads (it processes no images: the prompts are text); with --model the "
     "folder's own files are used",
 ]
 CONFIG_STAND_IN = (
     '"""Stand-in for the checkpoint\'s configuration_kimi_k25.py (the rehearsal has no checkpoint):\n'
-    'vLLM\'s own KimiK25Config, which vLLM uses for this model_type."""\n'
-    "from vllm.transformers_utils.configs.kimi_k25 import KimiK25Config  # noqa: F401\n"
+    'the class vLLM\'s config registry names for model_type kimi_k25, which vLLM\'s model asks the config\n'
+    'to be (vLLM\'s own KimiK25Config up to 0.31, transformers\' Kimi_K25Config from 0.32)."""\n'
+    "from vllm.transformers_utils.config import _CONFIG_REGISTRY\n"
+    "\n"
+    'KimiK25Config = _CONFIG_REGISTRY["kimi_k25"]\n'
 )
 
 
@@ -80,8 +87,16 @@ class KimiK25VisionProcessor(BaseImageProcessor):
         return {"pixel_values": torch.zeros(n, 3, self.patch_size, self.patch_size),
                 "grid_thws": torch.tensor(grids)}
 '''
-PREPROCESSOR = ('{"auto_map": {"AutoImageProcessor": "kimi_k25_vision_processing.KimiK25VisionProcessor"}, '
-                '"image_processor_type": "KimiK25VisionProcessor"}')
+# With media_proc_cfg, the published preprocessor_config.json's section (its limits shrunk): vLLM
+# 0.32+ builds its own KimiK25FusedVisionProcessor from it where numba is installed.
+PREPROCESSOR = json.dumps({
+    "auto_map": {"AutoImageProcessor": "kimi_k25_vision_processing.KimiK25VisionProcessor"},
+    "image_processor_type": "KimiK25VisionProcessor",
+    "media_proc_cfg": {"patch_size": 14, "merge_kernel_size": 2, "temporal_merge_kernel_size": 4,
+                       "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "in_patch_limit": 64,
+                       "patch_limit_on_one_side": 16, "fixed_output_tokens": None, "in_patch_limit_each_frame": 64,
+                       "in_patch_limit_video": None},
+})
 
 # What protocols.Family leaves optional, at its defaults here.
 self_check = common.no_self_check

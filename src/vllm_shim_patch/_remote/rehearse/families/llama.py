@@ -6,6 +6,8 @@ from . import common
 NAME = "llama"
 ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM")
 MODULES = ("vllm.model_executor.models.llama",)
+# The first vLLM release whose model registry has each architecture (common.SURVEYED_FIRST).
+FIRST_RELEASE = {"LlamaForCausalLM": common.SURVEYED_FIRST, "MistralForCausalLM": common.SURVEYED_FIRST}
 # --arch llama: Llama-3.1-8B's published config.json.
 PRESET = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,

@@ -6,6 +6,8 @@ from . import common
 NAME = "qwen"
 ARCHITECTURES = ("Qwen2ForCausalLM", "Qwen3ForCausalLM")
 MODULES = ("vllm.model_executor.models.qwen2", "vllm.model_executor.models.qwen3")
+# The first vLLM release whose model registry has each architecture (common.SURVEYED_FIRST).
+FIRST_RELEASE = {"Qwen2ForCausalLM": common.SURVEYED_FIRST, "Qwen3ForCausalLM": common.SURVEYED_FIRST}
 # --arch qwen: Qwen3-8B's published config.json.
 PRESET = {
     "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,

@@ -6,6 +6,8 @@ from . import common
 NAME = "qwen3-moe"
 ARCHITECTURES = ("Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM")
 MODULES = ("vllm.model_executor.models.qwen3_moe", "vllm.model_executor.models.qwen2_moe")
+# The first vLLM release whose model registry has each architecture (common.SURVEYED_FIRST).
+FIRST_RELEASE = {"Qwen3MoeForCausalLM": common.SURVEYED_FIRST, "Qwen2MoeForCausalLM": common.SURVEYED_FIRST}
 # --arch qwen3-moe: Qwen3-30B-A3B's published config.json.
 PRESET = {
     "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,

@@ -10,6 +10,8 @@ from . import common
 NAME = "qwen3-vl"
 ARCHITECTURES = ("Qwen3VLForConditionalGeneration",)
 MODULES = ("vllm.model_executor.models.qwen3_vl", "vllm.model_executor.models.qwen3")
+# The first vLLM release whose model registry has each architecture (common.SURVEYED_FIRST).
+FIRST_RELEASE = {"Qwen3VLForConditionalGeneration": "0.11.0"}
 # --arch qwen3-vl: Qwen3-VL-8B-Instruct's published config.json.
 PRESET = {
     "architectures": ["Qwen3VLForConditionalGeneration"], "model_type": "qwen3_vl",

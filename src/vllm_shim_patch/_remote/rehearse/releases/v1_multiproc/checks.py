@@ -32,6 +32,15 @@ def worker(run, gpu_worker):
     """The stand-in worker's init_device against what it calls in vLLM."""
     run.check("RehearsalWorker vs init_worker_distributed_environment",
               "backend" in inspect.signature(gpu_worker.init_worker_distributed_environment).parameters)
+    # In init_device or a Worker method it calls (0.33: _init_workspace_and_model_runner).
+    names = code_names(gpu_worker.Worker.init_device)
+    for name in list(names):
+        method = getattr(gpu_worker.Worker, name, None)
+        if inspect.isfunction(method):
+            names |= code_names(method)
+    calls, has = "init_workspace_manager" in names, hasattr(gpu_worker, "init_workspace_manager")
+    run.check("RehearsalWorker.init_device vs Worker.init_device's workspace manager", calls == has,
+              f"Worker.init_device calls init_workspace_manager: {calls}; gpu_worker defines it: {has}")
 
 
 def in_process(run, mpe):

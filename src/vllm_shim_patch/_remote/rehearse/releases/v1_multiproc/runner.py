@@ -15,7 +15,7 @@ from vllm.model_executor.model_loader.utils import get_model_architecture
 from vllm.utils.torch_utils import set_default_torch_dtype
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
-from ... import attention
+from ... import attention, device
 from ...answer import CannotRehearse
 from ...families import common, moe
 from . import shims
@@ -138,15 +138,15 @@ class StandInModelRunner(GPUModelRunner):
         # vLLM's dummy initializer (drawn wide: see families.common.WIDTH), or weights by name.
         mc = self.model_config
         model_cls, _arch = get_model_architecture(mc)
-        with set_default_torch_dtype(mc.dtype), torch.device("cpu"):
+        with set_default_torch_dtype(mc.dtype), torch.device("cpu"), device.building():
             with set_current_vllm_config(self.vllm_config, check_compile=True, prefix=""):
                 model = model_cls(vllm_config=self.vllm_config, prefix="")
         common.init_weights(model, mc, by_name=self.WEIGHTS_BY_NAME)
-        moe.after_weights(model)
         # CUDA kernels are chosen at construction; select vLLM's own forward_native instead.
         for m in model.modules():
             if isinstance(m, CustomOp):
                 m._forward_method = m.forward_native
+        moe.after_weights(model, self.vllm_config)  # after: vLLM 0.12-0.14's path is a dispatch too
         self.model = model.eval()
 
     def get_model(self):

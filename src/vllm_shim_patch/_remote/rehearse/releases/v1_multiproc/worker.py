@@ -38,6 +38,10 @@ class RehearsalWorker(gpu_worker.Worker):
         gpu_worker.init_worker_distributed_environment(
             self.vllm_config, self.rank, self.distributed_init_method, self.local_rank, "gloo")
         shims.set_random_seed(self.model_config.seed)
+        # As the real init_device, before the runner (vLLM 0.13+): MoE's modular kernels take
+        # their scratch from the workspace manager.
+        if hasattr(gpu_worker, "init_workspace_manager"):
+            gpu_worker.init_workspace_manager(self.device)
         self.model_runner = self.rehearse_runner(self.vllm_config, self.device, on_forward=self.rehearse_on_forward)
 
 
