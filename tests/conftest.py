@@ -35,6 +35,10 @@ WORKER = "speculators/data_generation/custom_worker.py"
 # The rehearsal's verdict when every sequence of its default (parity) workload is right.
 PARITY_PASSED = ("rehearsal passed: 6 calls, 40 sequences (32,697 tokens) match a per-prompt forward row by row; "
                  "chunked prefill in 3 of 9 steps; runner order differed from scheduler order in 3")
+# The short workload's (rehearse --quick).
+QUICK_PASSED = ("rehearsal passed: 2 calls, 4 sequences (129 tokens) match a per-prompt forward row by row; chunked "
+                "prefill in 0 of 2 steps; runner order differed from scheduler order in 0 (--quick: short prompts only, "
+                "no chunked prefill; run without --quick for speculators' own workload)")
 # What follows it without --model: the architecture rehearsed, and that the user's may differ.
 DEFAULT_MODEL = "; rehearsed on a tiny LlamaForCausalLM; pass --model to rehearse your model's architecture"
 # The default apply's edits of speculators 0.3.0 for vLLM 0.16: the vLLM rules' 6, the data rules'

@@ -267,6 +267,10 @@ def test_no_import_cycle() -> None:
     assert _cycle(import_graph()) is None
 
 
+def test_no_import_cycle_in_what_runs_in_the_target() -> None:
+    assert _cycle(import_graph(remote=True)) is None
+
+
 @pytest.mark.parametrize(
     ("graph", "cycle"),
     [({"a": {"b"}, "b": {"a"}}, ["a", "b", "a"]), ({"a": {"b"}, "b": {"c"}, "c": set()}, None)],

@@ -205,3 +205,16 @@ def test_states_captured_on_another_rank_than_rank_0_are_speculators_rank_logic(
     assert out.text.splitlines()[3:5] == [
         "  ranks:       rank 0 replied no captured states; rank 1 replied 2 sequences (58 rows)",
         "  fix:         no rule: speculators' own rank logic (rank 1 captured the states, tensor parallel rank 0 none)"]
+
+
+def test_states_rank_0_captured_that_the_generator_did_not_get_are_speculators_rank_logic(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    failure = {"exception": "RuntimeError: Failed to capture hidden states from worker", "side": "main",
+               "speculators_frame": {**HOOK, "line": 292}, "vllm_frame": None, "captured_on": [],
+               "rank0_captured": True,
+               "ranks": ["rank 0 replied 2 sequences (58 rows)", "rank 1 replied no captured states"]}
+    out, _ = _run(monkeypatch, _failed(failure))
+    assert out.text.splitlines()[3:5] == [
+        "  ranks:       rank 0 replied 2 sequences (58 rows); rank 1 replied no captured states",
+        "  fix:         no rule: speculators' own rank logic (tensor parallel rank 0 captured the states; "
+        "speculators' read of the capture did not take rank 0's reply alone)"]

@@ -3,9 +3,11 @@
 CI's releases (realdata.CI_RELEASES: 0.12.0, the reference, 0.33.0) are built on demand by
 `tests/e2e/build_env.py --vllm X` (from a cold cache in CI: one shared uv cache, so each costs
 little more than its own packages) and their outcome is asserted exactly, from the EXPECTED table
-below: apply, rehearse, the short rehearsal of two model families (Kimi-K2.5, Qwen3-MoE; the
-reference release's families are test_families_realvllm.py's) and rollback through the CLI in a
-small venv that sees the release's vLLM, the verdict lines included. Where a break no rule fixes yet stops the run, the table names that
+below: apply (the parity workload at tensor parallel size 1), the short workload at tensor
+parallel size 2 (two worker processes of vLLM's executor), the short rehearsal of two model
+families (Kimi-K2.5, Qwen3-MoE; the reference release's families are test_families_realvllm.py's)
+and rollback through the CLI in a small venv that sees the release's vLLM, the verdict lines
+included. Where a break no rule fixes yet stops the run, the table names that
 break (it documents the state; a change in it, better or worse, fails the test until the table is
 updated). Every other release with a committed constraints file runs only when asked for
 (VSP_TEST_OTHER_RELEASES=1) and only where its venv is built (`--cached-only`; not built: skipped,
@@ -30,7 +32,7 @@ from pathlib import Path
 
 import pytest
 import realdata
-from conftest import DEFAULT_MODEL, EDITS, PARITY_PASSED, Sandbox, real_sandbox
+from conftest import DEFAULT_MODEL, EDITS, PARITY_PASSED, QUICK_PASSED, Sandbox, real_sandbox
 
 E2E = Path(__file__).resolve().parent
 RELEASES = sorted(
@@ -75,9 +77,9 @@ RULES_040_ON_033 = (
 # family's full workload is docs/compatibility.md's). The reference release's families are
 # tests/e2e/test_families_realvllm.py's, every preset on both speculators.
 FAMILIES = ("kimi-k2.5", "qwen3-moe")
-QUICK = ("rehearsal passed: 2 calls, 4 sequences (129 tokens) match a per-prompt forward row by row; chunked "
-         "prefill in 0 of 2 steps; runner order differed from scheduler order in 0 (--quick: short prompts only, "
-         "no chunked prefill; run without --quick for speculators' own workload)")
+QUICK = QUICK_PASSED
+# `rehearse --tensor-parallel-size 2 --quick` after apply: two worker processes of vLLM's executor.
+TP2 = f"{QUICK}; at tensor parallel size 2, pipeline parallel 1{DEFAULT_MODEL}"
 NO_KIMI = ("rehearsal not run: this vLLM has no model class for KimiK25ForConditionalGeneration (it cannot load "
            "your model, patched or not; first release with it: 0.15.0)")
 
@@ -111,7 +113,7 @@ EXPECTED = {
         "patched speculators 0.3.0 for vLLM 0.12.0: 21 edits in 2 files; vLLM 0.12.0 (static); "
         f"verification passed: 2 imports ok, 22 calls bind (live); {PARITY_PASSED}{DEFAULT_MODEL}",
         "patched", RULES_ON_012,
-        0, f"speculators 0.3.0 on vLLM 0.12.0: {PARITY_PASSED}{DEFAULT_MODEL}",
+        0, f"speculators 0.3.0 on vLLM 0.12.0: {TP2}",
         "rolled back speculators 0.3.0 to original: restored 2 files; sha256 equal to RECORD for all 52 files",
         _families(("kimi-k2.5", 2, NO_KIMI), PASSING_FAMILIES[1]),
     ),
@@ -120,7 +122,7 @@ EXPECTED = {
         "patched speculators 0.4.0 for vLLM 0.12.0: 5 edits in 2 files; vLLM 0.12.0 (static); "
         f"verification passed: 2 imports ok, 25 calls bind (live); {PARITY_PASSED}{DEFAULT_MODEL}",
         "patched", RULES_ON_040,
-        0, f"speculators 0.4.0 on vLLM 0.12.0: {PARITY_PASSED}{DEFAULT_MODEL}",
+        0, f"speculators 0.4.0 on vLLM 0.12.0: {TP2}",
         "rolled back speculators 0.4.0 to original: restored 2 files; sha256 equal to RECORD for all 54 files",
         _families(("kimi-k2.5", 2, NO_KIMI), PASSING_FAMILIES[1]),
     ),
@@ -129,7 +131,7 @@ EXPECTED = {
         f"patched speculators 0.3.0 for vLLM 0.16.0: {EDITS} edits in 2 files; vLLM 0.16.0 (static); "
         f"verification passed: 2 imports ok, 22 calls bind (live); {PARITY_PASSED}{DEFAULT_MODEL}",
         "patched", RULES_ON_012,
-        0, f"speculators 0.3.0 on vLLM 0.16.0: {PARITY_PASSED}{DEFAULT_MODEL}",
+        0, f"speculators 0.3.0 on vLLM 0.16.0: {TP2}",
         "rolled back speculators 0.3.0 to original: restored 2 files; sha256 equal to RECORD for all 52 files",
     ),
     ("0.16.0", "0.4.0"): Outcome(
@@ -137,7 +139,7 @@ EXPECTED = {
         "patched speculators 0.4.0 for vLLM 0.16.0: 5 edits in 2 files; vLLM 0.16.0 (static); "
         f"verification passed: 2 imports ok, 25 calls bind (live); {PARITY_PASSED}{DEFAULT_MODEL}",
         "patched", RULES_ON_040,
-        0, f"speculators 0.4.0 on vLLM 0.16.0: {PARITY_PASSED}{DEFAULT_MODEL}",
+        0, f"speculators 0.4.0 on vLLM 0.16.0: {TP2}",
         "rolled back speculators 0.4.0 to original: restored 2 files; sha256 equal to RECORD for all 54 files",
     ),
     ("0.33.0", "0.3.0"): Outcome(
@@ -145,7 +147,7 @@ EXPECTED = {
         "patched speculators 0.3.0 for vLLM 0.33.0: 28 edits in 3 files; vLLM 0.33.0 (static); "
         f"verification passed: 3 imports ok, 23 calls bind (live); {PARITY_PASSED}{DEFAULT_MODEL}",
         "patched", RULES_ON_033,
-        0, f"speculators 0.3.0 on vLLM 0.33.0: {PARITY_PASSED}{DEFAULT_MODEL}",
+        0, f"speculators 0.3.0 on vLLM 0.33.0: {TP2}",
         "rolled back speculators 0.3.0 to original: restored 3 files; sha256 equal to RECORD for all 52 files",
     PASSING_FAMILIES,
     ),
@@ -154,7 +156,7 @@ EXPECTED = {
         "patched speculators 0.4.0 for vLLM 0.33.0: 12 edits in 3 files; vLLM 0.33.0 (static); "
         f"verification passed: 3 imports ok, 26 calls bind (live); {PARITY_PASSED}{DEFAULT_MODEL}",
         "patched", RULES_040_ON_033,
-        0, f"speculators 0.4.0 on vLLM 0.33.0: {PARITY_PASSED}{DEFAULT_MODEL}",
+        0, f"speculators 0.4.0 on vLLM 0.33.0: {TP2}",
         "rolled back speculators 0.4.0 to original: restored 3 files; sha256 equal to RECORD for all 54 files",
     PASSING_FAMILIES,
     ),
@@ -214,7 +216,8 @@ def _apply_rehearse_rollback(vllm: str, spec: str, tmp_path: Path, *, build: boo
     sb = real_sandbox(tmp_path, python, site, realdata.speculators_wheel(spec))
     applied = sb.run("--vllm-version", vllm, timeout=900)
     status = json.loads(sb.run("status", "--json").stdout)
-    rehearsed = sb.run("rehearse", timeout=900)
+    # Apply rehearsed the parity workload at size 1; the package as it left it, at size 2.
+    rehearsed = sb.run("rehearse", "--tensor-parallel-size", "2", "--quick", timeout=900)
     each = tuple((name, sb.run("rehearse", "--arch", name, "--quick", timeout=900)) for name in families)
     rolled = sb.run("rollback")
     # RECORD's hashed files but the console script in bin/ (outside the package's folder, which is

@@ -145,3 +145,9 @@ def test_states_captured_on_other_ranks_than_rank_0_are_named() -> None:
     assert ranks.captured_elsewhere(STATES) == [1]  # rank 0 captured none, rank 1 did
     assert ranks.captured_elsewhere([{**STATES[0], "replies": [{"sequences": 2, "rows": 58}]}, STATES[1]]) == []
     assert ranks.captured_elsewhere([STATES[0], {**STATES[1], "replies": [None]}]) == []  # no one did
+
+
+def test_whether_rank_0_captured_is_read_from_its_replies() -> None:
+    assert ranks.rank0_captured(STATES) is False  # rank 1 captured, rank 0 none
+    assert ranks.rank0_captured([{**STATES[0], "replies": [{"sequences": 2, "rows": 58}]}, STATES[1]]) is True
+    assert ranks.rank0_captured([STATES[0], {**STATES[1], "replies": [None]}]) is False  # no one did

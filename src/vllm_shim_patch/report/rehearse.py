@@ -173,11 +173,15 @@ def _fixes(r: Rehearsal) -> list[str]:
     if r.fixes:
         return [f"  fix:         rule {site.rule_id} ({_pending(site)} {site.path}:{site.line})" for site in r.fixes]
     elsewhere = r.failure.get("captured_on")
-    if r.failure.get("rank") is not None or elsewhere:
-        # A rank raised or died, or the states were captured on another rank than tensor parallel
-        # rank 0, at a site no rule edits: the rank logic is speculators' own.
+    misread = bool(r.failure.get("rank0_captured"))
+    if r.failure.get("rank") is not None or elsewhere or misread:
+        # A rank raised or died, the states were captured on another rank than tensor parallel
+        # rank 0, or rank 0 captured them and the generator still failed to get them, at a site
+        # no rule edits: the rank logic is speculators' own.
         why = ([f"{listing([f'rank {n}' for n in elsewhere])} captured the states, tensor parallel rank 0 none"]
-               if elsewhere else [])
+               if elsewhere else
+               ["tensor parallel rank 0 captured the states; speculators' read of the capture did not take "
+                "rank 0's reply alone"] if misread else [])
         why += [f"rules that would still change the package: {', '.join(r.pending)}"] if r.pending else []
         return ["  fix:         no rule: speculators' own rank logic" + (f" ({'; '.join(why)})" if why else "")]
     if r.pending:

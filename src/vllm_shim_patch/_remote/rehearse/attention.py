@@ -171,7 +171,7 @@ def backend_class(base, name, impl):
     return StandInAttentionBackend
 
 
-def _abstract(name):
+def abstract(name):
     """vLLM's attention interface class `name` (AttentionBackend, AttentionImpl), where it lives."""
     for module in _ABSTRACT:
         try:
@@ -179,35 +179,6 @@ def _abstract(name):
         except (ImportError, AttributeError):
             continue
     return None
-
-
-def install():
-    """Make vLLM's attention selector return the stand-in backend for every layer (MLA's: see `mla`)."""
-    from vllm.platforms import current_platform
-
-    from . import mla
-
-    module = sys.modules.setdefault(MODULE, types.ModuleType(MODULE))
-    backend = backend_class(_abstract("AttentionBackend") or object, BACKEND_NAME, StandInAttentionImpl)
-    mla_backend = mla.backend(backend)
-    for cls in (backend, StandInAttentionImpl, mla.StandInMLAImpl, mla_backend):
-        cls.__module__ = module.__name__
-        setattr(module, cls.__name__, cls)
-    seam = mla.install()
-
-    def get_attn_backend_cls(selected_backend=None, attn_selector_config=None, *args, **kwargs):
-        config = selector_config(attn_selector_config, args, kwargs)
-        if getattr(config, "use_sparse", False):
-            from .answer import CannotRehearse
-
-            raise CannotRehearse("the stand-in attention backend has no sparse attention (DeepSeek-V3.2's indexer)")
-        if getattr(config, "use_mla", False):
-            mla.check_installed(seam)
-            return f"{module.__name__}.{mla_backend.__name__}"
-        return f"{module.__name__}.{backend.__name__}"
-
-    current_platform.get_attn_backend_cls = get_attn_backend_cls
-    return backend
 
 
 def selector_config(config, args, kwargs):
@@ -223,14 +194,11 @@ def selector_config(config, args, kwargs):
 
 def self_check(run):
     """The stand-in impl against vLLM's AttentionImpl interface: the arguments Attention passes."""
-    from . import mla_checks
-
     impl = sys.modules[MODULE].StandInAttentionImpl
-    real = _abstract("AttentionImpl")
+    real = abstract("AttentionImpl")
     if real is None:
         run.check("StandInAttentionImpl vs AttentionImpl", False, "vLLM defines no AttentionImpl")
     for method in ("__init__", "forward"):
         want = list(inspect.signature(getattr(real, method)).parameters)
         ours = list(inspect.signature(getattr(impl, method)).parameters)[:len(want)]
         run.check(f"StandInAttentionImpl.{method} vs AttentionImpl.{method}", ours == want, f"{want} != {ours}")
-    mla_checks.self_check(run)

@@ -5,7 +5,7 @@ import importlib
 import os
 import sys
 
-from . import attention, check, device, families, frames, model_folder, releases, workload
+from . import attention, backends, check, device, families, frames, model_folder, releases, workload
 from .answer import CannotRehearse, WrongOutput
 from .families import common, moe
 from .model import modules as model_modules, source as model_source
@@ -95,7 +95,7 @@ def run(run, req):
                                    "reason": req.get("topology_reason")}})
     modules = model_modules(family, arch)
     device.install()
-    attention.install()
+    backends.install()
     if experts:
         moe.install()
     common.register_in_process([importlib.import_module(m) for m in modules])
@@ -103,7 +103,7 @@ def run(run, req):
     run.standins = (adapter, S)
     run.stage = "self-check"
     device.self_check(run)
-    attention.self_check(run)
+    backends.self_check(run)
     if experts:
         moe.self_check(run)
     adapter.self_check(run, S)

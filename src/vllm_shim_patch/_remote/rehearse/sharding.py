@@ -10,9 +10,9 @@ same loaders at tensor parallel 1 copy the whole tensor: the reference is that o
 Imports vLLM and torch inside the functions only (imported by `families.common.init_weights`).
 """
 
+import functools
 import zlib
 
-from .families import common
 
 def full_shape(module, param):
     """The parameter's shape in the unsharded model (fused q/k/v and gate/up as vLLM lays them out):
@@ -40,34 +40,35 @@ def full_shape(module, param):
     return tuple(shape)
 
 
-def full_tensor(name, shape, dtype):
-    """The same whole tensor for `name` in every process."""
+def full_tensor(name, shape, dtype, seed, width):
+    """The same whole tensor for `name` in every process (uniform in +-width, norms near 1)."""
     import torch
 
-    gen = torch.Generator().manual_seed(common.SEED * 1_000_003 + zlib.crc32(name.encode()))
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
     t = torch.rand(shape, generator=gen, dtype=torch.float32)
     leaf = name.rsplit(".", 2)
     if len(leaf) >= 2 and "norm" in leaf[-2] and name.endswith("weight"):
         return t.mul_(0.4).add_(0.8).to(dtype)  # norms near 1, as in a trained model
-    return t.mul_(2 * common.WIDTH).sub_(common.WIDTH).to(dtype)
+    return t.mul_(2 * width).sub_(width).to(dtype)
 
 
 def is_fused_moe(module):
     return any(c.__name__ == "FusedMoE" for c in type(module).__mro__)
 
 
-def load(model):
-    """Every parameter of `model` through its own loader, from its whole tensor; a tied parameter
-    (lm_head = embed_tokens) once, under its first name."""
+def load(model, seed, width):
+    """Every parameter of `model` through its own loader, from its whole tensor (`full_tensor`'s
+    seed and width); a tied parameter (lm_head = embed_tokens) once, under its first name."""
     import torch
 
     from vllm.model_executor.model_loader.weight_utils import default_weight_loader
 
+    draw = functools.partial(full_tensor, seed=seed, width=width)
     seen = set()
     with torch.no_grad():
         for mname, module in model.named_modules():
             if is_fused_moe(module):
-                _load_experts(module, mname, seen)
+                _load_experts(module, mname, seen, draw)
                 continue
             for pname, param in module.named_parameters(recurse=False):
                 if id(param) in seen:
@@ -75,10 +76,10 @@ def load(model):
                 seen.add(id(param))
                 name = f"{mname}.{pname}" if mname else pname
                 loader = getattr(param, "weight_loader", default_weight_loader)
-                loader(param, full_tensor(name, full_shape(module, param), param.dtype))
+                loader(param, draw(name, full_shape(module, param), param.dtype))
 
 
-def _load_experts(module, mname, seen):
+def _load_experts(module, mname, seen, draw):
     """FusedMoE keeps w13 = [gate; up] and w2 for every expert, each rank a slice of the
     intermediate size; its loader takes one checkpoint tensor per (expert, w1|w2|w3)."""
     inter = module.intermediate_size_per_partition * module.tp_size
@@ -89,13 +90,13 @@ def _load_experts(module, mname, seen):
             if pname.endswith("_bias") and pname.startswith(("w13", "w2")):
                 raise NotImplementedError(f"the stand-in sharding.load draws no per-expert biases ({mname}.{pname})")
             # Replicated on every rank (DeepSeek's e_score_correction_bias): the whole tensor.
-            param.data.copy_(full_tensor(f"{mname}.{pname}", tuple(param.shape), param.dtype))
+            param.data.copy_(draw(f"{mname}.{pname}", tuple(param.shape), param.dtype))
     for e in range(module.global_num_experts):
         for shard, shape, pname in (("w1", (inter, hidden), "w13_weight"), ("w3", (inter, hidden), "w13_weight"),
                                     ("w2", (hidden, inter), "w2_weight")):
             param = getattr(module, pname)
             name = f"{mname}.experts.{e}.{shard}.weight"
-            param.weight_loader(param, full_tensor(name, shape, param.dtype), name, shard_id=shard, expert_id=e)
+            param.weight_loader(param, draw(name, shape, param.dtype), name, shard_id=shard, expert_id=e)
 
 
 def full_shapes(model):

@@ -91,7 +91,7 @@ def init_weights(model, model_config, by_name=False):
     if by_name:
         from .. import sharding
 
-        return sharding.load(model)
+        return sharding.load(model, SEED, WIDTH)
     import inspect
 
     import torch

@@ -233,7 +233,8 @@ def rank_failure(standins, outcome, failure):
     outcome, failure = ranks.explain(found, s.deaths.names, codes, outcome, failure, world)
     states = s.view.states_now() if not found and not s.deaths.names and s.view is not None else None
     if states:
-        failure = {**failure, "ranks": ranks.replies(states), "captured_on": ranks.captured_elsewhere(states)}
+        failure = {**failure, "ranks": ranks.replies(states), "captured_on": ranks.captured_elsewhere(states),
+                   "rank0_captured": ranks.rank0_captured(states)}
     return outcome, failure
 
 

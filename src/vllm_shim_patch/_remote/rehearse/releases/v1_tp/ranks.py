@@ -173,6 +173,12 @@ def captured_elsewhere(states):
     return sorted(r for r, n in rows.items() if n)
 
 
+def rank0_captured(states):
+    """Whether tensor parallel rank 0, the rank speculators captures on, captured rows: where the
+    generator then failed, its read of the capture did not take rank 0's reply alone."""
+    return any(r.get("rows", 0) for s in states if s.get("tp_rank") == 0 for r in s.get("replies") or () if r)
+
+
 def holds(states):
     """What any rank still holds after a call, or captured for no reader ([]: nothing)."""
     out = []

@@ -1,0 +1,116 @@
+"""The tensor-parallel rehearsal on the real vLLM 0.16.0: two worker processes of vLLM's own
+MultiprocExecutor over gloo, the patched speculators passing at tensor parallel size 2, and each
+rank mistake of tests/e2e/rank_mutants.py (each passes at size 1) failing there, naming the rank.
+
+speculators 0.4.0 and the other CI releases rehearse at size 2 in test_releases_realvllm.py; the
+size refused above the CPU count, the default size and the wording are the unit tier's
+(tests/commands/test_topology.py, tests/remote/test_ranks.py).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import rank_mutants
+import realdata
+from conftest import DEFAULT_MODEL, PARITY_PASSED, Sandbox, real_sandbox
+
+pytestmark = [pytest.mark.realvllm, pytest.mark.slow, pytest.mark.xdist_group("topology")]
+
+AT_TP2 = "; at tensor parallel size 2, pipeline parallel 1"
+
+
+@pytest.fixture(scope="module")
+def applied(tmp_path_factory: pytest.TempPathFactory, vllm_venv_python: Path, vllm_site: Path) -> tuple[Sandbox, str]:
+    """speculators 0.3.0 after apply with the rehearsal at tensor parallel size 2 (the parity workload)."""
+    root = tmp_path_factory.mktemp("tp2")
+    sb = real_sandbox(root, vllm_venv_python, vllm_site, realdata.speculators_wheel(realdata.OLD_SPECULATORS))
+    r = _run(sb, "--vllm-version", "0.16", "--tensor-parallel-size", "2")
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    return sb, r.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture
+def patched(applied: tuple[Sandbox, str]) -> Sandbox:
+    return applied[0]
+
+
+MARK = "VSP_TOPOLOGY_TEST_RUN"  # in the environment of every process this module's runs start
+
+
+def _left_behind() -> list[str]:
+    """The processes this module's runs started that are still alive (vLLM retitles its worker
+    processes, so they are found by the environment they inherited, not by name)."""
+    left = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and f"{MARK}=1".encode() in (proc / "environ").read_bytes().split(b"\0"):
+                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                left.append(f"{proc.name} {cmdline}")
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+    return left
+
+
+def _run(sb: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:
+    return sb.run(*args, env={MARK: "1"}, timeout=1200)
+
+
+def test_apply_at_tensor_parallel_2_passes_the_parity_workload(applied: tuple[Sandbox, str]) -> None:
+    verdict = applied[1]
+    assert verdict.endswith(f"{PARITY_PASSED}{AT_TP2}{DEFAULT_MODEL}"), verdict
+    assert _left_behind() == []
+
+
+def test_kimi_k25_mla_and_experts_shard_at_tensor_parallel_2(patched: Sandbox) -> None:
+    r = _run(patched, "rehearse", "--arch", "kimi-k2.5", "--tensor-parallel-size", "2", "--quick", "--json")
+    data = json.loads(r.stdout)
+    assert (r.returncode, data["outcome"]) == (0, "passed"), data.get("failure")
+    assert data["topology"]["tensor_parallel_size"] == 2
+    assert data["layers"] == {"MLAAttention": 4, "MoE": 3}
+    assert data["max_rel_diff"] == 0.0
+
+
+MISREAD = ("  fix:         no rule: speculators' own rank logic (tensor parallel rank 0 captured the states; "
+           "speculators' read of the capture did not take rank 0's reply alone)")
+# mutant -> (the verdict's failure words, a line of the report that names the rank or the logic).
+MUTANTS = {
+    "capture-rank": ("RuntimeError: Failed to capture hidden states from worker",
+                     "  fix:         no rule: speculators' own rank logic (rank 1 captured the states, "
+                     "tensor parallel rank 0 none)"),
+    "output-rank": ("RuntimeError: Failed to capture hidden states from worker", MISREAD),
+    "reply-shape": ("", MISREAD),
+    "raise-forward": ("on rank 1 at ", "  rank:        1 (tensor parallel rank 1, pipeline rank 0)"),
+    "rank-dies": ("on rank 1 at ", "  rank:        1"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_each_rank_mistake_fails_at_tensor_parallel_2_naming_it(patched: Sandbox, name: str) -> None:
+    path, before = rank_mutants.write(patched.site, name)
+    try:
+        r = _run(patched, "rehearse", "--tensor-parallel-size", "2", "--quick")
+    finally:
+        path.write_bytes(before)
+    words, line = MUTANTS[name]
+    verdict = r.stdout.strip().splitlines()[-1]
+    if name == "rank-dies":
+        assert "died with exit status 7" in verdict, verdict
+    assert r.returncode == 1, r.stdout + r.stderr[-3000:]
+    assert verdict.startswith(f"speculators {realdata.OLD_SPECULATORS} on vLLM {realdata.REFERENCE_VLLM}: "
+                              "rehearsal failed in "), verdict
+    assert words in verdict and AT_TP2 in verdict, verdict
+    assert line in r.stdout.splitlines(), r.stdout
+    assert _left_behind() == []
+
+
+def test_each_rank_mistake_passes_at_tensor_parallel_1_where_no_rank_logic_runs(patched: Sandbox) -> None:
+    path, before = rank_mutants.write(patched.site, "capture-rank")
+    try:
+        r = _run(patched, "rehearse", "--tensor-parallel-size", "1", "--quick")
+    finally:
+        path.write_bytes(before)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
