@@ -45,6 +45,13 @@ MUTANTS: dict[str, tuple[str, list[tuple[object, str, int | None]]]] = {
                             + "        if get_tp_group().rank_in_group == 1 and getattr(self, \"_vsp_calls\", 0) == 1:\n"
                             "            import os\n            os._exit(7)\n"
                             "        self._vsp_calls = getattr(self, \"_vsp_calls\", 0) + 1\n", 1)]),
+    # Rank 1 hangs in its first _set_request_metadata, saying so in the file VSP_TEST_HANG_FLAG
+    # names: the run never ends by itself (a test interrupts it there).
+    "rank-hangs": (WORKER, [(METADATA_DEF, AFTER
+                             + "        if get_tp_group().rank_in_group == 1:\n"
+                             "            import os, time\n"
+                             "            open(os.environ[\"VSP_TEST_HANG_FLAG\"], \"w\").close()\n"
+                             "            time.sleep(3600)\n", 1)]),
 }
 
 

@@ -10,7 +10,12 @@ size refused above the CPU count, the default size and the wording are the unit 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -71,7 +76,9 @@ def test_kimi_k25_mla_and_experts_shard_at_tensor_parallel_2(patched: Sandbox) -
     assert (r.returncode, data["outcome"]) == (0, "passed"), data.get("failure")
     assert data["topology"]["tensor_parallel_size"] == 2
     assert data["layers"] == {"MLAAttention": 4, "MoE": 3}
-    assert data["max_rel_diff"] == 0.0
+    # Row-parallel layers split each contraction across the ranks: float32 sums in another order
+    # (about 1e-6), far inside the check's tolerance (1e-3), which a real mistake is far outside.
+    assert 0.0 < data["max_rel_diff"] < 1e-5, data["max_rel_diff"]
 
 
 MISREAD = ("  fix:         no rule: speculators' own rank logic (tensor parallel rank 0 captured the states; "
@@ -114,3 +121,37 @@ def test_each_rank_mistake_passes_at_tensor_parallel_1_where_no_rank_logic_runs(
     finally:
         path.write_bytes(before)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+
+
+def test_an_interrupt_while_a_rank_hangs_leaves_no_process_behind(patched: Sandbox, tmp_path: Path) -> None:
+    """The CLI interrupted (Ctrl-C) while rank 1 hangs and rank 0 waits on it: the session's
+    process group, every worker process with it, is gone."""
+    flag = tmp_path / "rank-1-hangs"
+    path, before = rank_mutants.write(patched.site, "rank-hangs")
+    try:
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("VSP_TEST_")},
+               MARK: "1", "VSP_TEST_HANG_FLAG": str(flag)}
+        proc = subprocess.Popen([sys.executable, "-m", "vllm_shim_patch", "--python", str(patched.python),
+                                 "--state-dir", str(patched.state), "rehearse", "--tensor-parallel-size", "2",
+                                 "--quick"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            _wait_for(flag.exists, proc)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    finally:
+        path.write_bytes(before)
+    assert proc.returncode == 130, out + err[-3000:]
+    _wait_for(lambda: _left_behind() == [], None)
+
+
+def _wait_for(done: Callable[[], bool], proc: subprocess.Popen[str] | None) -> None:
+    """Until `done()` (the interrupt waits for its moment, never for a guessed time); bounded only
+    so that a run that never gets there fails instead of hanging the suite."""
+    deadline = time.monotonic() + 900
+    while not done():
+        assert proc is None or proc.poll() is None, proc.communicate() if proc else ""
+        assert time.monotonic() < deadline, "never happened"
+        time.sleep(0.2)
