@@ -10,10 +10,10 @@ import multiprocessing
 import threading
 import weakref
 
-from vllm.utils.network_utils import get_distributed_init_method, get_loopback_ip, get_open_port
 from vllm.v1.executor import multiproc_executor as mpe
 
 from ...answer import CannotRehearse
+from . import shims
 from .queues import BroadcastMQ, ResponseMQ, WorkerInbox
 from .worker import QUALNAME, refuse_v2
 
@@ -87,7 +87,7 @@ def start(self, created):
     # Device/platform stand-in: on a GPU platform check_and_update_config would have set
     # worker_cls to vllm.v1.worker.gpu_worker.Worker; use its CPU-capable subclass.
     self.parallel_config.worker_cls = QUALNAME
-    distributed_init_method = get_distributed_init_method(get_loopback_ip(), get_open_port())
+    distributed_init_method = shims.file_store()
     self.rpc_broadcast_mq = BroadcastMQ()
     proc = InProcWorkerProc(
         vllm_config=self.vllm_config,
