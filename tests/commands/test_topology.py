@@ -193,6 +193,7 @@ def test_what_every_rank_raised_is_no_one_rank_s(monkeypatch: pytest.MonkeyPatch
                "vllm_frame": None, "side": "worker", "rank": 0, "tp_rank": 0, "pp_rank": 0, "every_rank": True}
     out, _ = _run(monkeypatch, _failed(failure, "init"))
     assert "  rank:        every rank raised it; rank 0 first" in out.text.splitlines()
+    assert not any("speculators' own rank logic" in line for line in out.text.splitlines())
     assert out.text.splitlines()[-1].startswith("speculators 0.3.0 on vLLM 0.16.0: rehearsal failed in init at ")
 
 
@@ -218,3 +219,17 @@ def test_states_rank_0_captured_that_the_generator_did_not_get_are_speculators_r
         "  ranks:       rank 0 replied 2 sequences (58 rows); rank 1 replied no captured states",
         "  fix:         no rule: speculators' own rank logic (tensor parallel rank 0 captured the states; "
         "speculators' read of the capture did not take rank 0's reply alone)"]
+
+
+@pytest.mark.parametrize("broken", [
+    {"num_attention_heads": 0},  # no heads to divide by
+    {"qk_nope_head_dim": None, "qk_rope_head_dim": None, "num_attention_heads": "many"},
+    {"n_routed_experts": "sixty"},
+    {"hidden_size": None},
+], ids=["no-heads", "not-a-number", "experts-not-a-number", "no-hidden-size"])
+def test_a_config_whose_sizes_are_broken_has_no_estimate_not_a_traceback(broken: dict[str, object]) -> None:
+    from vllm_shim_patch.analysis.topology import estimate_bytes
+
+    config = {"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 128, "num_attention_heads": 4}
+    assert estimate_bytes(config) == (2 * (2 * 64 * 4 * 16 * 2) + 2 * 3 * 64 * 256 + 2 * 128 * 64) * 2
+    assert estimate_bytes({**config, **broken}) is None

@@ -37,9 +37,6 @@ MUTANTS: dict[str, tuple[str, list[tuple[object, str, int | None]]]] = {
     # Rank 1 raises inside the model's forward (a capture hook): rank 0 waits in the next all-reduce.
     "raise-forward": (WORKER, [(HOOK, AFTER + "            if get_tp_group().rank_in_group == 1:\n"
                                 "                raise RuntimeError(\"rank 1 raises in its capture hook\")\n", 1)]),
-    # Rank 1 raises in the RPC whose reply vLLM reads from rank 0 only.
-    "raise-read": (WORKER, [(READ_DEF, AFTER + "        if get_tp_group().rank_in_group == 1:\n"
-                             "            raise RuntimeError(\"rank 1 raises in _get_captured_states\")\n", 1)]),
     # Rank 1's process exits with status 7 in its second _set_request_metadata.
     "rank-dies": (WORKER, [(METADATA_DEF, AFTER
                             + "        if get_tp_group().rank_in_group == 1 and getattr(self, \"_vsp_calls\", 0) == 1:\n"

@@ -24,6 +24,12 @@ ON_030, ON_040 = pytest.mark.xdist_group("families-030"), pytest.mark.xdist_grou
 PRESETS = {name: families.preset(name)[1] for name in families.presets()}
 
 
+# Each run names tensor parallel size 1: not given, a --model too large for one GPU (DeepSeek-V3,
+# Kimi-K2.5, Mistral-Large-3) rehearses at the size its weights need, capped by the CPUs (2 here).
+# What a family does across ranks is test_topology_realvllm.py's; here it is the family alone.
+TP1 = ("--tensor-parallel-size", "1")
+
+
 def model(root: Path, name: str) -> Path:
     folder = root / name
     folder.mkdir()
@@ -40,7 +46,7 @@ def patched(tmp_path_factory: pytest.TempPathFactory, vllm_venv_python: Path, vl
     """speculators 0.3.0 after the full apply, rehearsed on DeepSeek-V3 (the seed box's family)."""
     root = tmp_path_factory.mktemp("patched")
     sb = real_sandbox(root, vllm_venv_python, vllm_site, realdata.speculators_wheel(realdata.OLD_SPECULATORS))
-    r = sb.run("--vllm-version", "0.16", "--model", str(model(root, "deepseek")), timeout=900)
+    r = sb.run("--vllm-version", "0.16", "--model", str(model(root, "deepseek")), *TP1, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip().endswith(verdict("deepseek")), r.stdout
     return sb
@@ -52,7 +58,7 @@ def patched(tmp_path_factory: pytest.TempPathFactory, vllm_venv_python: Path, vl
 @ON_030
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_each_family_passes_speculators_030_after_the_full_apply(patched: Sandbox, tmp_path: Path, name: str) -> None:
-    r = patched.run("rehearse", "--model", str(model(tmp_path, name) / "config.json"), "--quick", "--json",
+    r = patched.run("rehearse", "--model", str(model(tmp_path, name) / "config.json"), *TP1, "--quick", "--json",
                     timeout=900)
     data = json.loads(r.stdout)
     assert (r.returncode, data["outcome"]) == (0, "passed"), data.get("failure")
@@ -68,7 +74,7 @@ def test_each_family_passes_speculators_030_after_the_full_apply(patched: Sandbo
 
 def test_the_eagle3_gate_refuses_deepseek_when_its_rule_is_skipped(real: Sandbox, tmp_path: Path) -> None:
     before = real.snapshot()
-    r = real.run("--vllm-version", "0.16", "--model", str(model(tmp_path, "deepseek")), "--skip",
+    r = real.run("--vllm-version", "0.16", "--model", str(model(tmp_path, "deepseek")), *TP1, "--skip",
                  "worker-no-eagle3-gate", timeout=900)
     assert r.returncode == 1
     assert real.snapshot() == before
@@ -85,7 +91,7 @@ def test_without_the_capture_hooks_qwen3_vl_crashes_and_mistral_large_3_is_silen
         real: Sandbox, tmp_path: Path) -> None:
     skip = ("--skip", "worker-capture-hooks")
     assert real.run("--vllm-version", "0.16", "--no-rehearse", *skip, timeout=900).returncode == 0
-    r = real.run("rehearse", "--model", str(model(tmp_path, "qwen3-vl")), *skip, timeout=900)
+    r = real.run("rehearse", "--model", str(model(tmp_path, "qwen3-vl")), *TP1, *skip, timeout=900)
     assert r.returncode == 1
     assert r.stdout.splitlines()[-1] == (
         f"speculators 0.3.0 on vLLM {realdata.REFERENCE_VLLM}: rehearsal failed in init at {GENERATOR}:156: "
@@ -95,7 +101,7 @@ def test_without_the_capture_hooks_qwen3_vl_crashes_and_mistral_large_3_is_silen
             in r.stdout)
     # DeepSeek-V3's architecture with Llama-4 attention scaling (shrunk: q scaled from row 512 on):
     # speculators' own forward drops the scaling; every row from there on matches no prompt.
-    r = real.run("rehearse", "--model", str(model(tmp_path, "mistral-large-3")), *skip, timeout=900)
+    r = real.run("rehearse", "--model", str(model(tmp_path, "mistral-large-3")), *TP1, *skip, timeout=900)
     assert r.returncode == 1
     last = r.stdout.splitlines()[-1]
     assert last.startswith(f"speculators 0.3.0 on vLLM {realdata.REFERENCE_VLLM}: rehearsal failed: 19 of 40 "
@@ -111,12 +117,12 @@ def patched_040(tmp_path_factory: pytest.TempPathFactory, vllm_venv_python: Path
     sb = real_sandbox(root, vllm_venv_python, vllm_site, realdata.speculators_wheel(realdata.NEW_SPECULATORS))
     skip = ("--skip", "worker-capture-hooks")
     assert sb.run("--vllm-version", "0.16", "--no-rehearse", *skip, timeout=900).returncode == 0
-    r = sb.run("rehearse", "--model", str(model(root, "mistral-large-3")), *skip, timeout=900)
+    r = sb.run("rehearse", "--model", str(model(root, "mistral-large-3")), *TP1, *skip, timeout=900)
     assert r.returncode == 1
     assert ("rehearsal failed: 19 of 40 sequences wrong (call 1: prompt 0 has 512 own rows then 1,433 rows of no "
             "prompt; ") in r.stdout.splitlines()[-1]
     assert sb.run("rollback").returncode == 0
-    r = sb.run("--vllm-version", "0.16", "--model", str(root / "mistral-large-3"), timeout=900)
+    r = sb.run("--vllm-version", "0.16", "--model", str(root / "mistral-large-3"), *TP1, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip().endswith(verdict("mistral-large-3"))
     return sb
@@ -125,14 +131,14 @@ def patched_040(tmp_path_factory: pytest.TempPathFactory, vllm_venv_python: Path
 @ON_040
 @pytest.mark.parametrize("name", sorted(set(PRESETS) - {"mistral-large-3"}))
 def test_each_family_passes_speculators_040_after_apply(patched_040: Sandbox, tmp_path: Path, name: str) -> None:
-    r = patched_040.run("rehearse", "--model", str(model(tmp_path, name)), "--quick", timeout=900)
+    r = patched_040.run("rehearse", "--model", str(model(tmp_path, name)), *TP1, "--quick", timeout=900)
     assert (r.returncode, r.stdout.splitlines()[-1]) == (
         0, f"speculators {realdata.NEW_SPECULATORS} on vLLM {realdata.REFERENCE_VLLM}: {verdict(name, QUICK_PASSED)}")
 
 
 def test_speculators_0401_on_kimi_k25_after_apply(tmp_path: Path, vllm_venv_python: Path, vllm_site: Path) -> None:
     sb = real_sandbox(tmp_path, vllm_venv_python, vllm_site, realdata.speculators_wheel(realdata.SPECULATORS[2]))
-    r = sb.run("--vllm-version", "0.16", "--model", str(model(tmp_path, "kimi-k2.5")), timeout=900)
+    r = sb.run("--vllm-version", "0.16", "--model", str(model(tmp_path, "kimi-k2.5")), *TP1, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip().endswith(verdict("kimi-k2.5"))
 
@@ -157,12 +163,12 @@ def test_a_remote_code_tokenizer_needs_trust_remote_code(real: Sandbox, tmp_path
         **tok_cfg, "tokenizer_class": "KimiTokenizer",
         "auto_map": {"AutoTokenizer": ["tokenization_kimi.KimiTokenizer", None]}}))
     before = real.snapshot()
-    r = real.run("--vllm-version", "0.16", "--model", str(folder), timeout=900)
+    r = real.run("--vllm-version", "0.16", "--model", str(folder), *TP1, timeout=900)
     assert r.returncode == 1
     assert real.snapshot() == before
     assert f"rehearsal failed in init at {GENERATOR}:84: ValueError: " in r.stderr
     assert "  fix:         rule tokenizer-trust-remote-code (opt-in: run again with --trust-remote-code)" in r.stderr
-    r = real.run("--vllm-version", "0.16", "--model", str(folder), "--trust-remote-code", timeout=900)
+    r = real.run("--vllm-version", "0.16", "--model", str(folder), *TP1, "--trust-remote-code", timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip().endswith(verdict("kimi-k2.5"))
     assert "with --trust-remote-code" in real.run("status").stdout

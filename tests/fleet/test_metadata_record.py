@@ -1,5 +1,5 @@
 """METADATA edited line by line; RECORD read, written and checked; the matrix table held to
-docs/compatibility.md."""
+docs/compatibility.json (the data docs/compatibility.md is made from)."""
 
 from __future__ import annotations
 

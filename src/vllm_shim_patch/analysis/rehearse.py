@@ -31,7 +31,7 @@ SUPPORTED = ("0.3.0", "0.4.0", "0.4.0.1")
 # this 2-core machine when idle, and up to 153 s in docs/compatibility.md (vLLM 0.12.0, shared);
 # under load 300 s ran out two thirds of the way through: six times the slowest cell.
 TIMEOUT = 900.0
-# What runs of vLLM's ranks: the executor is stood in by one in-process worker (releases/).
+# The layers whose hidden states speculators captures in the rehearsal.
 LAYERS = (1, 2)
 
 

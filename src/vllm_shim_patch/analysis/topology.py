@@ -149,13 +149,17 @@ def estimate_bytes(config: dict[str, Any]) -> float | None:
     inner = config.get("text_config")
     text: dict[str, Any] = inner if isinstance(inner, dict) else config
     try:
-        h, layers, vocab = int(text["hidden_size"]), int(text["num_hidden_layers"]), int(text["vocab_size"])
-        heads = int(text["num_attention_heads"])
-    except (KeyError, TypeError, ValueError):
-        return None
+        return _parameters(text) * _bytes_per_parameter(config, text)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None  # a config whose sizes are missing or not numbers: no estimate, size 1
+
+
+def _parameters(text: dict[str, Any]) -> int:
+    h, layers, vocab = int(text["hidden_size"]), int(text["num_hidden_layers"]), int(text["vocab_size"])
+    heads = int(text["num_attention_heads"])
     kv = int(text.get("num_key_value_heads") or heads)
-    head_dim = int(text.get("head_dim") or (text.get("qk_nope_head_dim", 0) + text.get("qk_rope_head_dim", 0))
-                   or h // heads)
+    mla_head = int(text.get("qk_nope_head_dim") or 0) + int(text.get("qk_rope_head_dim") or 0)
+    head_dim = int(text.get("head_dim") or mla_head or h // heads)
     attention = 2 * h * heads * head_dim + 2 * h * kv * head_dim
     dense = 3 * h * int(text.get("intermediate_size") or 4 * h)
     experts = int(text.get("n_routed_experts") or text.get("num_experts") or text.get("num_local_experts") or 0)
@@ -164,7 +168,7 @@ def estimate_bytes(config: dict[str, Any]) -> float | None:
     dense_layers = int(text.get("first_k_dense_replace") or 0) if experts else layers
     params = layers * attention + dense_layers * dense + (layers - dense_layers) * moe
     params += vocab * h * (1 if text.get("tie_word_embeddings") else 2)
-    return params * _bytes_per_parameter(config, text)
+    return params
 
 
 def _bytes_per_parameter(config: dict[str, Any], text: dict[str, Any]) -> float:

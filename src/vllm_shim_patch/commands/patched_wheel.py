@@ -107,6 +107,9 @@ def patched_here(ctx: Context) -> dict[str, str] | None:
         return None
     if not same_series(trailers.get("vllm", "").split(" ")[0], _version(ctx)):
         return None  # patched for another series than asked for now: a scratch copy is patched for this one
+    asked = ctx.settings.tensor_parallel_size
+    if asked is not None and not trailers.get("rehearsal-topology", "").startswith(f"tensor parallel size {asked},"):
+        return None  # rehearsed at another size than asked for now: a scratch copy is rehearsed at this one
     if differs:
         raise Refused(text.drifted(ctx.who, differs))
     record = {e.path: e.hash for e in target.record if e.hash}

@@ -38,6 +38,12 @@ def wheel(ctx: Context, opts: WheelOptions) -> Outcome:
         raise UsageError("--vllm-sources goes with --all-series (one series: --vllm-source)")
     ctx.load()
     preflight.refuse_patched_wheel(ctx.target, "wheel")
+    if not opts.no_rehearse:
+        from ..analysis.rehearse import topology
+
+        # A size this machine cannot rehearse: exit 2 before anything is built.
+        topology(ctx.settings.tensor_parallel_size, ctx.settings.pipeline_parallel_size,
+                 model_request(ctx.settings.model, ctx.settings.arch), ctx.target)
     try:
         original = find_original(ctx, opts)
         done = write(ctx, original, folder, rehearse=not opts.no_rehearse, see_target=True)

@@ -1,7 +1,8 @@
-"""The vLLM releases the rules were rehearsed on: the compatibility matrix's data (`docs/compatibility.json`,
-which `bench/matrix.py` writes from real runs and makes `docs/compatibility.md` from: every vLLM release installed, each speculators release
-patched, rehearsed with the parity workload and rolled back). A test holds this table equal to the
-document's, so the tool knows what its own matrix showed without the repository at hand.
+"""The vLLM releases the rules were rehearsed on: the compatibility matrix's data
+(`docs/compatibility.json`, which `bench/matrix.py` writes from real runs and makes
+`docs/compatibility.md` from: every vLLM release installed, each speculators release patched,
+rehearsed with the parity workload and rolled back). A test holds this table equal to the
+matrix data's, so the tool knows what its own matrix showed without the repository at hand.
 
 `wheel --all-series` builds one wheel per series here; the wheel of a series it could not rehearse
 on the build machine says what this table records for it, and no more.

@@ -174,7 +174,9 @@ def _fixes(r: Rehearsal) -> list[str]:
         return [f"  fix:         rule {site.rule_id} ({_pending(site)} {site.path}:{site.line})" for site in r.fixes]
     elsewhere = r.failure.get("captured_on")
     misread = bool(r.failure.get("rank0_captured"))
-    if r.failure.get("rank") is not None or elsewhere or misread:
+    # Every rank raising the same is no one rank's logic (a gate every rank runs, a vLLM break).
+    one_rank = r.failure.get("rank") is not None and not r.failure.get("every_rank")
+    if one_rank or elsewhere or misread:
         # A rank raised or died, the states were captured on another rank than tensor parallel
         # rank 0, or rank 0 captured them and the generator still failed to get them, at a site
         # no rule edits: the rank logic is speculators' own.

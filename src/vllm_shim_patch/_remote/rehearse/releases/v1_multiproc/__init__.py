@@ -159,20 +159,31 @@ def install(standins):
     undo.callback(setattr, executor_cls, "_init_executor", original)
     s.mpe.logger.addHandler(s.tap)
     undo.callback(s.mpe.logger.removeHandler, s.tap)
-    previous = sys.modules.get(s.worker_module)
-    module = types.ModuleType(s.worker_module)
-    module.RehearsalWorker = s.worker
-    sys.modules[s.worker_module] = module
-    undo.callback(_put_back, sys.modules, s.worker_module, previous)
-    for name in UNSET:
-        value = os.environ.pop(name, None)
-        if value is not None:
-            undo.callback(os.environ.__setitem__, name, value)
+    worker_module(undo, s.worker_module, s.worker)
+    unset(undo, UNSET)
 
 
 def restore(standins):
     """Undo what `install` did, in reverse (a second call does nothing)."""
     standins.undo.close()
+
+
+def worker_module(undo, name, worker):
+    """A module `name` holding the worker class (vLLM resolves worker_cls by qualified name), in
+    sys.modules until `undo` closes, then whatever was there before."""
+    previous = sys.modules.get(name)
+    module = types.ModuleType(name)
+    setattr(module, worker.__name__, worker)
+    sys.modules[name] = module
+    undo.callback(_put_back, sys.modules, name, previous)
+
+
+def unset(undo, names):
+    """`names` out of the environment until `undo` closes."""
+    for name in names:
+        value = os.environ.pop(name, None)
+        if value is not None:
+            undo.callback(os.environ.__setitem__, name, value)
 
 
 def _put_back(table, key, previous):
@@ -182,7 +193,7 @@ def _put_back(table, key, previous):
         table[key] = previous
 
 
-def _worker(standins):
+def worker_of(standins):
     """The worker (speculators' extension mixed in) of the one in-process WorkerProc."""
     return standins.created.procs[0].worker.worker
 
@@ -191,17 +202,17 @@ def workers(run, standins, generator):
     """The one in-process worker as the run reads it."""
     from .view import InProcessWorkers
 
-    return InProcessWorkers(_worker(standins), getattr(generator, "executor", None))
+    return InProcessWorkers(worker_of(standins), getattr(generator, "executor", None))
 
 
 def model_of(standins):
     """The model the worker loaded (for the reference forward)."""
-    return _worker(standins).model_runner.model
+    return worker_of(standins).model_runner.model
 
 
 def forward_of(standins):
     """The runner's model call: (input ids, positions, segments, KV history) -> hidden states."""
-    return _worker(standins).model_runner._forward
+    return worker_of(standins).model_runner._forward
 
 
 def worker_failure(standins):

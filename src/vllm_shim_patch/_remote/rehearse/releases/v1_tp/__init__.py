@@ -23,7 +23,6 @@ import importlib
 import multiprocessing
 import os
 import signal
-import sys
 import tempfile
 import time
 import traceback
@@ -153,24 +152,17 @@ def self_check(run, standins):
 def install(standins):
     """The platform stand-ins, the worker's module registered (forked workers inherit it), the
     death tap, the watcher started, UNSET out of the environment. `restore` undoes each."""
-    from ..v1_multiproc import _put_back
+    from ..v1_multiproc import unset, worker_module
     from . import platform
 
     s, undo = standins, standins.undo
     platform.install(undo, s.worker_qualname)
-    previous = sys.modules.get(s.worker_module)
-    module = types.ModuleType(s.worker_module)
-    module.RankWorker = s.worker
-    sys.modules[s.worker_module] = module
-    undo.callback(_put_back, sys.modules, s.worker_module, previous)
+    worker_module(undo, s.worker_module, s.worker)
     s.mpe.logger.addHandler(s.deaths)
     undo.callback(s.mpe.logger.removeHandler, s.deaths)
     s.watcher.start()
     undo.callback(s.watcher.stop)
-    for name in UNSET:
-        value = os.environ.pop(name, None)
-        if value is not None:
-            undo.callback(os.environ.__setitem__, name, value)
+    unset(undo, UNSET)
 
 
 def restore(standins):
