@@ -138,6 +138,8 @@ def test_the_017_source_alone_selects_and_guards_the_rules(sandbox: Sandbox, vll
         ("worker-no-eagle3-gate", "edited", True),
         ("worker-no-eagle3-gate", "edited", True),
         ("worker-no-eagle3-gate", "edited", True),
+        # The gate's rewrite already takes the decoder stack itself as the language model.
+        ("worker-language-model-stack", "already", True),
         ("worker-capture-hooks", "edited", False),
         ("worker-capture-hooks", "edited", False),
         ("worker-capture-hooks", "edited", False),

@@ -87,15 +87,15 @@ def test_non_editable_wheel_ships_rules_and_codemods(tmp_path: Path) -> None:
     assert [line.split()[0] for line in r.stdout.splitlines()] == [
         "worker-request-tracking", "generator-abort-completed", "generator-results-by-request",
         "generator-flush-finished", "generator-results-in-input-order",
-        "worker-no-eagle3-gate", "worker-capture-hooks", "tokenizer-trust-remote-code",
+        "worker-no-eagle3-gate", "worker-language-model-stack", "worker-capture-hooks", "tokenizer-trust-remote-code",
         "pydantic-rebuild-torch-namespace", "eagle-attention-mask-fallback", "kv-cache-config-drop-specs", "scheduler-add-block-size", "request-drop-eos-token-id",
         "scheduler-config-add-is-encoder-decoder", "cache-config-no-prefix-caching", "llama-model-embed-input-ids",
         "executor-sample-tokens", "collective-rpc-single-reply", "get-kv-cache-config-from-groups-move",
         "get-kv-cache-groups-uniform-spec-move", "unify-hybrid-kv-cache-specs-move", "kv-cache-resolve-layout",
         "generator-v1-runner",
     ]
-    # every codemod (the data pack's five, the families' three, the transformers' two) ships and loads
-    assert r.stdout.count("codemod") == 14
+    # every codemod (the data pack's five, the families' four, the transformers' two) ships and loads
+    assert r.stdout.count("codemod") == 15
     assert (target / "vllm_shim_patch" / "_remote" / "probe_target.py").is_file()
     assert (target / "vllm_shim_patch" / "codemods" / "executor_sample_tokens.py").is_file()
 
