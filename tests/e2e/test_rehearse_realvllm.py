@@ -107,6 +107,7 @@ SELF_CHECKS = [
     "platform stand-in is_pin_memory_available vs Platform.is_pin_memory_available",
     "StandInAttentionImpl.__init__ vs AttentionImpl.__init__", "StandInAttentionImpl.forward vs AttentionImpl.forward",
     "mla_forward_impl vs MLAAttention.forward_impl", "mla_forward_impl vs MLAAttention.__init__",
+    "StandInMLAImpl vs MLAAttention's use of self.impl", "StandInMLAImpl vs AttentionImplBase's defaults",
     # No MoE checks: the default Llama has no routed experts, so the MoE stand-in is not installed.
     "StandInModelRunner state guard vs GPUModelRunner.execute_model",
     "StandInModelRunner no-state sample_tokens vs GPUModelRunner.sample_tokens",
@@ -119,6 +120,7 @@ SELF_CHECKS = [
     "in-process queues vs MultiprocExecutor.collective_rpc", "InProcWorkerProc vs WorkerProc.__init__",
     "InProcWorkerProc._init_message_queues vs WorkerProc._init_message_queues",
     "BroadcastMQ vs WorkerProc.worker_busy_loop", "RehearsalWorker vs init_worker_distributed_environment",
+    "RehearsalWorker.init_device vs Worker.init_device's workspace manager",
     "per-sequence check vs a capture one row off", "per-sequence check vs attention numerics",
 ]
 
