@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,7 +44,9 @@ def patched(applied: tuple[Sandbox, str]) -> Sandbox:
     return applied[0]
 
 
-MARK = "VSP_TOPOLOGY_TEST_RUN"  # in the environment of every process this module's runs start
+# In the environment of every process this module's runs start, with a value of this test
+# process's own (another suite running beside it marks its runs with another).
+MARK, TOKEN = "VSP_TOPOLOGY_TEST_RUN", uuid.uuid4().hex
 
 
 def _left_behind() -> list[str]:
@@ -52,7 +55,7 @@ def _left_behind() -> list[str]:
     left = []
     for proc in Path("/proc").iterdir():
         try:
-            if proc.name.isdigit() and f"{MARK}=1".encode() in (proc / "environ").read_bytes().split(b"\0"):
+            if proc.name.isdigit() and f"{MARK}={TOKEN}".encode() in (proc / "environ").read_bytes().split(b"\0"):
                 cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
                 left.append(f"{proc.name} {cmdline}")
         except OSError:
@@ -60,14 +63,23 @@ def _left_behind() -> list[str]:
     return left
 
 
+def _none_left() -> None:
+    """No process of this module's runs is alive: the tool kills the session's process group as
+    the run ends, and a killed process is gone a moment later (bounded, so a leak fails)."""
+    deadline = time.monotonic() + 60
+    while (left := _left_behind()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert left == []
+
+
 def _run(sb: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:
-    return sb.run(*args, env={MARK: "1"}, timeout=1200)
+    return sb.run(*args, env={MARK: TOKEN}, timeout=1200)
 
 
 def test_apply_at_tensor_parallel_2_passes_the_parity_workload(applied: tuple[Sandbox, str]) -> None:
     verdict = applied[1]
     assert verdict.endswith(f"{PARITY_PASSED}{AT_TP2}{DEFAULT_MODEL}"), verdict
-    assert _left_behind() == []
+    _none_left()
 
 
 def test_kimi_k25_mla_and_experts_shard_at_tensor_parallel_2(patched: Sandbox) -> None:
@@ -116,7 +128,7 @@ def test_each_rank_mistake_fails_at_tensor_parallel_2_naming_it(patched: Sandbox
                               "rehearsal failed in "), verdict
     assert AT_TP2 in verdict and (words is None or words in verdict), verdict
     assert line is None or line in r.stdout.splitlines(), r.stdout
-    assert _left_behind() == []
+    _none_left()
 
 
 def test_each_rank_mistake_passes_at_tensor_parallel_1_where_no_rank_logic_runs(patched: Sandbox) -> None:
@@ -135,7 +147,7 @@ def test_an_interrupt_while_a_rank_hangs_leaves_no_process_behind(patched: Sandb
     path, before = rank_mutants.write(patched.site, "rank-hangs")
     try:
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("VSP_TEST_")},
-               MARK: "1", "VSP_TEST_HANG_FLAG": str(flag)}
+               MARK: TOKEN, "VSP_TEST_HANG_FLAG": str(flag)}
         proc = subprocess.Popen([sys.executable, "-m", "vllm_shim_patch", "--python", str(patched.python),
                                  "--state-dir", str(patched.state), "rehearse", "--tensor-parallel-size", "2",
                                  "--quick"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -149,7 +161,7 @@ def test_an_interrupt_while_a_rank_hangs_leaves_no_process_behind(patched: Sandb
     finally:
         path.write_bytes(before)
     assert proc.returncode == 130, out + err[-3000:]
-    _wait_for(lambda: _left_behind() == [], None, seconds=60)  # the kill is asynchronous
+    _none_left()
 
 
 def _wait_for(done: Callable[[], bool], proc: subprocess.Popen[str] | None, seconds: float = 900) -> None:
