@@ -86,7 +86,12 @@ UNSET = ("VLLM_ELASTIC_EP_SCALE_UP_LAUNCH",)
 
 
 def fits():
-    for module, member in _NEEDS:
+    return missing_member(_NEEDS)
+
+
+def missing_member(needs):
+    """Why the installed vLLM lacks one of `needs` ((module, dotted member) pairs), or None."""
+    for module, member in needs:
         try:
             obj = importlib.import_module(module)
         except ImportError as e:

@@ -19,7 +19,6 @@ Nothing of MultiprocExecutor or WorkerProc is replaced.
 import contextlib
 import dataclasses
 import gc
-import importlib
 import multiprocessing
 import os
 import signal
@@ -81,18 +80,9 @@ SHUTDOWN_SECONDS = 15.0  # vLLM's shutdown: 4 s for the death pipes, SIGTERM, 4 
 
 
 def fits():
-    from ..v1_multiproc import fits as v1_fits
+    from ..v1_multiproc import fits as v1_fits, missing_member
 
-    missing = v1_fits()
-    if missing is not None:
-        return missing
-    for module, member in _NEEDS:
-        obj = importlib.import_module(module)
-        for part in member.split("."):
-            obj = getattr(obj, part, None)
-            if obj is None:
-                return f"{module}.{member} is missing"
-    return None
+    return v1_fits() or missing_member(_NEEDS)
 
 
 @dataclasses.dataclass
