@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -155,7 +156,8 @@ def test_a_release_without_committed_constraints_resolves_afresh_into_the_cache(
     assert (final / be.MARKER).read_text() == digest + "\n"
     assert not be.constraints_path(UNCOMMITTED).exists()
     assert sorted(p.name for p in venvs.iterdir()) == sorted(
-        [pins.name, final.name, f".vllm-{UNCOMMITTED}-freeze.lock"])
+        [pins.name, final.name, f".vllm-{UNCOMMITTED}-freeze.lock", f".{final.name}-bytecode.lock"])
+    assert (final / be.BYTECODE_MARKER).read_text() == sys.implementation.cache_tag + "\n"
     said = _said(err, "no committed")
     assert len(said) == 1
     prefix = (f"[build_env] no committed constraints-vllm-{UNCOMMITTED}.txt: resolved vLLM {UNCOMMITTED} "
@@ -253,3 +255,35 @@ def test_a_require_with_a_committed_release_is_an_error(
     assert capfd.readouterr().err.splitlines() == [
         "build_env: error: --require is for --freeze or a release without committed constraints "
         "(constraints-vllm-0.33.0.txt pins the rest)"]
+
+
+def _site(venv: Path) -> Path:
+    return venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+
+
+def test_the_bytecode_of_a_venv_is_compiled_once_beside_its_sources(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (_site(venv) / "pkg").mkdir()
+    (_site(venv) / "pkg" / "__init__.py").write_text("X = 1\n")
+    # A file of another Python's syntax (a template) is left to fail at import, as pip leaves it.
+    (_site(venv) / "pkg" / "template.py").write_text("def f(:\n")
+    be.ensure_bytecode(venv)
+    cached = sorted(p.name for p in (_site(venv) / "pkg" / "__pycache__").iterdir())
+    assert cached == [f"__init__.{sys.implementation.cache_tag}.pyc"]
+    assert (venv / be.BYTECODE_MARKER).read_text() == sys.implementation.cache_tag + "\n"
+    # The marker says it is done: a module added later is not compiled by a second call.
+    (_site(venv) / "pkg" / "later.py").write_text("Y = 2\n")
+    be.ensure_bytecode(venv)
+    assert sorted(p.name for p in (_site(venv) / "pkg" / "__pycache__").iterdir()) == cached
+
+
+def test_a_venv_whose_python_cannot_compile_is_a_build_error(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("#!/bin/sh\necho broken >&2\nexit 3\n")
+    (venv / "bin" / "python").chmod(0o755)
+    with pytest.raises(be.BuildError) as caught:
+        be.ensure_bytecode(venv)
+    assert str(caught.value) == f"compiling the bytecode of {venv} failed (exit 3)\nbroken\n"
+    assert not (venv / be.BYTECODE_MARKER).exists()
