@@ -3,7 +3,9 @@ speculators 0.3.0 and 0.4.0 wheels use (the release matrix's tables), the signat
 the installed source equals what `inspect` reports in the vLLM interpreter, parameter by
 parameter (name, kind, required, and every default the source spells as a literal); the same
 for every public class and function of vLLM's core modules; and for every release from 0.10.0 to
-0.23.0 (later ones need Transformers v5), the release's own source imported by that interpreter.
+0.23.0 (later ones need Transformers v5), the release's own source imported by that interpreter:
+one process imports what every release shares (torch, transformers) once and probes each source
+in a forked child (forked_probe.py), checked equal to the probe's own process on the install.
 
 Slow: the vLLM venv is built once and cached by tests/e2e/build_env.py.
 """
@@ -11,6 +13,7 @@ Slow: the vLLM venv is built once and cached by tests/e2e/build_env.py.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -22,11 +25,13 @@ from sigcases import render
 from test_release_matrix import FULL, RELEASES, REQUIRED, _is_method
 
 from vllm_shim_patch.signatures import LiveSignatures, StaticSignatures
+from vllm_shim_patch.signatures.live import PROBE
 
 # One worker runs the whole module (pytest -n): its module-scoped fixtures are built once.
 pytestmark = [pytest.mark.realvllm, pytest.mark.slow, pytest.mark.xdist_group("live-vllm016")]
 
 BUILD_ENV = Path(__file__).parent.parent / "e2e" / "build_env.py"
+FORKED_PROBE = Path(__file__).parent / "forked_probe.py"
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +69,9 @@ def test_static_equals_live_on_the_real_install(vllm_python: str) -> None:
     # Every callable of the tables exists in 0.16.0 (methods with self, as `inspect` sees them).
     assert compared == len(names) == 31
     assert literal_defaults > 200  # 229 on 0.16.0: the configs' and SamplingParams' literal defaults
+    # The forked probe the releases below are read with answers as the probe's own process does.
+    forked = LiveSignatures(vllm_python).accept(forked_answers(vllm_python, {"installed": None})["installed"], names)
+    assert forked == live
 
 
 # Beyond speculators' own use: every public top-level class and function of vLLM's core modules.
@@ -110,19 +118,34 @@ def test_no_wrong_answer_on_vllm_core(vllm_python: str) -> None:
 IMPORTABLE = [r for r in RELEASES if tuple(int(p) for p in r.split(".")) < (0, 24)]
 
 
-@pytest.fixture(scope="module", params=IMPORTABLE)
-def release_source(request: pytest.FixtureRequest) -> tuple[str, Path]:
-    return request.param, realdata.vllm_source(request.param)
+# What every release's vLLM imports from the 0.16.0 environment: most of an import's seconds.
+PRELOAD = ["torch", "transformers", "pydantic", "msgspec"]
 
 
-def test_static_equals_live_on_every_release(vllm_python: str, release_source: tuple[str, Path]) -> None:
+def forked_answers(vllm_python: str, sources: dict[str, Path | None]) -> dict[str, dict]:
+    """The probe's answer for each source (None: the installed vLLM), from one process."""
+    request = {"probe": str(PROBE), "names": sorted(set(FULL) | set(REQUIRED)), "preload": PRELOAD,
+               "sources": {label: None if root is None else str(root) for label, root in sources.items()}}
+    proc = subprocess.run([vllm_python, str(FORKED_PROBE)], input=json.dumps(request), capture_output=True,
+                          text=True, timeout=3600, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def release_answers(vllm_python: str) -> dict[str, dict]:
+    return forked_answers(vllm_python, {r: realdata.vllm_source(r) for r in IMPORTABLE})
+
+
+@pytest.mark.parametrize("release", IMPORTABLE)
+def test_static_equals_live_on_every_release(vllm_python: str, release_answers: dict[str, dict],
+                                             release: str) -> None:
     """Each release's own source imported by the vLLM 0.16.0 environment's interpreter (its torch,
     pydantic, msgspec): the `.py` files of the callables' modules import without the release's
     compiled parts, so `inspect` answers for the release's code."""
-    _, root = release_source
+    root = realdata.vllm_source(release)
     names = sorted(set(FULL) | set(REQUIRED))
-    env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
-    live = LiveSignatures(vllm_python, env=env).get_many(names)
+    live = LiveSignatures(vllm_python).accept(release_answers[release], names)
     static = StaticSignatures(root)
     got, want = {}, {}
     for name in names:
