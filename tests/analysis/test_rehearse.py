@@ -150,7 +150,7 @@ def test_a_rule_left_out_by_skip_is_named_as_skipped() -> None:
 
 
 def test_the_parity_workload_is_speculators_own_and_chunks() -> None:
-    from vllm_shim_patch.analysis.rehearse import PARITY, QUICK
+    from vllm_shim_patch.analysis.workloads import PARITY, QUICK
 
     req = request()
     assert (req["workload"], req["max_model_len"], len(req["calls"])) == ("parity", 2048, 6)

@@ -166,26 +166,7 @@ def prepare(ov: Overlay, target: Target, accept_modified: bool, log: Log, pristi
                      f"{agree(len(mismatched), 'differs', 'differ')} from RECORD")
     trailers = {"Package": who, "Record": "verified" if not mismatched else "modified: " + ",".join(mismatched)}
     if state is None:
-        found = pristine(mismatched) if mismatched and pristine is not None else None
-        if found is not None and not isinstance(found, NotFound):
-            record_local(ov, target, files, mismatched, found, log)
-            return files
-        # Without the pristine bytes, today's choice: refuse, or take the edited files as the original.
-        searched = f"no pristine copy of {who} was found ({found.searched}); " if found is not None else ""
-        if mismatched and not accept_modified:
-            raise OverlayError(
-                f"{plural(len(mismatched), 'file')} of {who} {agree(len(mismatched), 'differs', 'differ')} "
-                f"from its RECORD (edited by hand already?): "
-                f"{listing(mismatched)}; {searched}{'pass --wheel PATH with its wheel, ' if found else ''}"
-                f"run again with --accept-modified to take them as the original, or "
-                f"reinstall with pip install --force-reinstall --no-deps {target.package}=={target.version}"
-            )
-        if found is not None:
-            log(f"{searched}taking the installed files as the original (--accept-modified)")
-        ov.create(files, commit_message("baseline", f"original: {who} as installed ({verified})",
-                                        [f"Location: {target.location}"], trailers))
-        sync_state(ov, target, files)
-        log(f"recorded the original {who} in the overlay {ov.path}")
+        _record_first(ov, target, files, mismatched, accept_modified, log, pristine, verified, trailers)
         return files
     changed = sorted(p for p in {*files, *state.files} if current.get(p) != state.head.get(p))
     recorded = another_release(state, target)
@@ -204,6 +185,42 @@ def prepare(ov: Overlay, target: Target, accept_modified: bool, log: Log, pristi
         sync_state(ov, target, files)
         log(f"{reason}: recorded the installed files as the new original; history kept")
         return files
+    _accept_drift(ov, target, files, state, changed, mismatched, accept_modified, log, trailers)
+    return files
+
+
+def _record_first(ov: Overlay, target: Target, files: list[str], mismatched: list[str], accept_modified: bool,
+                  log: Log, pristine: Finder | None, verified: str, trailers: dict[str, str]) -> None:
+    """The first record of the installed package: its RECORD-exact original (the edits found a
+    `local` commit on top of it where the pristine bytes are found), or a refusal."""
+    who = f"{target.package} {target.version}"
+    found = pristine(mismatched) if mismatched and pristine is not None else None
+    if found is not None and not isinstance(found, NotFound):
+        record_local(ov, target, files, mismatched, found, log)
+        return
+    # Without the pristine bytes, today's choice: refuse, or take the edited files as the original.
+    searched = f"no pristine copy of {who} was found ({found.searched}); " if found is not None else ""
+    if mismatched and not accept_modified:
+        raise OverlayError(
+            f"{plural(len(mismatched), 'file')} of {who} {agree(len(mismatched), 'differs', 'differ')} "
+            f"from its RECORD (edited by hand already?): "
+            f"{listing(mismatched)}; {searched}{'pass --wheel PATH with its wheel, ' if found else ''}"
+            f"run again with --accept-modified to take them as the original, or "
+            f"reinstall with pip install --force-reinstall --no-deps {target.package}=={target.version}"
+        )
+    if found is not None:
+        log(f"{searched}taking the installed files as the original (--accept-modified)")
+    ov.create(files, commit_message("baseline", f"original: {who} as installed ({verified})",
+                                    [f"Location: {target.location}"], trailers))
+    sync_state(ov, target, files)
+    log(f"recorded the original {who} in the overlay {ov.path}")
+
+
+def _accept_drift(ov: Overlay, target: Target, files: list[str], state: State, changed: list[str],
+                  mismatched: list[str], accept_modified: bool, log: Log, trailers: dict[str, str]) -> None:
+    """Files edited outside this tool since its last run, kept as part of a new original when the user
+    says so (`--accept-modified`), history kept; refused otherwise."""
+    who = f"{target.package} {target.version}"
     by_hand = [p for p in changed if p in mismatched] or changed
     if not accept_modified:
         raise OverlayError(
@@ -238,7 +255,6 @@ def prepare(ov: Overlay, target: Target, accept_modified: bool, log: Log, pristi
     ov.reset_index()
     sync_state(ov, target, files)
     log(f"kept {plural(len(by_hand), 'file')} edited outside this tool as part of the original")
-    return files
 
 
 def record_local(ov: Overlay, target: Target, files: list[str], edited: list[str], found: Pristine,

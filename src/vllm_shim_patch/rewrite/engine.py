@@ -222,7 +222,28 @@ class _CallRewriter(cst.CSTTransformer):
         line, self._end_line = span.start.line, span.end.line
         signatures = self.engine.signatures
         signature = signatures.get(callee) if signatures is not None else None
-        version = self.engine.version
+        guards, candidates = self._candidates(callee, line, signature)
+        others = sorted(
+            q.name if q.source is QualifiedNameSource.IMPORT else f"a local {q.name}"
+            for q in names
+            if q not in imported
+        )
+        if others:
+            # The name is bound more than once in its scope (`X = other` beside the import, a
+            # try/except import): which callable this call reaches is a guess, so do not make it.
+            code = cst.Module(body=[]).code_for_node(original_node.func)
+            message = f"{code} may be {callee} or {' or '.join(others)} here: cannot tell which one is called"
+            for rule, _ in candidates:
+                self._record(CallSite(rule, callee, self.path, line, signature), Action.NEEDS_HUMAN, message)
+            return updated_node
+        call, added = self._rewrite(updated_node, candidates, guards, callee, line, signature)
+        self._fix_imports(original_node, call, callee, added)
+        return call
+
+    def _candidates(self, callee: str, line: int, signature: Any) -> tuple[dict[str, Any], list[Any]]:
+        """The call's rules that may apply here, and each guarded rule's decision; the rules the
+        installed vLLM refuses and those declined in review recorded as such."""
+        index, version = self.engine._index, self.engine.version
         # A call rule's own guard (a `move`: the old module lacks the name, the new one has it)
         # decides where the installed vLLM can tell; a refusal is recorded, not silently skipped.
         guards = {rule.id: guard_decision(rule, self.engine) for rule, _ in index[callee] if rule.guard}
@@ -244,20 +265,11 @@ class _CallRewriter(cst.CSTTransformer):
             if (self.path, line, rule.id) in self.engine.declined:
                 self._record(CallSite(rule, callee, self.path, line, signature), Action.DECLINED, "declined in review")
         candidates = [(r, rw) for r, rw in candidates if (self.path, line, r.id) not in self.engine.declined]
-        others = sorted(
-            q.name if q.source is QualifiedNameSource.IMPORT else f"a local {q.name}"
-            for q in names
-            if q not in imported
-        )
-        if others:
-            # The name is bound more than once in its scope (`X = other` beside the import, a
-            # try/except import): which callable this call reaches is a guess, so do not make it.
-            code = cst.Module(body=[]).code_for_node(original_node.func)
-            message = f"{code} may be {callee} or {' or '.join(others)} here: cannot tell which one is called"
-            for rule, _ in candidates:
-                self._record(CallSite(rule, callee, self.path, line, signature), Action.NEEDS_HUMAN, message)
-            return updated_node
-        call = updated_node
+        return guards, candidates
+
+    def _rewrite(self, call: cst.Call, candidates: list[Any], guards: dict[str, Any], callee: str, line: int,
+                 signature: Any) -> tuple[cst.Call, list[tuple[str, str]]]:
+        """Each candidate rule's rewrites applied in turn, its site recorded; the imports they add."""
         added: list[tuple[str, str]] = []
         for rule, rewrites in candidates:
             site = CallSite(rule, callee, self.path, line, signature,
@@ -284,6 +296,11 @@ class _CallRewriter(cst.CSTTransformer):
             else:
                 self._record(site, Action.ALREADY, "nothing to change")
             call = new
+        return call, added
+
+    def _fix_imports(self, original_node: cst.Call, call: cst.Call, callee: str, added: list[tuple[str, str]]) -> None:
+        """The imports the rewrites need added (or an import retargeted where the name moved), and
+        the old callee's import dropped where the callee itself was replaced."""
         same = call.func.deep_equals(original_node.func)
         old_module = callee.rpartition(".")[0]
         for module, obj in added:
@@ -301,7 +318,6 @@ class _CallRewriter(cst.CSTTransformer):
             from libcst.codemod.visitors import RemoveImportsVisitor
 
             RemoveImportsVisitor.remove_unused_import_by_node(self._import_context(), original_node.func)
-        return call
 
     def _record(self, site: CallSite, action: Action, message: str) -> None:
         self.sites.append(

@@ -275,16 +275,7 @@ class NodeReader:
     def rule(self, node: Any) -> Rule:
         from packaging.version import InvalidVersion, Version
 
-        self.rule_id = _peek_id(node, self.yaml)  # so that even a key given twice names its rule
-        fields = self.mapping(node, "a rule")
-        if "id" not in fields:
-            raise self.fail(node, "rule has no 'id'")
-        id_node = fields["id"][1]
-        self.rule_id = None
-        rule_id = self.scalar(id_node, "'id'")
-        if not _ID_RE.fullmatch(rule_id):
-            raise self.fail(id_node, f"id {rule_id!r} must be lowercase letters, digits and dashes")
-        self.rule_id = rule_id
+        fields, rule_id = self._identify(node)
         for key, (key_node, value_node) in fields.items():
             if key not in RULE_KEYS:
                 raise self.fail(key_node, _unknown_key_message(key, value_node, self.yaml))
@@ -307,13 +298,52 @@ class NodeReader:
         why = self.string(fields["why"][1], "'why'").strip()
         option = self.option(fields["option"][1]) if "option" in fields else None
         symptoms = self.symptoms(fields["symptoms"][1]) if "symptoms" in fields else ()
+        signature = self.signature(fields["signature"][1]) if "signature" in fields else None
+        parsed, guard = self._operations(node, fields, kind, calls, signature)
+        examples = self.examples(fields["examples"][1]) if "examples" in fields else ()
+        unchanged = self.unchanged(fields["unchanged"][1]) if "unchanged" in fields else ()
+        return Rule(
+            id=rule_id,
+            calls=calls,
+            since=since,
+            why=why,
+            path=self.path,
+            line=node.start_mark.line + 1,
+            signature=signature,
+            ops=tuple(parsed.items()),
+            examples=examples,
+            unchanged=unchanged,
+            scope=scope,
+            guard=guard,
+            package=self.package,
+            option=option,
+            symptoms=symptoms,
+        )
+
+    def _identify(self, node: Any) -> tuple[dict[str, Any], str]:
+        """The rule's fields and its id, checked; from here on every message names the rule."""
+        self.rule_id = _peek_id(node, self.yaml)  # so that even a key given twice names its rule
+        fields = self.mapping(node, "a rule")
+        if "id" not in fields:
+            raise self.fail(node, "rule has no 'id'")
+        id_node = fields["id"][1]
+        self.rule_id = None
+        rule_id = self.scalar(id_node, "'id'")
+        if not _ID_RE.fullmatch(rule_id):
+            raise self.fail(id_node, f"id {rule_id!r} must be lowercase letters, digits and dashes")
+        self.rule_id = rule_id
+        return fields, rule_id
+
+    def _operations(self, node: Any, fields: dict[str, Any], kind: str, calls: tuple[str, ...],
+                    signature: Any) -> tuple[dict[str, Any], Guard]:
+        """The rule's operations, each parsed by its own OPERATIONS entry, and the guard they imply
+        added to the rule's own."""
         if not any(name in fields for name in OPERATIONS):
             raise self.fail(node, f"rule has no operation (one of: {', '.join(OPERATIONS)})")
         for name, op in OPERATIONS.items():
             for key in op.keys[1:]:
                 if key in fields and name not in fields:
                     raise self.fail(fields[key][0], f"{key!r} goes with {name!r} only")
-        signature = self.signature(fields["signature"][1]) if "signature" in fields else None
         parsed: dict[str, Any] = {}
         for name, op in OPERATIONS.items():
             if name in fields:
@@ -332,30 +362,12 @@ class NodeReader:
             raise self.fail(node, f"argument {dupes[0]!r} appears in more than one of drop/add/rename")
         if "move" in parsed and parsed["move"] in calls:
             raise self.fail(fields["move"][1], f"'move' {parsed['move']!r} is the same as 'call'")
-        examples = self.examples(fields["examples"][1]) if "examples" in fields else ()
-        unchanged: tuple[str, ...] = ()
-        if "unchanged" in fields:
-            un_node = fields["unchanged"][1]
-            if not isinstance(un_node, self.yaml.SequenceNode):
-                raise self.fail(un_node, "'unchanged' must be a list of code snippets")
-            unchanged = tuple(self.snippet(n, "each 'unchanged' entry") for n in un_node.value)
-        return Rule(
-            id=rule_id,
-            calls=calls,
-            since=since,
-            why=why,
-            path=self.path,
-            line=node.start_mark.line + 1,
-            signature=signature,
-            ops=tuple(parsed.items()),
-            examples=examples,
-            unchanged=unchanged,
-            scope=scope,
-            guard=guard,
-            package=self.package,
-            option=option,
-            symptoms=symptoms,
-        )
+        return parsed, guard
+
+    def unchanged(self, node: Any) -> tuple[str, ...]:
+        if not isinstance(node, self.yaml.SequenceNode):
+            raise self.fail(node, "'unchanged' must be a list of code snippets")
+        return tuple(self.snippet(n, "each 'unchanged' entry") for n in node.value)
 
     def symptoms(self, node: Any) -> tuple[str, ...]:
         """Regular expressions of the failures the rule fixes (searched in the rehearsal's exception)."""
