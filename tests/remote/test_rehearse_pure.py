@@ -439,3 +439,18 @@ def test_vllm_calling_speculators_replacement_with_a_keyword_it_lacks_is_specula
     assert outcome == "failed" and "stand_in" not in failure
     # Without the table, the live functions of speculators' files are looked up.
     assert frames.classify(exc, "init", spec, vllm, own=own)[0] == "failed"
+
+
+def test_attention_runs_in_query_blocks_whose_scores_fit_the_budget() -> None:
+    from vllm_shim_patch._remote.rehearse.attention import SCORES_BYTES, query_blocks
+
+    # A 2,000-token chunk after 500 cached positions, 4 heads: its scores would be 4 x 2,000 x
+    # 2,500 float64 (160 MB) at once.
+    blocks = query_blocks(2000, 4, 500)
+    assert blocks[0] == (0, SCORES_BYTES // (8 * 4 * 2500)) == (0, 104)
+    assert [first for first, _ in blocks] == [sum(r for _, r in blocks[:i]) for i in range(len(blocks))]
+    assert sum(rows for _, rows in blocks) == 2000 and blocks[-1] == (1976, 24)
+    assert all(8 * 4 * 2500 * rows <= SCORES_BYTES for _, rows in blocks)
+    assert query_blocks(300, 4, 0) == [(0, 300)]  # a short chunk is one block
+    assert query_blocks(3, 1 << 20, 1 << 20) == [(0, 1), (1, 1), (2, 1)]  # never fewer than one row
+    assert query_blocks(0, 4, 0) == []

@@ -43,6 +43,27 @@ class Metadata:
         self.num_prefills = len(segments) - decodes
 
 
+# A block of float64 scores (heads x query rows x keys) stays within this many bytes. glibc serves
+# an allocation this size from its heap again once one was freed (its mmap threshold rises up to
+# 32 MiB); a larger one is mmapped, page-faulted and unmapped on every call: with whole 2,000-row
+# chunks a rehearsal spent half its time in the kernel zeroing those pages. It also bounds the
+# memory a long prompt of the user's workload takes.
+SCORES_BYTES = 8 << 20
+
+
+def query_blocks(n, heads, start):
+    """(first row, rows) blocks of a chunk of `n` query rows whose first is at position `start`,
+    each block's causal scores (its rows over the keys up to its last row) within SCORES_BYTES.
+    Every query row attends on its own and a key past a row is masked to an exact zero, so the
+    blocks change no result, only how much is allocated at once."""
+    blocks, first = [], 0
+    while first < n:
+        rows = max(1, min(n - first, SCORES_BYTES // (8 * heads * (start + n))))
+        blocks.append((first, rows))
+        first += rows
+    return blocks
+
+
 def extend(meta, layer_name, rid, start, new):
     """A request's cached tensors (keys and values, or MLA's latent and rope key) with this step's
     rows appended: position 0 starts afresh; a chunk that does not continue exactly where the
@@ -105,25 +126,29 @@ class StandInAttentionImpl:
         key = key.view(key.shape[0], self.num_kv_heads, -1)
         value = value.view(value.shape[0], self.num_kv_heads, -1)
         out = output.view(query.shape[0], self.num_heads, -1)
+        group = self.num_heads // self.num_kv_heads
         for rid, row, start, n in attn_metadata.segments:
             keys, values = extend(attn_metadata, layer.layer_name, rid, start,
                                   (key[row:row + n], value[row:row + n]))
-            out[row:row + n] = self.attend(query[row:row + n], keys, values, start)
+            # float64: peaked attention turns rounding differences of a batched forward into
+            # visible ones; the comparison is about which rows, not about float32 rounding.
+            k = keys.repeat_interleave(group, dim=1).double()
+            v = values.repeat_interleave(group, dim=1).double()
+            for first, rows in query_blocks(n, self.num_heads, start):
+                at = start + first
+                out[row + first:row + first + rows] = self.attend(
+                    query[row + first:row + first + rows], k[:at + rows], v[:at + rows], at)
         return output
 
-    def attend(self, q, keys, values, start):
+    def attend(self, q, k, v, start):
+        """Query rows at positions `start`... over the float64 keys and values up to the last of them."""
         import torch
 
-        group = self.num_heads // self.num_kv_heads
-        # float64: peaked attention turns rounding differences of a batched forward into
-        # visible ones; the comparison is about which rows, not about float32 rounding.
-        k = keys.repeat_interleave(group, dim=1).double()
-        v = values.repeat_interleave(group, dim=1).double()
         scores = torch.einsum("qhd,khd->hqk", q.double(), k) * self.scale
         if self.logits_soft_cap:
             scores = self.logits_soft_cap * torch.tanh(scores / self.logits_soft_cap)
         q_pos = torch.arange(start, start + q.shape[0]).unsqueeze(1)
-        k_pos = torch.arange(keys.shape[0]).unsqueeze(0)
+        k_pos = torch.arange(k.shape[0]).unsqueeze(0)
         allowed = k_pos <= q_pos
         if self.sliding_window is not None:
             allowed &= k_pos > q_pos - self.sliding_window

@@ -12,7 +12,7 @@ members (`install`); the prefill backend MLAAttention builds (0.21+) is `mla_pre
 self-checks are `mla_checks`'.
 """
 
-from .attention import StandInAttentionImpl, extend
+from .attention import StandInAttentionImpl, extend, query_blocks
 
 MLA_BACKEND_NAME = "TRITON_MLA"
 _ORIGINAL = {}
@@ -103,11 +103,14 @@ def attend(q, k_c_normed, k_pe, attn_metadata, output, layer_name, sizes, kv_b_p
         kv = kv_b_proj(latent)[0].view(latent.shape[0], heads, nope + v_dim)
         k_nope, v = kv.split([nope, v_dim], dim=-1)
         k = torch.cat([k_nope, pe.unsqueeze(1).expand(-1, heads, rope)], dim=-1).double()
-        scores = torch.einsum("qhd,khd->hqk", q[row:row + n].double(), k) * scale
-        q_pos = torch.arange(start, start + n).unsqueeze(1)
-        scores = scores.masked_fill(torch.arange(k.shape[0]).unsqueeze(0) > q_pos, float("-inf"))
-        o = torch.einsum("hqk,khd->qhd", torch.softmax(scores, dim=-1), v.double())
-        flat[row:row + n] = o.reshape(n, heads * v_dim).to(out.dtype)
+        v = v.double()
+        for first, rows in query_blocks(n, heads, start):
+            at, top = start + first, start + first + rows
+            scores = torch.einsum("qhd,khd->hqk", q[row + first:row + first + rows].double(), k[:top]) * scale
+            q_pos = torch.arange(at, top).unsqueeze(1)
+            scores = scores.masked_fill(torch.arange(top).unsqueeze(0) > q_pos, float("-inf"))
+            o = torch.einsum("hqk,khd->qhd", torch.softmax(scores, dim=-1), v[:top])
+            flat[row + first:row + first + rows] = o.reshape(rows, heads * v_dim).to(out.dtype)
     return out
 
 
