@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 # The releases whose VllmHiddenStatesGenerator(model_path, layer_ids, max_model_len,
 # gpu_memory_utilization) and generate(prompts) the rehearsal drives.
 SUPPORTED = ("0.3.0", "0.4.0", "0.4.0.1")
-# Seconds the rehearsal may take (`--timeout`). The parity workload takes 47 s on vLLM 0.16.0 on
-# this 2-core machine when idle, and up to 153 s in docs/compatibility.md (vLLM 0.12.0, shared);
+# Seconds the rehearsal may take (`--timeout`). The parity workload takes 21 s on vLLM 0.16.0 on
+# this 2-core machine when idle (47 s before the stand-in attention ran in blocks), and up to 153 s
+# in docs/compatibility.md (vLLM 0.12.0, shared, measured before that change);
 # under load 300 s ran out two thirds of the way through: six times the slowest cell.
 TIMEOUT = 900.0
 # The layers whose hidden states speculators captures in the rehearsal.
