@@ -3,7 +3,7 @@
 
 Usage:
     python tests/e2e/build_env.py [--vllm X] [--print-path] [--rebuild | --cached-only] [--python PYTHON]
-    python tests/e2e/build_env.py --vllm X --freeze [--require SPEC ...]
+    python tests/e2e/build_env.py --vllm X --freeze [--require SPEC ...] [--override SPEC ...]
 
 The venv lives outside any repository, at
 
@@ -27,6 +27,11 @@ with uv now).
 it installs vllm==X, the requirements and every --require (e.g. 'cuda-python>=13')
 with uv and no constraints, writes `uv pip freeze` of the result as
 constraints-vllm-X.txt, and keeps the venv as that file's cached venv.
+
+--override SPEC replaces a pin of vLLM's own requirements that the package index cannot
+answer (vLLM 0.34.0 requires flashinfer-python==0.7.3, which the index never had; 0.7.2.post1
+and 0.7.4 are there). The constraints file records it on its `# vsp-overrides:` line, so the
+venv is rebuilt from the repository alone; uv installs with it as an override file.
 
 A release without a committed constraints file still builds: `--vllm X` resolves it
 afresh as --freeze does (--require allowed), but writes the pins into the cache, as
@@ -329,9 +334,10 @@ class Recipe:
     """How one release's venv is made, as its constraints file says."""
 
     def __init__(self, vllm: str, constraints: Path | None, requirements: list[str],
-                 installer: str) -> None:
+                 installer: str, overrides: list[str] | None = None) -> None:
         self.vllm, self.constraints = vllm, constraints
         self.requirements, self.installer = requirements, installer
+        self.overrides = overrides or []
 
     @classmethod
     def from_file(cls, vllm: str, path: Path, text: str) -> Recipe:
@@ -340,7 +346,10 @@ class Recipe:
             raise BuildError(f"{path.name}: unknown vsp-installer {installer!r} (pip or uv)")
         named = header_value(text, "requirements")
         requirements = named.split() if named else [f"vllm=={vllm}", *EXTRA_PACKAGES]
-        return cls(vllm, path, requirements, installer)
+        overrides = (header_value(text, "overrides") or "").split()
+        if overrides and installer != "uv":
+            raise BuildError(f"{path.name}: vsp-overrides needs vsp-installer uv")
+        return cls(vllm, path, requirements, installer, overrides)
 
 
 def install(recipe: Recipe, py: Path) -> None:
@@ -348,6 +357,11 @@ def install(recipe: Recipe, py: Path) -> None:
     if recipe.installer == "uv":
         cmd = [uv_exe(), "pip", "install", "--python", str(py), "--only-binary", ":all:",
                *with_constraints]
+        if recipe.overrides:
+            # Beside the venv being built (removed with it on failure, moved with it after).
+            overrides = py.parent.parent / ".vsp-overrides.txt"
+            overrides.write_text("".join(f"{o}\n" for o in recipe.overrides))
+            cmd += ["--override", str(overrides)]
         env = uv_env()
     else:
         cmd = [str(py), "-m", "pip", "install", "--no-input", "--only-binary=:all:",
@@ -459,10 +473,12 @@ def usable_cached_pins(path: Path, requirements: list[str]) -> bool:
         not extra or named == requirements)
 
 
-def freeze_release(vllm: str, base_python_arg: str | None, requires: list[str]) -> tuple[Path, str]:
+def freeze_release(vllm: str, base_python_arg: str | None, requires: list[str],
+                   overrides: list[str] | None = None) -> tuple[Path, str]:
     """Resolve vllm==X afresh with uv, write its constraints file, keep the venv as its cache."""
     constraints = constraints_path(vllm)
-    done = resolve(vllm, base_python_arg, requires, constraints, "freeze again")
+    done = resolve(vllm, base_python_arg, requires, constraints, "freeze again",
+                   overrides=overrides or [])
     assert done  # --freeze always resolves
     final, count, seconds = done
     log(f"wrote {constraints} ({count} pins); venv {final} in {seconds:.0f}s")
@@ -486,12 +502,13 @@ def resolve_uncommitted(vllm: str, base_python_arg: str | None, requires: list[s
 
 
 def resolve(vllm: str, base_python_arg: str | None, requires: list[str], dest: Path, again: str,
-            unless: Callable[[], bool] = lambda: False) -> tuple[Path, int, float] | None:
+            unless: Callable[[], bool] = lambda: False,
+            overrides: list[str] | None = None) -> tuple[Path, int, float] | None:
     """Install vllm==X with uv and no constraints, write `uv pip freeze` of it to `dest` as a
     constraints file, keep the venv as that file's cached venv: (venv, pins, seconds); None,
     nothing done, when `unless()` holds once the lock is taken."""
     requirements = freeze_requirements(vllm, requires)
-    recipe = Recipe(vllm, None, requirements, "uv")
+    recipe = Recipe(vllm, None, requirements, "uv", overrides)
     venvs = cache_root() / "venvs"
     name = f"vllm-{vllm}-freeze"
     with locked(venvs, name):
@@ -506,7 +523,7 @@ def resolve(vllm: str, base_python_arg: str | None, requires: list[str], dest: P
             install(recipe, py)
             installed = freeze(py, "uv")
             check_cuda_pair(installed, again)
-            text = constraints_text(vllm, requirements, installed, base_python)
+            text = constraints_text(vllm, requirements, installed, base_python, recipe.overrides)
             digest = hashlib.sha256(text.encode()).hexdigest()
             final = venvs / f"vllm-{vllm}-{digest[:12]}"
             import_check(py, recipe)
@@ -541,7 +558,7 @@ def check_cuda_pair(installed: dict[str, str], again: str = "freeze again") -> N
 
 
 def constraints_text(vllm: str, requirements: list[str], installed: dict[str, str],
-                     base_python: str) -> str:
+                     base_python: str, overrides: list[str] | None = None) -> str:
     ver = python_version(base_python) or REQUIRED_PYTHON
     head = [
         f"# Constraints for the vLLM {vllm} end-to-end test venv (the cache key: any edit here,",
@@ -549,12 +566,14 @@ def constraints_text(vllm: str, requirements: list[str], installed: dict[str, st
         "#",
         f"# Frozen from a real resolve on CPython {ver[0]}.{ver[1]} / Linux x86_64 by",
         f"#   python tests/e2e/build_env.py --vllm {vllm} --freeze"
-        + "".join(f" --require '{r}'" for r in requirements[1 + len(FREEZE_PACKAGES):]),
+        + "".join(f" --require '{r}'" for r in requirements[1 + len(FREEZE_PACKAGES):])
+        + "".join(f" --override '{o}'" for o in overrides or []),
         "# i.e. `uv pip install` of the requirements below with no constraints, speculators",
         f"# {SPECULATORS_VERSION} --no-deps, then `uv pip freeze`, sorted. build_env.py installs",
         "# exactly these pins and fails if the venv holds anything else.",
         "# vsp-installer: uv",
         f"# vsp-requirements: {' '.join(requirements)}",
+        *([f"# vsp-overrides: {' '.join(overrides)}"] if overrides else []),
     ]
     pins = [f"{n}=={v}" for n, v in sorted(installed.items())]
     return "\n".join(head + pins) + "\n"
@@ -670,6 +689,9 @@ def main() -> int:
     ap.add_argument("--require", action="append", default=[], metavar="SPEC",
                     help="(with --freeze, or a release without committed constraints) one more "
                          "requirement, e.g. 'cuda-python>=13'")
+    ap.add_argument("--override", action="append", default=[], metavar="SPEC",
+                    help="(with --freeze) replace a pin of vLLM's own requirements the index "
+                         "cannot answer, e.g. 'flashinfer-python==0.7.4'; recorded in the file")
     ap.add_argument("--python", metavar="PYTHON",
                     help=f"base interpreter (Python {'{}.{}'.format(*REQUIRED_PYTHON)}; "
                          "default: VSP_PYTHON, then python3.11)")
@@ -679,9 +701,11 @@ def main() -> int:
     # which the next build removes under the lock; it never looks complete.
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
+    if args.override and not args.freeze:
+        ap.error("--override is for --freeze: a committed constraints file names its overrides")
     try:
         if args.freeze:
-            venv, how = freeze_release(args.vllm, args.python, args.require)
+            venv, how = freeze_release(args.vllm, args.python, args.require, args.override)
         else:
             venv, how = ensure_venv(args.vllm, args.python, args.rebuild, args.cached_only,
                                     args.require)

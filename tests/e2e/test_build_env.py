@@ -100,6 +100,35 @@ def test_a_frozen_file_reads_back_as_its_recipe(tmp_path: Path) -> None:
     assert "#   python tests/e2e/build_env.py --vllm 9.9.9 --freeze --require 'cuda-python>=13'\n" in text
 
 
+def test_an_override_is_recorded_and_installed_from_the_file_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # vLLM 0.34.0 pins flashinfer-python==0.7.3, which the index never had.
+    requirements = ["vllm==9.9.9", *be.FREEZE_PACKAGES]
+    text = be.constraints_text("9.9.9", requirements, {"vllm": "9.9.9"}, sys.executable,
+                               ["flashinfer-python==0.7.4"])
+    assert "--freeze --override 'flashinfer-python==0.7.4'\n" in text
+    assert "\n# vsp-overrides: flashinfer-python==0.7.4\n" in text
+    path = tmp_path / "constraints-vllm-9.9.9.txt"
+    path.write_text(text)
+    recipe = be.Recipe.from_file("9.9.9", path, text)
+    assert recipe.overrides == ["flashinfer-python==0.7.4"]
+    commands: list[list[str]] = []
+    monkeypatch.setattr(be, "uv_exe", lambda: "uv")
+    monkeypatch.setattr(be, "run", lambda cmd, what, **kw: commands.append(cmd) or "")
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    be.install(recipe, venv / "bin" / "python")
+    override = str(venv / ".vsp-overrides.txt")
+    assert commands[0][commands[0].index("--override") + 1] == override
+    assert (venv / ".vsp-overrides.txt").read_text() == "flashinfer-python==0.7.4\n"
+
+
+def test_overrides_need_uv(tmp_path: Path) -> None:
+    path = tmp_path / "constraints-vllm-9.9.9.txt"
+    with pytest.raises(be.BuildError, match=r"^constraints-vllm-9\.9\.9\.txt: vsp-overrides needs vsp-installer uv$"):
+        be.Recipe.from_file("9.9.9", path, "# vsp-installer: pip\n# vsp-overrides: a==1\nvllm==9.9.9\n")
+
+
 def test_an_unknown_installer_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "constraints-vllm-9.9.9.txt"
     with pytest.raises(be.BuildError, match=r"^constraints-vllm-9\.9\.9\.txt: unknown vsp-installer 'conda' \(pip or uv\)$"):
