@@ -33,6 +33,9 @@ PRESETS = [n for f in families.FAMILIES.values() for n in (f.NAME, *f.PRESETS)]
 # The family matrix's floor (issue 27): these releases ran every family on both speculators.
 FAMILY_RELEASES = ("0.12.0", "0.15.1", "0.16.0", "0.24.0", "0.28.0", "0.33.0")
 FAMILY_SPECULATORS = (realdata.OLD_SPECULATORS, realdata.NEW_SPECULATORS)
+# Releases whose package cells do not all pass on main: vLLM 0.34.0 removed Model Runner V1, and
+# the rules and the rehearsal's Model Runner V2 adapter (issue 38) are not in yet.
+NOT_PASSING_YET = ("0.34.0",)
 
 
 def _cells(line: str) -> list[str]:
@@ -84,7 +87,10 @@ def test_the_package_grid_has_a_symbol_for_every_release_and_speculators_release
     assert "\n".join(f"- {s} {words}" for s, words in doc.LEGEND) in text
     rows = _table(text, "| vLLM | speculators")
     assert [release for release, *_ in rows] == RELEASES
-    assert all(cells == [doc.PASS] * len(realdata.SPECULATORS) for _, *cells in rows), rows
+    passing = [doc.PASS] * len(realdata.SPECULATORS)
+    assert all(cells == passing for release, *cells in rows if release not in NOT_PASSING_YET), rows
+    # What main does there today, as measured: once it passes, it leaves this list.
+    assert all(cells != passing for release, *cells in rows if release in NOT_PASSING_YET), rows
 
 
 def test_each_family_grid_holds_to_the_family_table() -> None:
