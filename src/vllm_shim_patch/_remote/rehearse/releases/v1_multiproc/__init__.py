@@ -19,6 +19,7 @@ from ..v1_engine import missing_member, unset, worker_module
 
 NAME = "v1-multiproc"
 MULTI_RANK = False  # one in-process worker: tensor and pipeline parallel 1
+RUNNER = "Model Runner V1"
 
 REAL = [
     "vllm.v1.executor.multiproc_executor.MultiprocExecutor instance: __init__ (Executor.__init__), "
@@ -72,6 +73,11 @@ _NEEDS = (
 # speculators launches no elastic-EP scale-up; a user's variable must not send the real
 # Worker.load_model down that path (receive_expert_mapping, the runner's NOT_REACHED eplb members).
 UNSET = ("VLLM_ELASTIC_EP_SCALE_UP_LAUNCH",)
+
+
+def environment():
+    """Nothing to set before vLLM is imported."""
+    return {}
 
 
 def fits():

@@ -29,6 +29,7 @@ import types
 
 NAME = "v1-multiproc-tp"
 MULTI_RANK = True  # one worker process per rank
+RUNNER = "Model Runner V1"
 
 REAL = [
     "vllm.v1.executor.multiproc_executor.MultiprocExecutor, all of it: _init_executor (the worker processes, "
@@ -77,6 +78,11 @@ _NEEDS = (
 )
 UNSET = ("VLLM_ELASTIC_EP_SCALE_UP_LAUNCH",)  # as the V1 adapter: speculators launches no scale-up
 SHUTDOWN_SECONDS = 15.0  # vLLM's shutdown: 4 s for the death pipes, SIGTERM, 4 s, SIGKILL (0.16)
+
+
+def environment():
+    """Nothing to set before vLLM is imported."""
+    return {}
 
 
 def fits():
