@@ -3,6 +3,7 @@ and Triton kernels run on CPU; a package fixed for V2 passes, and each V2 break 
 on a GPU, the extensible KV cache's included (on CPU vLLM leaves it off; the rehearsal holds the
 package to CUDA's contract).
 
+At tensor parallel size 1 (one in-process worker) and 2 (vLLM's own worker processes).
 The package is speculators 0.4.0 with the hand-written V2 fixes of `tests/fixtures/v2runner`
 (independent of the rules), in a small venv that sees the 0.34.0 venv `build_env.py` builds.
 Skipped only where that venv cannot be built.
@@ -102,6 +103,18 @@ def test_the_fixed_package_passes_on_model_runner_v2(v2: Sandbox) -> None:
         "forward row by row; chunked prefill in 0 of 2 steps; runner order differed from scheduler order in 2 "
         "(--quick: short prompts only, no chunked prefill; run without --quick for speculators' own workload); "
         f"on Model Runner V2{DEFAULT_MODEL}")), r.stderr[-3000:]
+
+
+def test_the_fixed_package_passes_at_tensor_parallel_2(v2: Sandbox) -> None:
+    """vLLM's own MultiprocExecutor, two forked worker processes each running V2's runner and its
+    interpreted kernels over a shard of the model; every sequence against the unsharded model."""
+    install(v2)
+    r = v2.run("rehearse", "--quick", "--tensor-parallel-size", "2", timeout=900)
+    assert (r.returncode, r.stdout.strip().splitlines()[-1]) == (0, (
+        f"speculators 0.4.0 on vLLM {VLLM}: rehearsal passed: 2 calls, 4 sequences (129 tokens) match a per-prompt "
+        "forward row by row; chunked prefill in 0 of 2 steps; runner order differed from scheduler order in 2 "
+        "(--quick: short prompts only, no chunked prefill; run without --quick for speculators' own workload); "
+        f"at tensor parallel size 2, pipeline parallel 1; on Model Runner V2{DEFAULT_MODEL}")), r.stderr[-3000:]
 
 
 def test_the_kv_cache_taken_back_to_vllms_default_fails_naming_its_rule(v2: Sandbox) -> None:

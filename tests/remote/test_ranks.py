@@ -1,4 +1,4 @@
-"""A rank's failure, read rather than waited for (`releases/v1_tp/ranks.py`, no vLLM): each worker
+"""A rank's failure, read rather than waited for (`releases/v1_engine/ranks.py`, no vLLM): each worker
 process leaves its classified exception in a folder, the parent ends the rank that raised, and the
 earliest failure is the run's, told with how it surfaced in the parent."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from vllm_shim_patch._remote.rehearse.answer import RankFailed
-from vllm_shim_patch._remote.rehearse.releases.v1_tp import ranks
+from vllm_shim_patch._remote.rehearse.releases.v1_engine import ranks
 
 
 def _record(exc: BaseException | None, created: float, msg: str = "WorkerProc hit an exception.") -> logging.LogRecord:

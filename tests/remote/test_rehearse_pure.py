@@ -231,7 +231,7 @@ def test_each_table_has_todays_entry_first() -> None:
     assert families.for_architecture("NoSuchForCausalLM") is None
     assert [(a.NAME, a.MULTI_RANK, a.RUNNER) for a in releases.ADAPTERS] == [
         ("v1-multiproc", False, "Model Runner V1"), ("v1-multiproc-tp", True, "Model Runner V1"),
-        ("v2-multiproc", False, "Model Runner V2")]
+        ("v2-multiproc", False, "Model Runner V2"), ("v2-multiproc-tp", True, "Model Runner V2")]
     for module in (*families.FAMILIES.values(), *releases.ADAPTERS):
         assert module.REAL, module.__name__
     for module in releases.ADAPTERS:
@@ -247,8 +247,10 @@ def test_no_adapter_fitting_names_each_adapter_and_the_member(monkeypatch: pytes
                                        "v2-multiproc: vllm.v1.worker.gpu.model_runner does not import)")
     # A world of two ranks asks the adapters of many ranks only.
     monkeypatch.setattr(releases.ADAPTERS[1], "fits", lambda: "vllm.platforms.interface.Platform.x is missing")
+    monkeypatch.setattr(releases.ADAPTERS[3], "fits", lambda: "vllm.v1.worker.gpu.model_runner does not import")
     assert releases.select(2) == (None, "no release adapter fits this vLLM (v1-multiproc-tp: "
-                                        "vllm.platforms.interface.Platform.x is missing)")
+                                        "vllm.platforms.interface.Platform.x is missing; "
+                                        "v2-multiproc-tp: vllm.v1.worker.gpu.model_runner does not import)")
 
 
 def module_at(path: Path, source: str, **names: object) -> dict[str, object]:

@@ -1,5 +1,5 @@
 """The extensible KV cache's contract as the Model Runner V2 rehearsal enforces it
-(`releases/v2_multiproc/kvcache.py`, no vLLM): vLLM 0.34 on CUDA commits only the null block at
+(`releases/v2_runner/kvcache.py`, no vLLM): vLLM 0.34 on CUDA commits only the null block at
 initialize_from_config and the rest at extend_kv_cache; a forward that uses a block past the
 committed memory fails, naming the rule that fixes it, and counts as speculators' failure."""
 
@@ -12,8 +12,8 @@ import pytest
 
 from vllm_shim_patch._remote.rehearse import frames
 from vllm_shim_patch._remote.rehearse.answer import ContractBroken
-from vllm_shim_patch._remote.rehearse.releases import v2_multiproc
-from vllm_shim_patch._remote.rehearse.releases.v2_multiproc import kvcache
+from vllm_shim_patch._remote.rehearse.releases import v2_multiproc, v2_runner
+from vllm_shim_patch._remote.rehearse.releases.v2_runner import kvcache
 
 MESSAGE = (
     "KV cache block 5 used past the committed memory: vLLM resolves enable_extensible_kv_cache to True on CUDA, "
@@ -115,5 +115,5 @@ def test_triton_runs_interpreted_only_where_the_installed_files_hold_v2_alone(
     _vllm_files(tmp_path, *files)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "vllm", raising=False)
-    assert v2_multiproc.environment() == environment
+    assert v2_multiproc.environment() == v2_runner.environment() == environment
     assert "vllm" not in sys.modules

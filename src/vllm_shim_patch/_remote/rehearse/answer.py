@@ -38,7 +38,7 @@ class WrongOutput(Exception):
 
 class RankFailed(Exception):
     """A rank raised and the generator was not told (vLLM read no reply from that rank): the
-    rank's own failure is the run's (`releases/v1_tp/ranks.py`)."""
+    rank's own failure is the run's (`releases/v1_engine/ranks.py`)."""
 
 
 class ContractBroken(Exception):

@@ -11,9 +11,9 @@ read from the installed files only. The first adapter that fits the installed vL
 used. Adding a release range: one module, one entry in ADAPTERS.
 """
 
-from . import v1_multiproc, v1_tp, v2_multiproc
+from . import v1_multiproc, v1_tp, v2_multiproc, v2_tp
 
-ADAPTERS = (v1_multiproc, v1_tp, v2_multiproc)
+ADAPTERS = (v1_multiproc, v1_tp, v2_multiproc, v2_tp)
 
 
 def environment():

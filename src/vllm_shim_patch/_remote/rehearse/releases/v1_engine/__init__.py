@@ -9,8 +9,14 @@ This face imports no vLLM (the adapters' `fits()` run first). The parts, one con
 - `queues`: the in-process MessageQueues (no vLLM: tested without it);
 - `executor`: MultiprocExecutor's start-up replaced by one in-process WorkerProc, the process
   handle stand-in, the tap that keeps a worker's exception;
-- `checks`: the self-checks of the in-process executor and of a worker's init_device against vLLM;
-- `view`: one in-process worker as the run reads it, and what speculators' extension holds (no vLLM).
+- `checks`: the self-checks of the in-process executor, of a worker's init_device and of the
+  rank taps against vLLM;
+- `view`: one in-process worker as the run reads it, and what speculators' extension holds (no vLLM);
+- a world of worker processes, vLLM's own MultiprocExecutor at tensor parallel size N: `platform`
+  (what a GPU platform sets: worker_cls, float32 kept, torch.compile eager, fork), `rankworker`
+  (each process's failure tap and the RPCs the run asks every rank), `ranks` (failures read, not
+  waited for; no vLLM), `rankview` (the workers as the run reads them; no vLLM), `world` (the rank
+  failure, the shards, the shutdown), `reference` (the unsharded model in the parent).
 """
 
 import importlib

@@ -47,3 +47,15 @@ def in_process(run, mpe):
     run.check("BroadcastMQ vs WorkerProc.worker_busy_loop",
               {"rpc_broadcast_mq", "dequeue", "handle_output"} <= names,
               f"the loop no longer dequeues from rpc_broadcast_mq and replies by handle_output: {sorted(names)}")
+
+
+def ranks(run, mpe):
+    """The taps of a world of worker processes against what vLLM's worker loop and monitor log."""
+    loop = code_names(mpe.WorkerProc.worker_busy_loop)
+    if hasattr(mpe.WorkerProc, "_execute_worker_rpc"):  # 0.33 moved the call and its reply there
+        loop |= code_names(mpe.WorkerProc._execute_worker_rpc)
+    run.check("rank failure tap vs WorkerProc.worker_busy_loop", {"logger", "exception"} <= loop,
+              "the worker loop no longer logs an RPC's exception with logger.exception")
+    run.check("death tap vs MultiprocExecutor.start_worker_monitor",
+              {"logger", "error", "shutdown"} <= code_names(mpe.MultiprocExecutor.start_worker_monitor),
+              "the worker monitor no longer logs a death and shuts the executor down")

@@ -6,25 +6,19 @@ The face imports no vLLM (`fits()` runs first). The parts, one concern a module:
 
 - `..v1_runner`'s `shims`, `runner`, `worker` and `checks` as they are (they hold wherever the
   worker runs), and `..v1_engine`'s `checks.worker`;
-- `platform`: what a GPU platform sets (worker_cls), float32 kept, torch.compile eager, fork;
-- `rankworker`: the worker of one rank (the V1 stand-in worker, its runner loading weights by
-  name) with the failure tap of its process and the RPCs the run asks every rank;
-- `ranks`: failures read, not waited for (the taps, the watcher, the earliest failure; no vLLM);
-- `reference`: the unsharded model in this process, the independent reference;
-- `view`: the workers as the run reads them (no vLLM).
+- `..v1_engine`'s parts of a world of ranks: `platform` (what a GPU platform sets: worker_cls,
+  float32 kept, torch.compile eager, fork), `rankworker` (the failure tap of each process and the
+  RPCs the run asks every rank), `ranks` (failures read, not waited for; no vLLM), `rankview` (the
+  workers as the run reads them; no vLLM), `world` (the rank failure, the shards, the shutdown),
+- `rankworker`: the worker of one rank (the V1 stand-in worker, its runner loading weights by name);
+  `reference` (the unsharded model in this process, the independent reference).
 
 Nothing of MultiprocExecutor or WorkerProc is replaced.
 """
 
 import contextlib
 import dataclasses
-import gc
-import multiprocessing
-import os
-import signal
 import tempfile
-import time
-import traceback
 import types
 
 NAME = "v1-multiproc-tp"
@@ -77,7 +71,6 @@ _NEEDS = (
     ("vllm.platforms.interface", "Platform.check_and_update_config"),
 )
 UNSET = ("VLLM_ELASTIC_EP_SCALE_UP_LAUNCH",)  # as the V1 adapter: speculators launches no scale-up
-SHUTDOWN_SECONDS = 15.0  # vLLM's shutdown: 4 s for the death pipes, SIGTERM, 4 s, SIGKILL (0.16)
 
 
 def environment():
@@ -115,42 +108,35 @@ class StandIns:
 def build(on_forward):
     """The stand-ins. `on_forward` is not called: the forwards run in the worker processes, and
     the run counts them from the runner's steps. Changes nothing of vLLM: that is `install`."""
+    from ..v1_engine import ranks
+    from ..v1_engine.rankworker import mpe
     from ..v1_runner import runner, shims, worker
-    from . import rankworker, ranks
+    from . import rankworker
 
     folder = tempfile.mkdtemp(prefix="rank-failures-")  # inside the rehearsal's temp dir
     return StandIns(
-        mpe=rankworker.mpe, gpu_worker=worker.gpu_worker, real_runner=runner.GPUModelRunner,
+        mpe=mpe, gpu_worker=worker.gpu_worker, real_runner=runner.GPUModelRunner,
         output_cls=shims.ModelRunnerOutput, runner=rankworker.ByNameRunner, worker=rankworker.for_run(folder),
         worker_module=worker.MODULE, worker_qualname=rankworker.QUALNAME, folder=folder,
         watcher=ranks.Watcher(folder), deaths=ranks.DeathTap(), two_phase=shims.TWO_PHASE)
 
 
 def self_check(run, standins):
-    from ...selfcheck import code_names
     from ..v1_engine import checks as engine
+    from ..v1_engine import platform
     from ..v1_runner import checks
-    from . import platform
 
     s = standins
     checks.runner(run, s.runner, s.real_runner, s.gpu_worker.Worker, s.output_cls, s.two_phase)
     engine.worker(run, s.gpu_worker)
     platform.self_check(run)
-    loop = code_names(s.mpe.WorkerProc.worker_busy_loop)
-    if hasattr(s.mpe.WorkerProc, "_execute_worker_rpc"):  # 0.33 moved the call and its reply there
-        loop |= code_names(s.mpe.WorkerProc._execute_worker_rpc)
-    run.check("rank failure tap vs WorkerProc.worker_busy_loop", {"logger", "exception"} <= loop,
-              "the worker loop no longer logs an RPC's exception with logger.exception")
-    run.check("death tap vs MultiprocExecutor.start_worker_monitor",
-              {"logger", "error", "shutdown"} <= code_names(s.mpe.MultiprocExecutor.start_worker_monitor),
-              "the worker monitor no longer logs a death and shuts the executor down")
+    engine.ranks(run, s.mpe)
 
 
 def install(standins):
     """The platform stand-ins, the worker's module registered (forked workers inherit it), the
     death tap, the watcher started, UNSET out of the environment. `restore` undoes each."""
-    from ..v1_engine import unset, worker_module
-    from . import platform
+    from ..v1_engine import platform, unset, worker_module
 
     s, undo = standins, standins.undo
     platform.install(undo, s.worker_qualname)
@@ -172,27 +158,17 @@ def workers(run, standins, generator):
     here, in this process, once they exist, and each rank's shards checked against it."""
     from vllm.utils.import_utils import resolve_obj_by_qualname
 
-    from . import reference
-    from .platform import METHOD
-    from .view import RankWorkers
+    from ..v1_engine import reference, world
+    from ..v1_engine.platform import METHOD
+    from ..v1_engine.rankview import RankWorkers
 
     s = standins
     executor = generator.executor
     s.reference = reference.build(s.runner, generator.vllm_config)
     extension = resolve_obj_by_qualname(generator.vllm_config.parallel_config.worker_extension_cls)
     s.view = RankWorkers(executor, s.reference, extension, s.folder, METHOD)
-    _check_shards(run, s.view, s.reference.model)
+    world.check_shards(run, s.view, s.reference.model)
     return s.view
-
-
-def _check_shards(run, view, model):
-    from ... import sharding
-
-    whole = sharding.shapes(model)
-    wrong = sorted({name for table in view.shapes() for name, (_local, full) in table.items()
-                    if whole.get(name) != full})
-    run.check("sharded weights vs the unsharded model's parameters", not wrong,
-              f"the whole shape assumed for {wrong[:3]} is not the unsharded model's")
 
 
 def model_of(standins):
@@ -211,53 +187,21 @@ def worker_failure(standins):
 def rank_failure(standins, outcome, failure):
     """The earliest rank failure, else the first worker that died (with its exit status), else
     what this process saw, with each rank's reply to the capture read when the executor answers."""
-    from . import ranks
+    from ..v1_engine import world
 
     s = standins
-    time.sleep(0.3)  # a tap that is writing now (the rank raised as this process saw the RPC fail)
-    found = ranks.read(s.folder)
-    procs = _worker_processes()
-    codes = {ranks.process_rank(p.name): p.exitcode for p in procs} if s.deaths.names else {}
-    world = sorted({ranks.process_rank(p.name) for p in procs})
-    outcome, failure = ranks.explain(found, s.deaths.names, codes, outcome, failure, world)
-    states = s.view.states_now() if not found and not s.deaths.names and s.view is not None else None
-    if states:
-        failure = {**failure, "ranks": ranks.replies(states), "captured_on": ranks.captured_elsewhere(states),
-                   "rank0_captured": ranks.rank0_captured(states)}
-    return outcome, failure
-
-
-def _worker_processes():
-    """vLLM's worker processes of this process (found, not tracked: the executor keeps them)."""
-    return [o for o in _instances(multiprocessing.process.BaseProcess) if (o.name or "").startswith("VllmWorker-")]
-
-
-def _instances(cls):
-    """Every live instance of `cls` (by its type: a lazy module's proxy must not be asked)."""
-    return [o for o in gc.get_objects() if issubclass(type(o), cls)]
+    return world.rank_failure(s.folder, s.deaths, s.view, outcome, failure)
 
 
 def shutdown(standins):
-    """vLLM's own shutdown of each executor, then every worker process waited for and, past the
-    deadline, killed by its pid; the reference's distributed state in this process torn down."""
+    """vLLM's own shutdown of each executor and its worker processes (`world.shutdown`); the
+    reference's distributed state in this process torn down."""
+    from ..v1_engine import world
+
     s = standins
-    executors = [s.view.executor] if s.view is not None else _instances(s.mpe.MultiprocExecutor)
-    for ex in executors:
-        try:
-            ex.shutdown()
-        except Exception:  # noqa: BLE001
-            traceback.print_exc()
-    deadline = time.monotonic() + SHUTDOWN_SECONDS
-    for proc in _worker_processes():
-        proc.join(max(0.0, deadline - time.monotonic()))
-    for proc in multiprocessing.active_children():
-        try:
-            os.kill(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.join(5)
+    world.shutdown(s.mpe, s.view)
     if s.reference is not None:
-        from . import reference
+        from ..v1_engine import reference
 
         s.reference = None
         reference.teardown()

@@ -3,30 +3,23 @@ run in this process: V2's real runner Python and its real Triton kernels, run by
 interpreter (TRITON_INTERPRET=1; CUDA_VISIBLE_DEVICES="" keeps vLLM's Triton switch on without a
 GPU driver: `environment`). Unlike the V1 adapters, nothing of the runner is re-stated.
 
-This face imports no vLLM (`fits()` runs first). The parts, one concern a module:
+This face imports no vLLM (`fits()` runs first). It is built of shared parts:
 
 - `..v1_engine`: the in-process executor (one real WorkerProc), its checks, the worker's view;
-- `cuda`: the CUDA parts V2 reaches (UvaBuffer, streams and events, memory usage);
-- `paged`: the CPU attention over V2's paged KV cache, block table and slot mapping;
-- `kvcache`: the extensible KV cache's contract, enforced (no vLLM);
-- `worker`: the GPU Worker with init_device and the extensible cache's commits stood in, and V2's
-  runner observed (each forward reported, the blocks it uses checked);
-- `checks`: the self-checks of the worker against vLLM's.
+- `..v2_runner`: V2's stand-ins (`cuda`, `paged`, `kvcache`, `worker`, `checks`).
 """
 
 import contextlib
 import dataclasses
-import importlib.util
-import os
-import sys
 import traceback
 import types
 
+from .. import v2_runner
 from ..v1_engine import missing_member, unset, worker_module
 
 NAME = "v2-multiproc"
 MULTI_RANK = False  # one in-process worker: tensor and pipeline parallel 1
-RUNNER = "Model Runner V2"
+RUNNER = v2_runner.RUNNER
 
 REAL = [
     "vllm.v1.executor.multiproc_executor.MultiprocExecutor instance: __init__, collective_rpc, execute_model, "
@@ -81,28 +74,15 @@ _NEEDS = (
     ("vllm.v1.worker.gpu.model_runner", "GPUModelRunner.prepare_attn"),
     ("vllm.v1.worker.gpu.buffer_utils", "UvaBuffer"),
 )
-# The V1 runner's module: where it imports, the Worker may build it (VLLM_USE_V2_MODEL_RUNNER),
-# and the V1 adapters answer for that vLLM.
-V1_RUNNER = "vllm.v1.worker.gpu_model_runner"
 UNSET = ("VLLM_ELASTIC_EP_SCALE_UP_LAUNCH",)
 
 
 def fits():
-    if importlib.util.find_spec(V1_RUNNER) is not None:
-        return f"{V1_RUNNER} imports: Model Runner V1 is there beside V2 (the V1 adapters rehearse it)"
-    return missing_member(_NEEDS)
+    return v2_runner.v1_beside() or missing_member(_NEEDS)
 
 
 def environment():
-    """TRITON_INTERPRET and CUDA_VISIBLE_DEVICES where the installed vLLM's files hold V2's runner and
-    not V1's: read from the files (vLLM is not imported yet: vllm.triton_utils reads the variables
-    once, at import)."""
-    spec = importlib.util.find_spec("vllm")
-    roots = list(spec.submodule_search_locations or ()) if spec is not None else []
-    worker = [os.path.join(root, "v1", "worker") for root in roots]
-    v2 = any(os.path.isfile(os.path.join(w, "gpu", "model_runner.py")) for w in worker)
-    v1 = any(os.path.isfile(os.path.join(w, "gpu_model_runner.py")) for w in worker)
-    return {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""} if v2 and not v1 else {}
+    return v2_runner.environment()
 
 
 @dataclasses.dataclass
@@ -127,11 +107,8 @@ class StandIns:
 
 
 def build(on_forward):
-    from vllm.config import VllmConfig
-    from vllm.platforms import current_platform
-
     from ..v1_engine import executor
-    from . import kvcache, worker
+    from ..v2_runner import kvcache, seams, worker
 
     created = Created()
     commitments = kvcache.Commitments()
@@ -139,33 +116,23 @@ def build(on_forward):
         mpe=executor.mpe, gpu_worker=worker.gpu_worker, worker=worker.for_run(on_forward, commitments),
         worker_module=worker.MODULE, init_executor=executor.init_executor_for(created, worker.QUALNAME),
         tap=executor.WorkerFailureTap(created.worker_failures), commitments=commitments,
-        resolve=kvcache.resolving_as_cuda(current_platform, VllmConfig._resolve_extensible_kv_cache),
-        created=created)
+        resolve=seams.resolver(), created=created)
 
 
 def self_check(run, standins):
     from ..v1_engine import checks as engine
-    from . import checks, cuda, paged
+    from ..v2_runner import seams
 
     s = standins
     engine.in_process(run, s.mpe)
     engine.worker(run, s.gpu_worker)
-    cuda.self_check(run)
-    paged.self_check(run)
-    checks.worker(run, s.gpu_worker)
-    from vllm.config import VllmConfig
-
-    checks.resolver(run, VllmConfig)
+    seams.self_check(run, s.gpu_worker)
 
 
 def install(standins):
-    """The executor's start-up, the worker's module, the CUDA stand-ins, the paged attention
-    backend behind the platform's selector, the extensible cache's resolver; `restore` undoes each."""
-    from vllm.config import VllmConfig
-    from vllm.platforms import current_platform
-
-    from ... import attention
-    from . import cuda, paged
+    """The executor's start-up, the worker's module, V2's stand-ins (`v2_runner.seams`); `restore`
+    undoes each."""
+    from ..v2_runner import seams
 
     s, undo = standins, standins.undo
     executor_cls = s.mpe.MultiprocExecutor
@@ -176,22 +143,7 @@ def install(standins):
     undo.callback(s.mpe.logger.removeHandler, s.tap)
     worker_module(undo, s.worker_module, s.worker)
     unset(undo, UNSET)
-    cuda.install(undo)
-    select = current_platform.get_attn_backend_cls
-    plain = select(None, _Selector())
-    paged_name = paged.register(getattr(sys.modules[attention.MODULE], plain.rsplit(".", 1)[1]))
-    current_platform.get_attn_backend_cls = paged.selecting(select, plain, paged_name)
-    undo.callback(setattr, current_platform, "get_attn_backend_cls", select)
-    resolver = VllmConfig._resolve_extensible_kv_cache
-    VllmConfig._resolve_extensible_kv_cache = s.resolve
-    undo.callback(setattr, VllmConfig, "_resolve_extensible_kv_cache", resolver)
-
-
-class _Selector:
-    """What the backend selector is asked for a plain (not MLA, not sparse) attention layer."""
-
-    use_mla = False
-    use_sparse = False
+    seams.install(undo, s.resolve)
 
 
 def restore(standins):

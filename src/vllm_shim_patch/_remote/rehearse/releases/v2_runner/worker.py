@@ -36,6 +36,8 @@ class RehearsalV2Runner(GPUModelRunner):
 
     rehearse_on_forward = staticmethod(_no_report)
     rehearse_kv = None  # kvcache.Commitments of the worker
+    # Weights by parameter name (a world of many ranks: every rank's shard a slice of one model).
+    WEIGHTS_BY_NAME = False
 
     def __init__(self, vllm_config, device_):
         super().__init__(vllm_config, device_)
@@ -46,17 +48,7 @@ class RehearsalV2Runner(GPUModelRunner):
         """The model built as the V1 rehearsal builds it (vLLM's registry class on CPU, the wide
         dummy weights, CustomOps on forward_native), then V2's own load_model with it."""
         if model is None:
-            mc = self.model_config
-            model_cls, _arch = get_model_architecture(mc)
-            with set_default_torch_dtype(mc.dtype), torch.device("cpu"), device.building():
-                with set_current_vllm_config(self.vllm_config, check_compile=True, prefix=""):
-                    model = model_cls(vllm_config=self.vllm_config, prefix="")
-            common.init_weights(model, mc)
-            for m in model.modules():
-                if isinstance(m, CustomOp):
-                    m._forward_method = m.forward_native
-            moe.after_weights(model, self.vllm_config)
-            model = model.eval()
+            model = build_model(self.vllm_config, self.WEIGHTS_BY_NAME)
         return super().load_model(load_dummy_weights, *args, model=model, **kwargs)
 
     def prepare_inputs(self, scheduler_output, *args, **kwargs):
@@ -81,14 +73,48 @@ class RehearsalV2Runner(GPUModelRunner):
         return block_tables, slot_mappings
 
     def _forward(self, input_ids, positions, segments=None, history=None):
-        """The reference forward: the same model and layers over one request's tokens, attention
-        over a per-request history (the CPU backend's own path)."""
-        n = int(input_ids.shape[0])
-        meta = None if segments is None else attention.Metadata(
-            segments, self.kv_history if history is None else history)
-        with set_forward_context(meta, self.vllm_config, num_tokens=n):
-            return self.model(input_ids=input_ids, positions=positions, intermediate_tensors=None,
-                              inputs_embeds=None)
+        return reference_forward(self, input_ids, positions, segments, history)
+
+
+def build_model(vllm_config, by_name=False):
+    """vLLM's registry class of the model built on CPU as the V1 rehearsal builds it: the wide
+    dummy weights (or each drawn whole by name), CustomOps on forward_native."""
+    mc = vllm_config.model_config
+    model_cls, _arch = get_model_architecture(mc)
+    with set_default_torch_dtype(mc.dtype), torch.device("cpu"), device.building():
+        with set_current_vllm_config(vllm_config, check_compile=True, prefix=""):
+            model = model_cls(vllm_config=vllm_config, prefix="")
+    common.init_weights(model, mc, by_name=by_name)
+    for m in model.modules():
+        if isinstance(m, CustomOp):
+            m._forward_method = m.forward_native
+    moe.after_weights(model, vllm_config)
+    return model.eval()
+
+
+def reference_forward(holder, input_ids, positions, segments=None, history=None):
+    """The reference forward: `holder`'s model over one request's tokens, attention over a
+    per-request history (the CPU backend's own path through the same layers)."""
+    n = int(input_ids.shape[0])
+    meta = None if segments is None else attention.Metadata(
+        segments, holder.kv_history if history is None else history)
+    with set_forward_context(meta, holder.vllm_config, num_tokens=n):
+        return holder.model(input_ids=input_ids, positions=positions, intermediate_tensors=None,
+                            inputs_embeds=None)
+
+
+class Reference:
+    """The unsharded model of a world of many ranks, in the parent (`v1_engine.reference.build`
+    builds it with this class): weights by name, so each rank's shard is a slice of it."""
+
+    def __init__(self, vllm_config, device_):
+        self.vllm_config, self.model, self.kv_history = vllm_config, None, {}
+
+    def load_model(self):
+        self.model = build_model(self.vllm_config, by_name=True)
+
+    def _forward(self, input_ids, positions, segments=None, history=None):
+        return reference_forward(self, input_ids, positions, segments, history)
 
 
 class RehearsalV2Worker(gpu_worker.Worker):
@@ -127,11 +153,12 @@ class RehearsalV2Worker(gpu_worker.Worker):
         self.cache_config.num_gpu_blocks = num_blocks
 
 
-def for_run(on_forward, commitments):
+def for_run(on_forward, commitments, by_name=False):
     """The worker class of one run: its runner reports each forward to `on_forward` and checks the
-    blocks it uses against `commitments` (a kvcache.Commitments)."""
+    blocks it uses against `commitments` (a kvcache.Commitments); `by_name`: weights by name."""
     runner = type("RehearsalV2Runner", (RehearsalV2Runner,), {
         "rehearse_on_forward": staticmethod(on_forward or _no_report), "rehearse_kv": commitments,
+        "WEIGHTS_BY_NAME": by_name,
         "__module__": MODULE, "__qualname__": "RehearsalV2Runner"})
     return type("RehearsalV2Worker", (RehearsalV2Worker,), {
         "rehearse_runner": runner, "rehearse_kv": commitments, "__module__": MODULE,

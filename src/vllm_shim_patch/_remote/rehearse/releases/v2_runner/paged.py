@@ -48,8 +48,10 @@ class PagedAttentionImpl(attention.StandInAttentionImpl):
         keys, values = cache_views(kv_cache, kv_heads, k.shape[-1], v.shape[-1])
         block_size = keys.shape[1]
         slots = m.slot_mapping[:n].long()
-        keys.view(-1, kv_heads, k.shape[-1])[slots] = k
-        values.view(-1, kv_heads, v.shape[-1])[slots] = v
+        # A slot is block * block size + offset: its block's row at that offset (strided views).
+        blocks_of, offsets = slots // block_size, slots % block_size
+        keys[blocks_of, offsets] = k
+        values[blocks_of, offsets] = v
         out = output[:n].view(n, heads, -1)
         starts = m.query_start_loc_cpu.tolist()
         lens = m.seq_lens.tolist()
@@ -71,13 +73,14 @@ class PagedAttentionImpl(attention.StandInAttentionImpl):
 
 def cache_views(kv_cache, kv_heads, key_size, value_size):
     """(keys, values), each [blocks, block size, KV heads, head size], of the tensor V2 binds to a
-    layer: (blocks, 2, block size, KV heads x head size) in 0.34's layout."""
-    if kv_cache.dim() != 4 or kv_cache.shape[1] != 2 or kv_cache.shape[3] != kv_heads * key_size \
-            or key_size != value_size:
+    layer: vLLM 0.34's logical per-layer view [blocks, KV heads, block size, content], the content
+    a head's key then its value (as vLLM's own Triton and Flex backends split it); the strides
+    are the resolved layout's."""
+    if kv_cache.dim() != 4 or kv_cache.shape[1] != kv_heads or kv_cache.shape[3] != key_size + value_size:
         raise CannotRehearse(f"the KV tensor Model Runner V2 binds has shape {tuple(kv_cache.shape)}, not "
-                             f"(blocks, 2, block size, {kv_heads} x {key_size})")
-    kv = kv_cache.view(kv_cache.shape[0], 2, kv_cache.shape[2], kv_heads, key_size)
-    return kv[:, 0], kv[:, 1]
+                             f"(blocks, {kv_heads} KV heads, block size, {key_size} + {value_size})")
+    keys, values = kv_cache.transpose(1, 2).split([key_size, value_size], dim=-1)
+    return keys, values
 
 
 def register(base_backend):

@@ -2,7 +2,7 @@
 (imports vLLM: imported only once the adapter fits).
 
 A copy of the generator's config at tensor and pipeline parallel 1, vLLM's distributed state in
-this process at world size 1 (gloo), the stand-in runner's load_model: vLLM's model class, every
+this process at world size 1 (gloo), the runner class's load_model (`runner_cls(config, device)`, any runner or model holder with `load_model`, `model`, `_forward`): vLLM's model class, every
 parameter's whole tensor through the same loaders. Built after the workers were forked: a
 parent whose torch.distributed is initialised at fork time would hand that state to them.
 """
@@ -13,7 +13,7 @@ import torch
 from vllm.config import set_current_vllm_config
 from vllm.distributed import parallel_state
 
-from ..v1_engine import file_store
+from . import file_store
 
 
 def build(runner_cls, generator_config):

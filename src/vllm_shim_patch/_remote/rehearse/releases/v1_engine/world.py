@@ -1,0 +1,72 @@
+"""A world of worker processes as vLLM's own MultiprocExecutor runs it, read from the parent: the
+rank failure, the shards, the shutdown (imports vLLM's modules only through its arguments).
+"""
+
+import gc
+import multiprocessing
+import os
+import signal
+import time
+import traceback
+
+from . import ranks
+
+SHUTDOWN_SECONDS = 15.0  # vLLM's shutdown: 4 s for the death pipes, SIGTERM, 4 s, SIGKILL (0.16)
+
+
+def check_shards(run, view, model):
+    """Each rank's whole shape of each parameter against the unsharded model's."""
+    from ... import sharding
+
+    whole = sharding.shapes(model)
+    wrong = sorted({name for table in view.shapes() for name, (_local, full) in table.items()
+                    if whole.get(name) != full})
+    run.check("sharded weights vs the unsharded model's parameters", not wrong,
+              f"the whole shape assumed for {wrong[:3]} is not the unsharded model's")
+
+
+def rank_failure(folder, deaths, view, outcome, failure):
+    """The earliest rank failure left in `folder`, else the first worker that died (`deaths`: a
+    ranks.DeathTap) with its exit status, else what this process saw, with each rank's reply to the
+    capture read when the executor (`view`'s) answers."""
+    time.sleep(0.3)  # a tap that is writing now (the rank raised as this process saw the RPC fail)
+    found = ranks.read(folder)
+    procs = worker_processes()
+    codes = {ranks.process_rank(p.name): p.exitcode for p in procs} if deaths.names else {}
+    world = sorted({ranks.process_rank(p.name) for p in procs})
+    outcome, failure = ranks.explain(found, deaths.names, codes, outcome, failure, world)
+    states = view.states_now() if not found and not deaths.names and view is not None else None
+    if states:
+        failure = {**failure, "ranks": ranks.replies(states), "captured_on": ranks.captured_elsewhere(states),
+                   "rank0_captured": ranks.rank0_captured(states)}
+    return outcome, failure
+
+
+def worker_processes():
+    """vLLM's worker processes of this process (found, not tracked: the executor keeps them)."""
+    return [o for o in instances(multiprocessing.process.BaseProcess) if (o.name or "").startswith("VllmWorker-")]
+
+
+def instances(cls):
+    """Every live instance of `cls` (by its type: a lazy module's proxy must not be asked)."""
+    return [o for o in gc.get_objects() if issubclass(type(o), cls)]
+
+
+def shutdown(mpe, view):
+    """vLLM's own shutdown of each executor (`view`'s, else every live one of `mpe`), then every
+    worker process waited for and, past the deadline, killed by its pid."""
+    executors = [view.executor] if view is not None else instances(mpe.MultiprocExecutor)
+    for ex in executors:
+        try:
+            ex.shutdown()
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
+    deadline = time.monotonic() + SHUTDOWN_SECONDS
+    for proc in worker_processes():
+        proc.join(max(0.0, deadline - time.monotonic()))
+    for proc in multiprocessing.active_children():
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.join(5)
