@@ -63,6 +63,26 @@ def read_private(path: Path) -> bytes | None:
         return f.read()
 
 
+def read_regular(path: Path, limit: int) -> bytes:
+    """A file the user named (a --model's config.json): links followed (a Hugging Face cache's
+    snapshot links to its blobs), but only a regular file of at most `limit` bytes is read; a FIFO
+    is never waited on, a device or a folder never read. OSError otherwise, its strerror the words
+    ("not a regular file (a FIFO)", "12 MB, more than the 4 MB a ... is allowed")."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket")
+        raise OSError(errno.EINVAL, f"not a regular file ({kind})", str(path))
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(limit + 1)
+        if len(data) > limit:
+            raise OSError(errno.EFBIG, f"{max(st.st_size, len(data))} bytes, more than the {limit} read of it",
+                          str(path))
+        return data
+
+
 def write_private(path: Path, data: bytes) -> None:
     """A scratch file of the state dir, created anew: a link planted in its place is removed, never followed."""
     with contextlib.suppress(FileNotFoundError):
