@@ -163,7 +163,13 @@ def _parsed(ctx: click.Context) -> CliOptions:
 def emit(settings: Settings, outcome: Outcome) -> NoReturn:
     """Print `outcome` (a diff in colour on a terminal) and exit with its code."""
     if settings.as_json:
-        click.echo(json.dumps(outcome.data, indent=2, default=str))
+        data = outcome.data
+        if outcome.exit_code == 2 and isinstance(data, dict) and not {"error", "kind"} <= data.keys():
+            # The exit-2 contract (one line, and under --json `error` and `kind`) holds for every
+            # command, whatever its own data says.
+            last = (outcome.text.strip().splitlines() or [""])[-1]
+            data = {**data, "error": data.get("error") or last, "kind": data.get("kind") or "Error"}
+        click.echo(json.dumps(data, indent=2, default=str))
     else:
         text = outcome.text
         if outcome.diff and sys.stdout.isatty():

@@ -137,3 +137,24 @@ def test_apply_with_a_bad_model_writes_nothing(sandbox: Sandbox, tmp_path: Path)
     assert json.loads(r.stdout) == {"ok": False, "error": message, "kind": "UsageError"}
     assert not sandbox.state.exists()
     assert sandbox.snapshot() == before
+
+
+def test_a_folders_own_config_code_is_said_where_the_user_decides(tmp_path: Path) -> None:
+    """Issue 40, item 10: speculators loads --model's config with trust_remote_code=True, so an
+    `auto_map` config's code runs in the rehearsal with or without --trust-remote-code: said
+    before anything runs (apply and rehearse pass their log)."""
+    kimi = families.preset("kimi-k2.5")[1]
+    folder = _folder(tmp_path, {**kimi, "auto_map": {"AutoConfig": "configuration_kimi_k25.KimiK25Config",
+                                                      "AutoModel": "org/repo--modeling_kimi.KimiModel",
+                                                      "AutoTokenizer": ["tokenization_kimi.KimiTokenizer", None]}})
+    said: list[str] = []
+    assert model_request(str(folder), None, said.append) == {"model": str(folder)}
+    assert said == [f"--model {folder}: {folder}/config.json names code of the folder (auto_map: "
+                    f"configuration_kimi_k25.py, modeling_kimi.py, tokenization_kimi.py); speculators loads the "
+                    f"config with trust_remote_code=True, so that code runs in the rehearsal, as it would on the "
+                    f"GPU box (--trust-remote-code or not)"]
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "config.json").write_text(json.dumps(LLAMA))
+    model_request(str(plain), None, said.append)
+    assert len(said) == 1  # no auto_map: nothing to say

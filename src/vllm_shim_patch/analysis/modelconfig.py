@@ -100,3 +100,21 @@ def read_index(folder: Path) -> Any:
         return json.loads(read_regular(folder / "model.safetensors.index.json", MAX_INDEX).decode("utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def remote_code(data: Any) -> list[str]:
+    """The files of the folder a config's `auto_map` names (`configuration_x.Cls` ->
+    `configuration_x.py`; `repo--module.Cls` -> `module.py`), sorted; [] without one."""
+    auto_map = data.get("auto_map") if isinstance(data, dict) else None
+    if not isinstance(auto_map, dict):
+        return []
+    refs = [r for v in auto_map.values() for r in (v if isinstance(v, list) else [v]) if isinstance(r, str)]
+    return sorted({r.split("--")[-1].rsplit(".", 1)[0] + ".py" for r in refs if "." in r})
+
+
+def remote_code_line(model: str, config: Path, files: list[str]) -> str:
+    """What the user decides on before the rehearsal runs: speculators loads a --model's config
+    with trust_remote_code=True whatever --trust-remote-code says, so the folder's code runs."""
+    return (f"--model {model}: {config} names code of the folder (auto_map: {', '.join(files)}); speculators "
+            f"loads the config with trust_remote_code=True, so that code runs in the rehearsal, as it would "
+            f"on the GPU box (--trust-remote-code or not)")

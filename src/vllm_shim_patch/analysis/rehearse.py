@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..rewrite.rule import Rule
     from ..rewrite.results import Site
     from ..rewrite.plan import Plan
+    from ..settings import Log
     from ..target import Target
 
 # The releases whose VllmHiddenStatesGenerator(model_path, layer_ids, max_model_len,
@@ -102,11 +103,12 @@ def supported_architectures() -> list[str]:
     return list(families().supported())
 
 
-def model_request(model: str | None, arch: str | None) -> dict[str, Any]:
+def model_request(model: str | None, arch: str | None, log: Log | None = None) -> dict[str, Any]:
     """What the rehearsal builds, checked before anything is written: `--model` (a checkpoint
     folder or its config.json, whose architecture must be one the rehearsal has stand-ins for),
     `--arch` (a preset), or neither (the default, a tiny Llama). The config is read bounded and its
-    sizes checked here (`modelconfig`): the target would build from them."""
+    sizes checked here (`modelconfig`): the target would build from them. `log`: where to say that
+    the folder's own code (`auto_map`) will run."""
     if model and arch:
         raise UsageError("--model and --arch: give one (--arch builds a preset where no checkpoint is at hand)")
     if arch:
@@ -115,7 +117,7 @@ def model_request(model: str | None, arch: str | None) -> dict[str, Any]:
         return {"arch": arch}
     if not model:
         return {}
-    from .modelconfig import check_sizes, read_config
+    from .modelconfig import check_sizes, read_config, remote_code, remote_code_line
 
     path, config, data = read_config(model)
     archs = data.get("architectures") if isinstance(data, dict) else None
@@ -128,6 +130,9 @@ def model_request(model: str | None, arch: str | None) -> dict[str, Any]:
         raise UsageError(f"--model {model}: the rehearsal has no stand-ins for {', '.join(map(str, archs))} "
                          f"(supported: {', '.join(supported_architectures())})")
     check_sizes(model, config, data, wrapper=bool(family.WRAPPER))
+    code = remote_code(data)
+    if code and log is not None:
+        log(remote_code_line(model, config, code))
     return {"model": str(path)}
 
 
