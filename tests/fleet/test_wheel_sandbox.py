@@ -136,6 +136,19 @@ def test_the_wheel_installs_everywhere_and_check_recognises_it(
                f"'speculators=={release}+vsp.vllm0.16'\n"), kind
         assert box.run("status").stdout == (f"drifted: {who}, {wheel_words}; 1 file differs from its RECORD (edited "
                                             f"after the install?): {WORKER}\n"), kind
+        # Issue 40, item 2: a wheel install keeps no overlay, so rollback would lose the edit:
+        # refused, naming the file, the edit left in place; reinstalling the wheel lets it run.
+        edited = (box.site / WORKER).read_bytes()
+        refused = box.run("rollback")
+        assert (refused.returncode, refused.stdout) == (
+            1, f"{who} has edits the rollback would lose: 1 file differs from the RECORD of the patched wheel it "
+               f"was installed from ({WORKER}), and a wheel install keeps no overlay to save it in; copy it away, "
+               f"then reinstall the wheel (pip install --force-reinstall --no-deps 'speculators=={release}+vsp."
+               f"vllm0.16') and run rollback again; nothing was changed\n"), kind
+        assert (box.site / WORKER).read_bytes() == edited, kind
+        # With pip from the wheel file (uv may link its cache's copy in: the hand edit went there too).
+        subprocess.run([sys.executable, "-m", "pip", "--python", str(box.python), "install", "--quiet", "--no-deps",
+                        "--force-reinstall", str(built)], check=True, capture_output=True)
         # The release as published comes back, RECORD-exact, from the originals the wheel keeps.
         back = box.run("rollback")
         assert back.returncode == 0, (kind, back.stdout, back.stderr)
@@ -247,3 +260,22 @@ def test_all_series_builds_what_it_has_sources_for_and_names_the_rest(
     assert sandbox.run("wheel", "--all-series", "-o", str(tmp_path / "x")).stderr == (
         "patch-speculators: error: --all-series needs --vllm-sources DIR: a folder with one vLLM source folder or "
         "wheel per release to build for (the installed vLLM's own series needs none)\n")
+
+
+def test_wheel_out_whose_wheel_name_is_a_folder_is_refused_before_anything_is_written(
+        tmp_path: Path, sandbox: Sandbox, reference_vllm_source: Path, speculators_wheel: Path) -> None:
+    """Issue 40, item 3: the wheel could not be renamed into place, so apply must not patch first
+    (it wrote and committed, then said "nothing was written")."""
+    src = ["--vllm-source", str(reference_vllm_source)]
+    out = tmp_path / "fleet"
+    taken = out / "speculators-0.3.0+vsp.vllm0.16-py3-none-any.whl"
+    (taken / "inside").mkdir(parents=True)
+    before = sandbox.snapshot()
+    r = sandbox.run(*src, "--vllm-version", "0.16", "--wheel-out", str(out), "--wheel", str(speculators_wheel),
+                    "--json")
+    message = (f"--wheel-out {out}: {taken} is a folder, where the wheel would be written: move it away and run "
+               f"again; nothing was written")
+    assert (r.returncode, r.stderr) == (2, f"patch-speculators: error: {message}\n")
+    assert json.loads(r.stdout) == {"ok": False, "error": message, "kind": "UsageError"}
+    assert sandbox.snapshot() == before
+    assert not sandbox.state.exists() or not list(sandbox.state.glob("*/git"))

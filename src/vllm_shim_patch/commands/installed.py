@@ -77,6 +77,10 @@ def rollback(ctx: Context, opts: RollbackOptions, wheel: InstalledWheel) -> Outc
                          f"states; rollback reinstalls {wheel.provenance.package} {wheel.provenance.release}")
     p = wheel.provenance
     data: dict[str, Any] = {"changed": False, "to": f"{p.package}=={p.release}", "wheel": describe(wheel)}
+    drift = wheel.drift(ctx.target)
+    if drift:
+        # On an overlay install the edits are kept as `local`; here nothing could keep them.
+        return Outcome(text.rollback_drifted(ctx.who, wheel, drift), {**data, "drift": drift}, 1)
     try:
         files = wheel.original_files(ctx.target)
         with tempfile.TemporaryDirectory(prefix="vsp-rollback-") as tmp:

@@ -94,6 +94,16 @@ def rolled_back(who: str, wheel: InstalledWheel, checked: int) -> str:
             f"for all {checked} files")
 
 
+def rollback_drifted(who: str, wheel: InstalledWheel, files: list[str]) -> str:
+    p = wheel.provenance
+    n = len(files)
+    return (f"{who} has edits the rollback would lose: {plural(n, 'file')} {agree(n, 'differs', 'differ')} from "
+            f"the RECORD of the patched wheel it was installed from ({listing(files)}), and a wheel install keeps "
+            f"no overlay to save {agree(n, 'it', 'them')} in; copy {agree(n, 'it', 'them')} away, then reinstall "
+            f"the wheel (pip install --force-reinstall --no-deps '{p.package}=={p.version}') and run rollback "
+            f"again; nothing was changed")
+
+
 def rollback_by_hand(who: str, wheel: InstalledWheel, why: str) -> str:
     p = wheel.provenance
     return (f"{who} was installed from a patched wheel (no overlay to roll back), and its original cannot be "
