@@ -242,10 +242,18 @@ def test_all_series_builds_what_it_has_sources_for_and_names_the_rest(
     sources = tmp_path / "sources"
     sources.mkdir()
     (sources / "vllm-0.16.0").symlink_to(reference_vllm_source)
+    # Issue 40, item 8: one source whose version is no version costs nothing but itself, named.
+    evil = sources / "evil"
+    (evil / "vllm").mkdir(parents=True)
+    (evil / "vllm" / "__init__.py").write_text("")
+    (evil / "vllm-0.0.0.dist-info").mkdir()
+    (evil / "vllm-0.0.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: ../../../etc\n")
     r = sandbox.run("wheel", "--all-series", "--vllm-sources", str(sources), "--wheel", str(speculators_wheel),
                     "-o", str(tmp_path / "all"), "--json")
     assert r.returncode == 1, r.stderr
     data = json.loads(r.stdout)
+    assert data["sources_ignored"] == [{"path": str(evil),
+                                        "why": "the version it carries, '../../../etc', is not a version"}]
     assert [w["name"] for w in data["wheels"]] == ["speculators-0.3.0+vsp.vllm0.16-py3-none-any.whl"]
     assert data["wheels"][0]["matrix"].endswith("records speculators 0.3.0 on vLLM 0.16.0: apply and rehearsal "
                                                 "(the parity workload) passed, rollback RECORD-exact")

@@ -29,6 +29,10 @@ def not_built(series: str, why: str) -> str:
     return f"not built: vLLM {series}: {why}"
 
 
+def source_ignored(path: str, why: str) -> str:
+    return f"not used: {path}: {why}"
+
+
 def all_series(written: int, missing: int) -> str:
     if not missing:
         return f"{plural(written, 'wheel')} written, one per series the compatibility matrix rehearsed"
