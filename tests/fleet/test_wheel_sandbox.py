@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -102,7 +103,9 @@ def test_the_wheel_installs_everywhere_and_check_recognises_it(
         box = _fresh(tmp_path, kind)
         command = ([*install, str(box.python), "install", "--quiet", "--no-deps", str(built)] if kind == "pip"
                    else [*install, str(box.python), "--quiet", "--no-deps", str(built)])
-        subprocess.run(command, check=True, capture_output=True)
+        # An isolated uv cache: uv links its cache's copy into the venv, so the hand edit below
+        # would be written into the user's cache (and installed by every later run).
+        subprocess.run(command, check=True, capture_output=True, env={**os.environ, **_isolated(tmp_path / kind)})
         assert _record_verifies(box) == [], kind
         for path in data["files"]:
             assert (box.site / path).read_bytes() == patched[path], (kind, path)
@@ -127,6 +130,18 @@ def test_the_wheel_installs_everywhere_and_check_recognises_it(
         assert [f["path"] for f in shown["files"]] == data["files"], kind
         status = json.loads(box.run("status", "--json").stdout)
         assert (status["state"], status["wheel"]["series"], status["files"]) == ("patched", "0.16", []), kind
+        if kind == "pip":
+            # Issue 40, item 4: a dry run here diffs against what is installed (the wheel's patch),
+            # never against the originals: with a rule left out, the diff takes its edit back and
+            # `patch -p1` applies it to the box as it is.
+            rule = data["rules"][0]
+            dry = box.run(*src, "--vllm-version", "0.16", "--dry-run", "--skip", rule)
+            assert dry.returncode == 0 and dry.stdout.startswith("--- a/"), (dry.stdout, dry.stderr)
+            assert dry.stderr.splitlines()[-1].startswith(
+                "the diff is against the files installed from the patched wheel for vLLM 0.16 ("), dry.stderr
+            fits = subprocess.run(["patch", "-p1", "--dry-run", "-d", str(box.site)], input=dry.stdout, text=True,
+                                  capture_output=True)
+            assert fits.returncode == 0, fits.stdout + fits.stderr
         # A hand edit after the install: drift, from the RECORD the installer wrote.
         (box.site / WORKER).write_bytes((box.site / WORKER).read_bytes() + b"# edited by hand\n")
         drift = box.run("--check", "--vllm-version", "0.16")

@@ -50,7 +50,9 @@ def check(ctx: Context, wheel: InstalledWheel, replan: Callable[[], Outcome]) ->
     planned = replan()
     data = {**planned.data, **data, "replanned": True, "ok": planned.ok}
     if not planned.ok:
-        return Outcome(text.check_replanned(who, wheel, str(vllm), planned.text.splitlines()[-1]), data, 1)
+        # The plain check's own advice (run apply) is refused on this box: its reason alone.
+        reason = planned.text.splitlines()[-1].split("; run patch-speculators")[0]
+        return Outcome(text.check_replanned(who, wheel, str(vllm), reason), data, 1)
     against = (f"the installed vLLM {target.vllm_version}" if target.vllm_location is not None
                else f"the vLLM source {ctx.settings.vllm_source} ({source})")
     return Outcome(text.check_patched(who, wheel, vllm, against), data, 0)

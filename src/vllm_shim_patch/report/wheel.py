@@ -69,6 +69,14 @@ def check_other_series(who: str, wheel: InstalledWheel, vllm: str, what: str) ->
             f"(patch-speculators wheel --vllm-version {vllm} on a box with it), or pin vllm=={p.series}.*")
 
 
+def diff_on_wheel(who: str, wheel: InstalledWheel, pending: list[str]) -> str:
+    p = wheel.provenance
+    return (f"the diff is against the files installed from the patched wheel for vLLM {p.series} "
+            f"({listing(pending)}); apply works on the release as published: roll back first (patch-speculators "
+            f"rollback), or build the wheel for this vLLM (patch-speculators wheel) where {p.package} "
+            f"{p.release} is installed as released")
+
+
 def check_replanned(who: str, wheel: InstalledWheel, vllm: str, reason: str) -> str:
     return (f"{who} was installed from the patched wheel for vLLM {wheel.provenance.series}, but for the vLLM "
             f"{vllm} here: {reason}; rebuild the wheel on a box with vLLM {vllm} (patch-speculators wheel)")
