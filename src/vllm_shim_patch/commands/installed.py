@@ -87,7 +87,17 @@ def rollback(ctx: Context, opts: RollbackOptions, wheel: InstalledWheel) -> Outc
         files = wheel.original_files(ctx.target)
         with tempfile.TemporaryDirectory(prefix="vsp-rollback-") as tmp:
             path, requirement = scratch.write_original(files, Path(tmp))
-            scratch.pip_install(ctx.target.python, path.parent, requirement, force=True)
+            try:
+                scratch.pip_install(ctx.target.python, path.parent, requirement, force=True)
+            except TargetError as exc:
+                # pip may have written part of it (the release installed, its `~name` stash left):
+                # what is there now is said, never "nothing was written".
+                why = str(exc).removesuffix("; nothing was written")
+                now = probe(ctx.settings.python, ctx.settings.package)
+                stash = sorted(e.name for e in now.location.iterdir() if e.name.startswith("~"))
+                data.update(installed=f"{now.package} {now.version}", left_by_pip=stash)
+                return Outcome(text.rollback_pip_failed(ctx.who, wheel, why, now.version, str(now.location), stash),
+                               data, 1)
     except TargetError as exc:
         return Outcome(text.rollback_by_hand(ctx.who, wheel, str(exc)), data, 1)
     after = probe(ctx.settings.python, ctx.settings.package)

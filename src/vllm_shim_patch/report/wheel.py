@@ -116,6 +116,14 @@ def rollback_drifted(who: str, wheel: InstalledWheel, files: list[str]) -> str:
             f"again; nothing was changed")
 
 
+def rollback_pip_failed(who: str, wheel: InstalledWheel, why: str, now: str, site: str, stash: list[str]) -> str:
+    p = wheel.provenance
+    left = (f"; pip left {listing(stash)} in {site} (its stash of the files it replaced): remove "
+            f"{agree(len(stash), 'it', 'them')} once the install is settled" if stash else "")
+    return (f"{who}: pip failed while reinstalling {p.package} {p.release} ({why}); installed now: {p.package} "
+            f"{now}{left}; finish by hand: pip install --force-reinstall --no-deps '{p.package}==={p.release}'")
+
+
 def rollback_by_hand(who: str, wheel: InstalledWheel, why: str) -> str:
     p = wheel.provenance
     return (f"{who} was installed from a patched wheel (no overlay to roll back), and its original cannot be "
