@@ -175,9 +175,16 @@ def _download(target: Target, folder: str, log: Log) -> tuple[Path | None, str]:
                "--only-binary=:all:", "--retries", "0", "--timeout", "15", "-d", folder, spec]
     log(f"looking for the pristine {target.package} {target.version} on the package index (pip download "
         f"{spec}; --no-index skips it)")
+    # pip's own temp folders inside ours (`folder`, removed with it), and pip in a process group
+    # killed whole when it ends: pip killed by an interrupt cannot remove its own, and `pip
+    # --python` runs a second pip that would outlive the first.
+    from ..target import run_grouped
+
+    tmp = Path(folder) / ".tmp"
+    tmp.mkdir(exist_ok=True)
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=_INDEX_TIMEOUT_S, check=False,
-                              stdin=subprocess.DEVNULL)
+        proc = run_grouped(command, stdin=None, timeout=_INDEX_TIMEOUT_S, cwd=None,
+                           env={**os.environ, "TMPDIR": str(tmp)})
     except subprocess.TimeoutExpired:
         return None, f"the package index did not answer within {_INDEX_TIMEOUT_S} s"
     except OSError as exc:
