@@ -368,7 +368,7 @@ def test_the_layout_is_not_resolved_before_029_unguarded() -> None:
 @pytest.mark.slow  # the real vLLM sources
 @pytest.mark.parametrize(("release", "facts"), [
     pytest.param("0.16.0", FACTS_016, id="0.16.0"),
-    pytest.param("0.32.0", FACTS_033, id="0.32.0"),  # V1 and V2 side by side, as 0.25.1 to 0.33
+    pytest.param("0.33.0", FACTS_033, id="0.33.0"),  # V1 and V2 side by side, as from 0.25.1
     pytest.param("0.34.0", FACTS_034, id="0.34.0"),
 ])
 def test_the_facts_are_what_the_real_sources_answer(release: str, facts: dict[str, bool]) -> None:
