@@ -171,6 +171,9 @@ class ApplyOptions(CommandOptions):
     check: bool = option(False, "exit 1 if the package is not patched for this vLLM")
     no_verify: bool = option(False, "skip verification (and the rehearsal) after writing")
     no_rehearse: bool = option(False, "skip the rehearsal of speculators' generator after verification")
+    # --check: a patch whose rehearsal did not pass where vLLM is installed is still "patched".
+    allow_unrehearsed: bool = option(False, "(--check) pass a patch whose rehearsal could not run or was "
+                                     "not run where vLLM is installed")
     # Without a pristine copy of hand-edited files: take them as the original.
     accept_modified: bool = option(False, "with no pristine copy of files that differ from RECORD: take them "
                                    "as the original")

@@ -266,8 +266,21 @@ def test_apply_keeps_and_records_the_files_but_exits_1_when_the_rehearsal_cannot
                              capture_output=True, text=True, check=True).stdout.strip()
     assert trailer == ("partial: 22 calls bind (static); not checked: 2 imports (pydantic missing in the target); "
                        "rehearsal could not run: cannot rehearse: ModuleNotFoundError: No module named 'pydantic'")
+    # Where vLLM is installed, a patch that never ran is no health-check pass (issue 38).
+    assert sandbox.run("status").stdout.startswith(
+        "patched (not rehearsed: cannot rehearse: ModuleNotFoundError: No module named 'pydantic'): "
+        "speculators 0.3.0 for vLLM 0.16")
     check = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", "0.16", "--check")
-    assert check.returncode == 0, check.stdout + check.stderr
+    assert (check.returncode, check.stdout) == (1, (
+        "speculators 0.3.0 is patched for vLLM 0.16 (21 edits in place) but not rehearsed (cannot rehearse: "
+        "ModuleNotFoundError: No module named 'pydantic'): run patch-speculators rehearse, or pass "
+        "--allow-unrehearsed to accept it\n")), check.stderr
+    allowed = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", "0.16", "--check",
+                          "--allow-unrehearsed", "--json")
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    assert {k: json.loads(allowed.stdout)[k] for k in ("ok", "rehearsed", "not_rehearsed")} == {
+        "ok": True, "rehearsed": False,
+        "not_rehearsed": "cannot rehearse: ModuleNotFoundError: No module named 'pydantic'"}
     # --no-rehearse: nothing was asked that could not run.
     sandbox.run("rollback")
     again = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", "0.16", "--no-rehearse")

@@ -198,6 +198,15 @@ def test_no_rehearse_skips_it(real: Sandbox) -> None:
     r = real.run("--vllm-version", "0.16", "--no-rehearse", timeout=900)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().endswith("verification passed: 2 imports ok, 22 calls bind (live); rehearsal not run (--no-rehearse)")
+    # Where vLLM is installed, a patch never rehearsed is no health-check pass (issue 38).
+    assert real.run("status").stdout.startswith(
+        "patched (not rehearsed: --no-rehearse): speculators 0.3.0 for vLLM 0.16, guarded by live signatures")
+    check = real.run("--vllm-version", "0.16", "--check")
+    assert (check.returncode, check.stdout) == (1, (
+        "speculators 0.3.0 is patched for vLLM 0.16 (22 edits in place) but not rehearsed (--no-rehearse): "
+        "run patch-speculators rehearse, or pass --allow-unrehearsed to accept it\n"))
+    allowed = real.run("--vllm-version", "0.16", "--check", "--allow-unrehearsed")
+    assert (allowed.returncode, allowed.stdout) == (0, "speculators 0.3.0 is patched for vLLM 0.16 (22 edits in place)\n")
 
 
 @pytest.mark.parametrize("version", realdata.SPECULATORS[1:])

@@ -127,7 +127,8 @@ def test_duplicated_record_line(sandbox: Sandbox) -> None:
     before = sandbox.snapshot()
     r = sandbox.run("--vllm-version", "0.16")
     assert r.returncode == 0, r.stderr
-    assert sandbox.run("status").stdout.startswith("patched: speculators 0.3.0 for vLLM 0.16")
+    assert sandbox.run("status").stdout.startswith(
+        "patched (not rehearsed: no vLLM in the target): speculators 0.3.0 for vLLM 0.16")
     back = sandbox.run("rollback")
     assert back.returncode == 0, back.stderr
     assert back.stdout == ("rolled back speculators 0.3.0 to original: restored 2 files; sha256 equal to RECORD "

@@ -75,9 +75,9 @@ def test_c_locale_with_a_non_ascii_venv_path(sandbox_template: Path, tmp_path: P
     applied = _cli(sb, "--state-dir", str(sb.state), "--vllm-version", "0.16", env=c)
     assert applied.returncode == 0, applied.stderr
     again = _cli(sb, "--state-dir", str(sb.state), "status", env=c)
-    assert again.stdout.startswith("patched: speculators 0.3.0 for vLLM 0.16"), again.stderr
+    assert again.stdout.startswith("patched (not rehearsed: no vLLM in the target): speculators 0.3.0 for vLLM 0.16"), again.stderr
     # The same folder in a UTF-8 locale: one overlay, not two.
-    assert _cli(sb, "--state-dir", str(sb.state), "status", env={}).stdout.startswith("patched: ")
+    assert _cli(sb, "--state-dir", str(sb.state), "status", env={}).stdout.startswith("patched (not rehearsed: no vLLM in the target): ")
     back = _cli(sb, "--state-dir", str(sb.state), "rollback", env=c)
     assert back.returncode == 0, back.stderr
     assert_pristine(sb)

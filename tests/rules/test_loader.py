@@ -6,6 +6,7 @@ import itertools
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 from packaging.version import Version
 
@@ -363,52 +364,27 @@ def test_good_file_loads_to_frozen_rules() -> None:
     )
 
 
+def _tree_rules() -> list[tuple[str, str, tuple[str, ...], str]]:
+    """(id, since, operations, target) of every rule in the source tree's rules/*.yaml, read with
+    plain PyYAML (not our loader), the operations named by the tree's rewrite/ops/ modules."""
+    repo = Path(__file__).resolve().parents[2]
+    ops = {p.stem for p in (repo / "src" / "vllm_shim_patch" / "rewrite" / "ops").glob("*.py")} - {"__init__", "base"}
+    rows = []
+    for path in sorted((repo / "rules").glob("*.yaml")):
+        for raw in yaml.safe_load(path.read_text(encoding="utf-8"))["rules"]:
+            named = tuple(op for op in raw if op in ops)
+            call = raw.get("call")
+            target = f"in {raw['in']}" if "in" in raw else call[0] if isinstance(call, list) else call
+            rows.append((raw["id"], str(Version(raw.get("since", "0.10.0"))), named, target))
+        assert rows, f"{path.name} holds no rule"
+    return rows
+
+
 def test_bundled_pack_loads() -> None:
     pack = load_pack()
-    gen = "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.generate"
-    assert [(r.id, str(r.since), r.operations, r.target) for r in pack.rules] == [
-        # speculators-data.yaml, speculators-families.yaml, then speculators-vllm.yaml (files in name order)
-        ("worker-request-tracking", "0.10.0", ("codemod",),
-         "in speculators.data_generation.custom_worker:HiddenStatesWorkerExtension"),
-        ("generator-abort-completed", "0.10.0", ("codemod",), gen),
-        ("generator-results-by-request", "0.10.0", ("codemod",), gen),
-        ("generator-flush-finished", "0.10.0", ("codemod",), gen),
-        ("generator-results-in-input-order", "0.10.0", ("codemod",), gen),
-        ("worker-no-eagle3-gate", "0.10.0", ("codemod",),
-         "in speculators.data_generation.custom_worker:HiddenStatesWorkerExtension._setup_hidden_states_capture"),
-        ("worker-language-model-stack", "0.10.0", ("codemod",),
-         "in speculators.data_generation.custom_worker:HiddenStatesWorkerExtension._setup_hidden_states_capture"),
-        ("worker-capture-hooks", "0.10.0", ("codemod",), "in speculators.data_generation.custom_worker"),
-        ("tokenizer-trust-remote-code", "0.10.0", ("codemod",),
-         "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.__init__"),
-        ("pydantic-rebuild-torch-namespace", "0.24.0", ("codemod",),
-         "in speculators.utils.pydantic_utils:ReloadableBaseModel.reload_schema"),
-        ("eagle-attention-mask-fallback", "0.24.0", ("codemod",), "in speculators.models.eagle"),
-        ("kv-cache-config-drop-specs", "0.12.0", ("drop",), "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups"),
-        ("scheduler-add-block-size", "0.11.1", ("add",), "vllm.v1.core.sched.scheduler.Scheduler"),
-        ("request-drop-eos-token-id", "0.17.0", ("drop",), "vllm.v1.request.Request"),
-        ("scheduler-config-add-is-encoder-decoder", "0.12.0", ("add",), "vllm.config.SchedulerConfig"),
-        ("cache-config-no-prefix-caching", "0.12.0", ("pin",), "vllm.config.CacheConfig"),
-        ("llama-model-embed-input-ids", "0.11.1", ("method",),
-         "in speculators.data_generation.custom_worker:_patched_forward"),
-        ("executor-sample-tokens", "0.11.1", ("codemod",),
-         "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.generate"),
-        ("collective-rpc-single-reply", "0.11.1", ("codemod",),
-         "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.generate"),
-        ("get-kv-cache-config-from-groups-move", "0.33.0", ("move",),
-         "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups"),
-        ("get-kv-cache-groups-uniform-spec-move", "0.33.0", ("move",),
-         "vllm.v1.core.kv_cache_utils._get_kv_cache_groups_uniform_spec"),
-        ("unify-hybrid-kv-cache-specs-move", "0.33.0", ("move",),
-         "vllm.v1.core.kv_cache_utils.unify_hybrid_kv_cache_specs"),
-        ("kv-cache-resolve-layout", "0.29.0", ("codemod",),
-         "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.__init__"),
-        ("generator-v1-runner", "0.25.1", ("codemod",),
-         "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.__init__"),
-        ("worker-v2-forward-batch", "0.34.0", ("codemod",),
-         "in speculators.data_generation.custom_worker:HiddenStatesWorkerExtension"),
-        ("generator-kv-cache-up-front", "0.34.0", ("add",), "vllm.config.CacheConfig"),
-    ]
+    rows = _tree_rules()
+    # Files in name order, each rule in file order, as the source tree holds them.
+    assert [(r.id, str(r.since), r.operations, r.target) for r in pack.rules] == rows
     # A move is guarded by what it implies: the old module lacks the name, the new one has it.
     move = next(r for r in pack.rules if r.id == "get-kv-cache-config-from-groups-move")
     assert (move.guard.defines, move.guard.lacks) == (

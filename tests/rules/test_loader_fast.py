@@ -14,6 +14,9 @@ from vllm_shim_patch.rules import loader
 from vllm_shim_patch.rules.loader import bundled_rule_files, parse_rules
 
 MALFORMED = Path(__file__).parent / "malformed"
+# The rule files of the source tree: what the wheel ships must be exactly these (and some).
+SHIPPED = sorted(p.name for p in (Path(__file__).resolve().parents[2] / "rules").glob("*.yaml"))
+assert SHIPPED, "no rules/*.yaml in the source tree"
 # not-utf8.yaml is refused before YAML is read (test_loader covers it).
 TEXTS = {p.name: p for p in [*bundled_rule_files(), *sorted(MALFORMED.glob("*.yaml"))]
          if p.name != "not-utf8.yaml"}
@@ -56,7 +59,9 @@ def test_fast_tree_equals_the_pure_python_one_or_defers_to_it(name: str) -> None
 
 
 def test_the_shipped_rules_are_the_same_rules_without_libyaml(monkeypatch: pytest.MonkeyPatch) -> None:
-    for path in bundled_rule_files():
+    files = bundled_rule_files()
+    assert [p.name for p in files] == SHIPPED
+    for path in files:
         text = path.read_text(encoding="utf-8")
         with_c = parse_rules(text, path)
         monkeypatch.setattr(loader, "_compose_fast", lambda yaml, text: None)
@@ -66,5 +71,7 @@ def test_the_shipped_rules_are_the_same_rules_without_libyaml(monkeypatch: pytes
 
 
 def test_the_shipped_rules_take_the_fast_path() -> None:
-    for path in bundled_rule_files():
+    files = bundled_rule_files()
+    assert [p.name for p in files] == SHIPPED
+    for path in files:
         assert loader._compose_fast(yaml, path.read_text(encoding="utf-8")) is not None, path

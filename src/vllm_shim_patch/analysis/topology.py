@@ -10,7 +10,6 @@ cannot run is refused with one line (exit 2), never oversubscribed or skipped si
 from __future__ import annotations
 
 import ast
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,18 +123,18 @@ def _takes_pipeline(site: Path | None) -> bool:
 def model_bytes(path: Path) -> float | None:
     """The model's weights in bytes: a checkpoint's index says (`metadata.total_size`); else an
     estimate from its config (parameters by architecture, times the bytes of its dtype)."""
+    from ..errors import UsageError
+    from .modelconfig import read_config, read_index
+
     folder = path if path.is_dir() else path.parent
-    index = folder / "model.safetensors.index.json"
+    index = read_index(folder)
+    metadata = index.get("metadata") if isinstance(index, dict) else None
+    total = metadata.get("total_size") if isinstance(metadata, dict) else None
+    if isinstance(total, (int, float)) and not isinstance(total, bool) and total > 0:
+        return float(total)
     try:
-        total = json.loads(index.read_text(encoding="utf-8")).get("metadata", {}).get("total_size")
-        if isinstance(total, (int, float)) and total > 0:
-            return float(total)
-    except (OSError, ValueError, AttributeError):
-        pass
-    config_path = path / "config.json" if path.is_dir() else path
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        _, _, config = read_config(str(path))
+    except UsageError:
         return None
     return estimate_bytes(config) if isinstance(config, dict) else None
 

@@ -63,11 +63,12 @@ def status(ctx: Context, opts: NoOptions) -> Outcome:
             names = rules.split(",") if rules else []
             skipped = [n for n in trailers.get("skipped", "").split(",") if n]
             options = [n for n in trailers.get("options", "").split(",") if n]
+            gap = text.unrehearsed(trailers)
             line = text.patched(who, trailers.get("vllm", "?"), trailers.get("guard", "unguarded"),
-                                str(state.get("when", "?")), names, skipped, options) + text.on_local(local)
+                                str(state.get("when", "?")), names, skipped, options, gap) + text.on_local(local)
             return _outcome(PackageState.PATCHED, line, base, rules=names, vllm=trailers.get("vllm"),
                             guard=trailers.get("guard"), when=state.get("when"), verify=trailers.get("verify"),
-                            skipped=skipped, options=options)
+                            skipped=skipped, options=options, rehearsed=gap is None, not_rehearsed=gap)
         if kind == "local":
             return _outcome(PackageState.LOCAL, text.local(who, local or []), base)
         return _outcome(PackageState.ORIGINAL, text.original(who), base)

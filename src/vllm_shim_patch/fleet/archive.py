@@ -11,17 +11,14 @@ renamed: a reader sees the whole wheel or none.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
-import os
-import tempfile
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..fsutil import TMP_SUFFIX
+from ..fsutil import atomic_write
 
 EPOCH = (1980, 1, 1, 0, 0, 0)
 LEVEL = 9
@@ -63,23 +60,7 @@ def sha256(data: bytes) -> str:
 
 
 def write_atomic(folder: Path, name: str, data: bytes) -> Path:
-    """`folder/name` holds `data`, or is as it was: a temporary file beside it, fsync, rename."""
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=TMP_SUFFIX)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, folder / name)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):
-        dfd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+    """`folder/name` holds `data`, or is as it was (fsutil's one atomic write: temp file, fsync,
+    rename, the folder fsynced)."""
+    atomic_write(folder / name, data, mode=0o644)
     return folder / name

@@ -37,7 +37,23 @@ REHEARSED: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("0.31.0", ALL),
     ("0.32.0", ALL),
     ("0.33.0", ALL),
+    ("0.34.0", ()),
 )
+
+
+def newer_than_rehearsed(version: str) -> str | None:
+    """The newest release the matrix rehearsed when `version`'s series is beyond it, else None.
+
+    By series: a patch release or nightly of a rehearsed series is what that series' rules were
+    written for; a new series is where vLLM moves its internals (0.34 removed Model Runner V1)."""
+    from packaging.version import InvalidVersion, Version
+
+    newest = [release for release, passed in REHEARSED if passed][-1]
+    try:
+        beyond = Version(naming.major_minor(version)) > Version(naming.major_minor(newest))
+    except (InvalidVersion, ValueError):
+        return None
+    return newest if beyond else None
 
 
 def releases(package_release: str) -> list[str]:

@@ -22,6 +22,11 @@ def patched(who: str, version: str, edits: int) -> str:
     return f"{who} is patched for vLLM {version} ({edits} edits in place)"
 
 
+def not_rehearsed(who: str, version: str, edits: int, why: str) -> str:
+    return (f"{who} is patched for vLLM {version} ({edits} edits in place) but not rehearsed ({why}): "
+            f"run patch-speculators rehearse, or pass --allow-unrehearsed to accept it")
+
+
 
 def missing_line(who: str, version: Any, missing: list[str], package: str) -> str:
     n = len(missing)

@@ -24,8 +24,20 @@ def problem_lines(plan: Plan) -> list[str]:
 
 
 def note_lines(plan: Plan) -> list[str]:
-    """The note on where the vLLM version came from, when there is one."""
-    return [f"note: {plan.version_note}"] if plan.version_note else []
+    """The note on where the vLLM version came from, and on a vLLM beyond the rehearsed ones."""
+    newer = newer_line(str(plan.version))
+    return [*([f"note: {plan.version_note}"] if plan.version_note else []), *([newer] if newer else [])]
+
+
+def newer_line(version: str) -> str | None:
+    """A vLLM series the compatibility matrix never rehearsed: the rules were written for older
+    internals, so only a rehearsal on this box is evidence (a fact, not a refusal)."""
+    from ..fleet.rehearsed import newer_than_rehearsed
+
+    newest = newer_than_rehearsed(version)
+    if newest is None:
+        return None
+    return f"note: vLLM {version} is newer than any release these rules were rehearsed on ({newest})"
 
 
 def site_lines(plan: Plan, verbose: bool = False) -> list[str]:
@@ -61,6 +73,8 @@ def already_patched(who: str, plan: Plan) -> str:
 
 
 def plan_json(plan: Plan) -> dict[str, Any]:
+    from ..fleet.rehearsed import newer_than_rehearsed
+
     t = plan.target
     return {
         "package": {"name": t.package, "version": t.version, "location": str(t.location)},
@@ -70,6 +84,7 @@ def plan_json(plan: Plan) -> dict[str, Any]:
             "installed": t.vllm_version,
             "note": plan.version_note,
             "signatures": plan.signature_kind,
+            "newer_than_rehearsed": newer_than_rehearsed(str(plan.version)),
         },
         "files": [
             {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ..words import plural
 
 
@@ -20,12 +22,38 @@ def not_tracked(who: str, off_record: list[str]) -> str:
     return f"not tracked: {who} was never patched by this tool{extra}"
 
 
+def unrehearsed(trailers: Mapping[str, str]) -> str | None:
+    """Why the patch an overlay commit records has no passing rehearsal (None: it passed).
+
+    The commit's `Vsp-Rehearsal` trailer says `passed`, another outcome (`timeout`...),
+    `could not run (why)` or `not run (why)`; a commit from before that trailer says it in its
+    verification verdict."""
+    raw = trailers.get("rehearsal")
+    if raw is None:
+        return None if "rehearsal passed" in trailers.get("verify", "") else "no rehearsal on record"
+    if raw == "passed":
+        return None
+    for prefix in ("could not run (", "not run ("):
+        if raw.startswith(prefix) and raw.endswith(")"):
+            return raw[len(prefix):-1]
+    if raw == "not run":
+        return raw
+    # Another outcome (cannot_rehearse, timeout...): the verdict's rehearsal part says it in words.
+    verdict = trailers.get("verify", "")
+    at = verdict.find("rehearsal ")
+    if at < 0:
+        return f"rehearsal {raw}"
+    words = verdict[at:]
+    return words.removeprefix("rehearsal could not run: ").removeprefix("rehearsal ")
+
+
 def patched(who: str, vllm: str, guard: str, when: str, rules: list[str], skipped: list[str] | None = None,
-            options: list[str] | None = None) -> str:
+            options: list[str] | None = None, not_rehearsed: str | None = None) -> str:
     guarded = "unguarded" if guard == "unguarded" else f"guarded by {guard} signatures"
     left_out = f"; skipped: {', '.join(skipped)}" if skipped else ""
     opted = f"; with {', '.join('--' + o for o in options)}" if options else ""
-    return (f"patched: {who} for vLLM {vllm}, {guarded}, at {when[:19].replace('T', ' ')}; "
+    state = "patched" if not_rehearsed is None else f"patched (not rehearsed: {not_rehearsed})"
+    return (f"{state}: {who} for vLLM {vllm}, {guarded}, at {when[:19].replace('T', ' ')}; "
             f"rules: {', '.join(rules) if rules else '(none)'}{left_out}{opted}")
 
 
