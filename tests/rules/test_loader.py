@@ -63,6 +63,10 @@ CORPUS: dict[str, tuple[int | None, str | None, str]] = {
                                                    "version specifier like '>=5'"),
     "guard-requires-not-a-distribution.yaml": (8, "bad-distribution", "'guard: requires' 'transformers>=5' is "
                                                                       "not a distribution name like transformers"),
+    "guard-reason-bad-name.yaml": (8, "bad-reason-name", "'guard: lacks' 'gpu_model_runner' is not a fully "
+                                                         "qualified name like vllm.module.Class.name"),
+    "guard-reason-empty.yaml": (8, "empty-reason", "'guard: defines' reason for 'vllm.v1.worker.gpu_model_runner' "
+                                                   "must be a non-empty value"),
     "bad-symptom.yaml": (7, "bad-symptom", "'symptoms' entry 'unexpected keyword (argument' is not a regular "
                                            "expression (missing ), unterminated subpattern at position 19)"),
     "add-not-an-expression.yaml": (
@@ -398,3 +402,21 @@ def test_scoped_rules_carry_their_guards() -> None:
         defines=("vllm.v1.executor.multiproc_executor.MultiprocExecutor.sample_tokens",))
     assert pack.by_id("collective-rpc-single-reply").guard == Guard(
         accepts=(("vllm.v1.executor.multiproc_executor.MultiprocExecutor.collective_rpc", "kv_output_aggregator"),))
+
+
+def test_a_guard_name_may_carry_the_sentence_its_failing_means() -> None:
+    """generator-v1-runner: V1's module gone reads "V1 gone", not "V1 the only runner"; the
+    reasons keep the rule's order, and a plain list beside them has none."""
+    pack = load_pack()
+    v1 = "vllm.v1.worker.gpu_model_runner"
+    assert pack.by_id("generator-v1-runner").guard == Guard(
+        defines=(v1, "vllm.config.VllmConfig.use_v2_model_runner"),
+        reasons=((v1, "Model Runner V1 is gone (no vllm.v1.worker.gpu_model_runner): the worker runs on Model "
+                      "Runner V2 (worker-v2-forward-batch)"),
+                 ("vllm.config.VllmConfig.use_v2_model_runner",
+                  "Model Runner V1 is its only runner (VllmConfig does not define use_v2_model_runner)")))
+    assert pack.by_id("worker-v2-forward-batch").guard == Guard(
+        defines=("vllm.v1.worker.gpu.model_runner.GPUModelRunner.prepare_inputs",),
+        lacks=(v1,),
+        reasons=((v1, "the worker still runs on Model Runner V1 (vllm.v1.worker.gpu_model_runner is there), whose "
+                      "input_batch it reads (generator-v1-runner keeps it on V1)"),))
