@@ -303,3 +303,53 @@ def test_pyproject_lists_every_package() -> None:
     tree = {_module_name(p.parent / "__init__.py") for p in PKG.rglob("__init__.py")}
     assert tree - names == set()
     assert names - tree == {f"{NAME}.bundled_rules", f"{NAME}.codemods"}
+
+
+RELEASES = f"{NAME}._remote.rehearse.releases"
+
+
+def _adapters() -> list[str]:
+    """The release adapters: the names in releases/__init__.py's ADAPTERS tuple, read from its source."""
+    tree = ast.parse((PKG / "_remote" / "rehearse" / "releases" / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "ADAPTERS" for t in node.targets):
+            assert isinstance(node.value, ast.Tuple)
+            return [f"{RELEASES}.{elt.id}" for elt in node.value.elts if isinstance(elt, ast.Name)]
+    raise AssertionError("releases/__init__.py defines no ADAPTERS tuple")
+
+
+def _owner(module: str, adapters: list[str]) -> str | None:
+    return next((a for a in adapters if module == a or module.startswith(a + ".")), None)
+
+
+def sibling_imports(graph: dict[str, set[str]], adapters: list[str]) -> list[str]:
+    """Every import, by a module of one adapter or of a package the adapters share, of another
+    adapter's module (an adapter imports only its own modules and the shared packages)."""
+    found = []
+    for module, deps in graph.items():
+        if not module.startswith(RELEASES + ".") or module == RELEASES:
+            continue
+        mine = _owner(module, adapters)
+        found += [f"{module} imports {dep}" for dep in sorted(deps)
+                  if (theirs := _owner(dep, adapters)) is not None and theirs != mine]
+    return sorted(found)
+
+
+def test_no_release_adapter_imports_another() -> None:
+    adapters = _adapters()
+    assert len(adapters) >= 2
+    assert sibling_imports(import_graph(remote=True), adapters) == []
+
+
+@pytest.mark.parametrize(
+    ("importer", "imported", "found"),
+    [("v1_tp.rankworker", "v1_multiproc", True), ("v1_tp", "v1_multiproc.runner", True),
+     ("shared", "v1_tp.ranks", True), ("v1_tp.rankworker", "shared.worker", False),
+     ("v1_tp.rankworker", "v1_tp.ranks", False)],
+    ids=["adapter-module", "adapter-package", "shared-package", "shared", "own"],
+)
+def test_sibling_import_finder(importer: str, imported: str, found: bool) -> None:
+    adapters = [f"{RELEASES}.v1_multiproc", f"{RELEASES}.v1_tp"]
+    graph = {f"{RELEASES}.{importer}": {f"{RELEASES}.{imported}"}}
+    assert sibling_imports(graph, adapters) == ([f"{RELEASES}.{importer} imports {RELEASES}.{imported}"]
+                                                if found else [])

@@ -310,3 +310,17 @@ def test_a_rehearsal_that_could_not_run_names_the_rule_that_keeps_vllm_where_it_
     gap = {"outcome": "cannot_rehearse", "failure": {"exception": "cannot rehearse: stand-in X no longer matches"}}
     r = interpret(gap, _plan(*SITES, pin), rules=rules)
     assert (r.fixes, lines(r)) == ((), [])
+
+
+@pytest.mark.parametrize(("runner", "named"), [("Model Runner V2", "; on Model Runner V2"), ("Model Runner V1", ""),
+                                               (None, "")], ids=["v2", "v1", "none"])
+def test_the_verdict_names_the_runner_where_it_is_not_v1(runner: str | None, named: str) -> None:
+    from vllm_shim_patch.report.rehearse import headline
+
+    failed = {"outcome": "failed", "stage": "generate-1", "architecture": "LlamaForCausalLM", "model": "arch",
+              **({"runner": runner} if runner else {}), "failure": {
+                  "exception": "KVCacheNotCommitted: KV cache block 5 used past the committed memory",
+                  "speculators_frame": {"file": GEN, "line": 325, "code": "...", "function": "generate"}}}
+    r = interpret(failed, _plan(*SITES))
+    assert headline(r) == (f"rehearsal failed in generate-1 at {GEN}:325: KVCacheNotCommitted: KV cache block 5 "
+                           f"used past the committed memory{named}; on a tiny LlamaForCausalLM (--arch preset)")

@@ -229,7 +229,9 @@ def test_each_table_has_todays_entry_first() -> None:
     assert families.DEFAULT == "llama"
     assert families.for_architecture("LlamaForCausalLM") is families.FAMILIES["llama"]
     assert families.for_architecture("NoSuchForCausalLM") is None
-    assert [(a.NAME, a.MULTI_RANK) for a in releases.ADAPTERS] == [("v1-multiproc", False), ("v1-multiproc-tp", True)]
+    assert [(a.NAME, a.MULTI_RANK, a.RUNNER) for a in releases.ADAPTERS] == [
+        ("v1-multiproc", False, "Model Runner V1"), ("v1-multiproc-tp", True, "Model Runner V1"),
+        ("v2-multiproc", False, "Model Runner V2")]
     for module in (*families.FAMILIES.values(), *releases.ADAPTERS):
         assert module.REAL, module.__name__
     for module in releases.ADAPTERS:
@@ -239,8 +241,10 @@ def test_each_table_has_todays_entry_first() -> None:
 def test_no_adapter_fitting_names_each_adapter_and_the_member(monkeypatch: pytest.MonkeyPatch) -> None:
     adapter = releases.ADAPTERS[0]
     monkeypatch.setattr(adapter, "fits", lambda: "vllm.v1.executor.multiproc_executor.WorkerProcHandle is missing")
+    monkeypatch.setattr(releases.ADAPTERS[2], "fits", lambda: "vllm.v1.worker.gpu.model_runner does not import")
     assert releases.select() == (None, "no release adapter fits this vLLM (v1-multiproc: "
-                                       "vllm.v1.executor.multiproc_executor.WorkerProcHandle is missing)")
+                                       "vllm.v1.executor.multiproc_executor.WorkerProcHandle is missing; "
+                                       "v2-multiproc: vllm.v1.worker.gpu.model_runner does not import)")
     # A world of two ranks asks the adapters of many ranks only.
     monkeypatch.setattr(releases.ADAPTERS[1], "fits", lambda: "vllm.platforms.interface.Platform.x is missing")
     assert releases.select(2) == (None, "no release adapter fits this vLLM (v1-multiproc-tp: "

@@ -1,5 +1,5 @@
-"""The V1 adapter's parts that need no vLLM: its in-process queues, and an install/restore that
-undo everything install did. The parts that subclass vLLM's classes run on the real vLLM
+"""The V1 adapter's parts that need no vLLM: the in-process queues it shares (`releases/v1_engine`),
+and an install/restore that undo everything install did. The parts that subclass vLLM's classes run on the real vLLM
 (tests/e2e/test_rehearse_realvllm.py)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import types
 import pytest
 
 from vllm_shim_patch._remote.rehearse.answer import Drained
-from vllm_shim_patch._remote.rehearse.releases import v1_multiproc
-from vllm_shim_patch._remote.rehearse.releases.v1_multiproc import queues
+from vllm_shim_patch._remote.rehearse.releases import v1_engine, v1_multiproc, v1_runner
+from vllm_shim_patch._remote.rehearse.releases.v1_engine import queues
 
 
 class Proc:
@@ -131,7 +131,9 @@ def test_restore_puts_back_a_module_of_the_same_name(monkeypatch: pytest.MonkeyP
     assert sys.modules["_vsp_test_standins"] is theirs
 
 
-def test_the_adapters_face_and_its_pure_parts_import_no_vllm() -> None:
+def test_the_adapters_face_and_the_shared_pure_parts_import_no_vllm() -> None:
     assert "vllm" not in sys.modules
-    assert {m for m in sys.modules if m.startswith(v1_multiproc.__name__ + ".")} <= {
-        f"{v1_multiproc.__name__}.queues", f"{v1_multiproc.__name__}.checks"}
+    assert {m for m in sys.modules if m.startswith(v1_multiproc.__name__ + ".")} == set()
+    assert {m for m in sys.modules if m.startswith(v1_engine.__name__ + ".")} <= {
+        f"{v1_engine.__name__}.queues", f"{v1_engine.__name__}.checks"}
+    assert {m for m in sys.modules if m.startswith(v1_runner.__name__ + ".")} <= {f"{v1_runner.__name__}.checks"}

@@ -140,6 +140,13 @@ def topology(a: dict[str, Any]) -> str:
     return f"; at tensor parallel size {tp}, pipeline parallel {pp}" + (f" ({reason})" if reason else "")
 
 
+def runner(a: dict[str, Any]) -> str:
+    """The model runner rehearsed, where it is not Model Runner V1 (the runner of every release the
+    rehearsal ran on before vLLM 0.34 removed it, and what its verdicts leave unsaid)."""
+    name = a.get("runner")
+    return f"; on {name}" if name and name != "Model Runner V1" else ""
+
+
 def _on_rank(failure: dict[str, Any]) -> str:
     """" on rank 1" where one rank raised or died (not where every rank raised the same)."""
     rank = failure.get("rank")
@@ -153,18 +160,18 @@ def headline(r: Rehearsal) -> str:
         if "workload" not in a:
             return (f"rehearsal passed: {plural(int(a.get('iterations', 0)), 'scheduler iteration')}, "
                     f"hidden states captured ({_shapes(a)})")
-        return f"rehearsal passed: {_workload(a)}{topology(a)}{_model(a)}"
+        return f"rehearsal passed: {_workload(a)}{topology(a)}{runner(a)}{_model(a)}"
     failure = r.failure
     if r.failed and a.get("wrong"):
-        return f"rehearsal failed: {wrong_data(a)}{topology(a)}{_model(a)}"
+        return f"rehearsal failed: {wrong_data(a)}{topology(a)}{runner(a)}{_model(a)}"
     if r.failed:
         where = failure.get("speculators_frame")
         at = f" at {where['file']}:{where['line']}" if where else ""
         return (f"rehearsal failed in {a.get('stage')}{_on_rank(failure)}{at}: {failure.get('exception', '?')}"
-                f"{topology(a)}{_model(a)}")
+                f"{topology(a)}{runner(a)}{_model(a)}")
     if r.outcome == NO_MODEL_CLASS:
         return f"rehearsal not run: {failure.get('exception')}"
-    return f"rehearsal could not run: {failure.get('exception', a.get('outcome'))}{topology(a)}"
+    return f"rehearsal could not run: {failure.get('exception', a.get('outcome'))}{topology(a)}{runner(a)}"
 
 
 def _fixes(r: Rehearsal) -> list[str]:

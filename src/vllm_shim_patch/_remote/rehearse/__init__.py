@@ -31,7 +31,7 @@ import time
 import traceback
 
 from . import answer as _answer
-from . import frames, run as _run
+from . import frames, releases, run as _run
 from .answer import CANNOT, NO_MODEL_CLASS, PASSED, CannotRehearse, NoModelClass, Run
 
 RUN = Run()
@@ -59,6 +59,9 @@ def prepare(req):
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     for k, v in ENVIRONMENT:
         os.environ.setdefault(k, v)
+    # What a release adapter needs before vLLM reads it at import (Model Runner V2: Triton's
+    # interpreter, and vLLM's Triton switch kept on without a GPU driver).
+    os.environ.update(releases.environment())
 
 
 def _cleanup_tmp():

@@ -41,6 +41,12 @@ class RankFailed(Exception):
     rank's own failure is the run's (`releases/v1_tp/ranks.py`)."""
 
 
+class ContractBroken(Exception):
+    """speculators' code broke a contract of vLLM's that holds on a GPU and that a stand-in
+    enforces on CPU (raised where the real thing would fail): a failure of speculators, not of the
+    stand-in that raises it."""
+
+
 class Drained(BaseException):
     """Raised by the in-process worker inbox when empty, to leave the real busy loop.
 

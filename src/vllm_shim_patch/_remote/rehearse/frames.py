@@ -17,7 +17,7 @@ import re
 import traceback
 import types
 
-from .answer import CANNOT, FAILED, RankFailed, WrongOutput
+from .answer import CANNOT, FAILED, ContractBroken, RankFailed, WrongOutput
 
 # Every file of this package is a stand-in or the rehearsal's own plumbing.
 OWN_ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -238,7 +238,7 @@ def classify(exc, stage, speculators, vllm, worker_exc=None, own=OWN_ROOT, stand
             # Raised on the worker outside speculators' code (e.g. the runner's state error):
             # the speculators frame is the call that made the RPC.
             failure["speculators_frame"] = surfaced["speculators_frame"]
-    if isinstance(exc, (WrongOutput, RankFailed)):
+    if isinstance(exc, (WrongOutput, RankFailed)) or isinstance(raised, ContractBroken):
         return FAILED, failure
     decided = deciding_frame(raised, speculators, vllm, own, standins, speculators_fns)
     if decided is not None and decided[0] == "stand-in":

@@ -30,10 +30,15 @@ class ReleaseAdapter(Protocol):
 
     NAME: str  # the adapter's name in the answer ("adapter")
     MULTI_RANK: bool  # runs a world of more than one rank (else exactly one)
+    RUNNER: str  # the vLLM model runner it rehearses ("Model Runner V1", "Model Runner V2"), in the verdict
     REAL: list[str]  # what of vLLM runs as installed, reported verbatim
     STOOD_IN: list[str]  # what is stood in and why, reported verbatim
 
     def fits(self) -> str | None: ...
+
+    def environment(self) -> dict[str, str]:
+        """Variables to set before vLLM is imported, read from the installed files only (vLLM is
+        not imported yet; {}: none, and none where the adapter will not fit)."""
 
     def build(self, on_forward: Callable[[], None]) -> Any:
         """The stand-ins; `on_forward()` is called once per model forward over scheduled tokens."""

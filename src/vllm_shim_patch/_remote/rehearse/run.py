@@ -89,7 +89,7 @@ def run(run, req):
     run.stood_in[:] = ([model_folder.STOOD_IN.format(description=description, tokenizer=tokenizer)]
                        + device.STOOD_IN + [attention.STOOD_IN] + moe.stood_in(experts) + adapter.STOOD_IN
                        + family.STOOD_IN + STOOD_IN)
-    run.extra.update({"adapter": adapter.NAME, "family": family.NAME, "architecture": arch,
+    run.extra.update({"adapter": adapter.NAME, "runner": adapter.RUNNER, "family": family.NAME, "architecture": arch,
                       "model": "folder" if folder else ("arch" if req.get("arch") else "default"),
                       "topology": {"tensor_parallel_size": tp, "pipeline_parallel_size": pp,
                                    "reason": req.get("topology_reason")}})

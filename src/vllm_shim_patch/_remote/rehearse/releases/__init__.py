@@ -6,13 +6,23 @@ One module (or package) per range of releases whose internals agree, each a
 member that is missing), `build(on_forward)` (the stand-ins, changing nothing of vLLM),
 `self_check(run, standins)`, `install(standins)` and `restore(standins)` (which undoes everything
 install did), and what the run reads: `workers`, `model_of`, `forward_of`, `worker_failure`,
-`rank_failure`, `shutdown`. The first adapter that fits the installed vLLM and the world size is
+`rank_failure`, `shutdown`; and `environment()`, the variables it needs set before vLLM is imported,
+read from the installed files only. The first adapter that fits the installed vLLM and the world size is
 used. Adding a release range: one module, one entry in ADAPTERS.
 """
 
-from . import v1_multiproc, v1_tp
+from . import v1_multiproc, v1_tp, v2_multiproc
 
-ADAPTERS = (v1_multiproc, v1_tp)
+ADAPTERS = (v1_multiproc, v1_tp, v2_multiproc)
+
+
+def environment():
+    """The variables every adapter asks set before vLLM is imported (each reads the installed
+    files only; an adapter that will not fit asks none)."""
+    out = {}
+    for adapter in ADAPTERS:
+        out.update(adapter.environment())
+    return out
 
 
 def select(world_size=1):

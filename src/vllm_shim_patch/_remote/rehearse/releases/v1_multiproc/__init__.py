@@ -3,33 +3,23 @@ in this process.
 
 Only process plumbing, device set-up and the runner's GPU parts are stood in, so conventions
 such as collective_rpc's reply shape come from vLLM itself. This module is the adapter's face and
-imports no vLLM (`fits()` runs first); `build()` imports the parts, one concern a module:
+imports no vLLM (`fits()` runs first); `build()` imports the parts it shares with other adapters:
 
-- `shims`: what differs between the V1 releases (ModelRunnerOutput's fields, InputBatch's
-  arguments, LateInteractionRunner, set_random_seed, the two-phase step);
-- `runner`: the stand-in GPUModelRunner (one per worker; each forward reported to a callback);
-- `worker`: the stand-in GPU Worker (init_device only) and the Model Runner V2 refusal;
-- `checks`: the self-checks of those parts against vLLM, and of the in-process ones;
-- `queues`: the in-process MessageQueues (no vLLM: tested without it);
-- `executor`: MultiprocExecutor's start-up replaced by one in-process WorkerProc, the process
-  handle stand-in, the tap that keeps a worker's exception;
-- `view`: that worker as the run reads it (no vLLM).
-
-`shims`, `runner`, `worker`, `checks.runner` and `checks.worker` assume nothing of where the
-worker runs: an adapter whose workers are vLLM's own processes reuses them; `queues`, `executor`
-and `checks.in_process` are this adapter's in-process plumbing.
+- `..v1_runner`: the Model Runner V1 stand-in (`shims`, `runner`, `worker`, `checks`);
+- `..v1_engine`: the in-process executor (`queues`, `executor`), its `checks`, and `view`, the
+  one worker as the run reads it.
 """
 
 import contextlib
 import dataclasses
-import importlib
-import os
-import sys
 import traceback
 import types
 
+from ..v1_engine import missing_member, unset, worker_module
+
 NAME = "v1-multiproc"
 MULTI_RANK = False  # one in-process worker: tensor and pipeline parallel 1
+RUNNER = "Model Runner V1"
 
 REAL = [
     "vllm.v1.executor.multiproc_executor.MultiprocExecutor instance: __init__ (Executor.__init__), "
@@ -85,22 +75,13 @@ _NEEDS = (
 UNSET = ("VLLM_ELASTIC_EP_SCALE_UP_LAUNCH",)
 
 
+def environment():
+    """Nothing to set before vLLM is imported."""
+    return {}
+
+
 def fits():
     return missing_member(_NEEDS)
-
-
-def missing_member(needs):
-    """Why the installed vLLM lacks one of `needs` ((module, dotted member) pairs), or None."""
-    for module, member in needs:
-        try:
-            obj = importlib.import_module(module)
-        except ImportError as e:
-            return f"{module} does not import ({type(e).__name__}: {e})"
-        for part in member.split("."):
-            obj = getattr(obj, part, None)
-            if obj is None:
-                return f"{module}.{member} is missing"
-    return None
 
 
 @dataclasses.dataclass
@@ -134,23 +115,26 @@ class StandIns:
 def build(on_forward):
     """The stand-ins for the installed vLLM; `on_forward()` is called once per model forward of
     execute_model (the warm-up runs none). Changes nothing of vLLM: that is `install`."""
-    from . import executor, runner, shims, worker
+    from ..v1_engine import executor
+    from ..v1_runner import runner, shims, worker
 
     created = Created()
     return StandIns(
         mpe=executor.mpe, gpu_worker=worker.gpu_worker, real_runner=runner.GPUModelRunner,
         output_cls=shims.ModelRunnerOutput, runner=runner.StandInModelRunner, worker=worker.for_run(on_forward),
-        worker_module=worker.MODULE, init_executor=executor.init_executor_for(created),
+        worker_module=worker.MODULE,
+        init_executor=executor.init_executor_for(created, worker.QUALNAME, worker.refuse_v2_config),
         tap=executor.WorkerFailureTap(created.worker_failures), two_phase=shims.TWO_PHASE, created=created)
 
 
 def self_check(run, standins):
-    from . import checks
+    from ..v1_engine import checks as engine
+    from ..v1_runner import checks
 
     s = standins
     checks.runner(run, s.runner, s.real_runner, s.gpu_worker.Worker, s.output_cls, s.two_phase)
-    checks.in_process(run, s.mpe)
-    checks.worker(run, s.gpu_worker)
+    engine.in_process(run, s.mpe)
+    engine.worker(run, s.gpu_worker)
 
 
 def install(standins):
@@ -173,31 +157,6 @@ def restore(standins):
     standins.undo.close()
 
 
-def worker_module(undo, name, worker):
-    """A module `name` holding the worker class (vLLM resolves worker_cls by qualified name), in
-    sys.modules until `undo` closes, then whatever was there before."""
-    previous = sys.modules.get(name)
-    module = types.ModuleType(name)
-    setattr(module, worker.__name__, worker)
-    sys.modules[name] = module
-    undo.callback(_put_back, sys.modules, name, previous)
-
-
-def unset(undo, names):
-    """`names` out of the environment until `undo` closes."""
-    for name in names:
-        value = os.environ.pop(name, None)
-        if value is not None:
-            undo.callback(os.environ.__setitem__, name, value)
-
-
-def _put_back(table, key, previous):
-    if previous is None:
-        table.pop(key, None)
-    else:
-        table[key] = previous
-
-
 def worker_of(standins):
     """The worker (speculators' extension mixed in) of the one in-process WorkerProc."""
     return standins.created.procs[0].worker.worker
@@ -205,7 +164,7 @@ def worker_of(standins):
 
 def workers(run, standins, generator):
     """The one in-process worker as the run reads it."""
-    from .view import InProcessWorkers
+    from ..v1_engine.view import InProcessWorkers
 
     return InProcessWorkers(worker_of(standins), getattr(generator, "executor", None))
 

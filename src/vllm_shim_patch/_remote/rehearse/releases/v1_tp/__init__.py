@@ -4,8 +4,8 @@ in a gloo group on CPU; the model's weights are sharded by vLLM's own parallel l
 
 The face imports no vLLM (`fits()` runs first). The parts, one concern a module:
 
-- the V1 adapter's `shims`, `runner` and `worker` as they are (they hold wherever the worker
-  runs), and its `checks.runner` / `checks.worker`;
+- `..v1_runner`'s `shims`, `runner`, `worker` and `checks` as they are (they hold wherever the
+  worker runs), and `..v1_engine`'s `checks.worker`;
 - `platform`: what a GPU platform sets (worker_cls), float32 kept, torch.compile eager, fork;
 - `rankworker`: the worker of one rank (the V1 stand-in worker, its runner loading weights by
   name) with the failure tap of its process and the RPCs the run asks every rank;
@@ -29,6 +29,7 @@ import types
 
 NAME = "v1-multiproc-tp"
 MULTI_RANK = True  # one worker process per rank
+RUNNER = "Model Runner V1"
 
 REAL = [
     "vllm.v1.executor.multiproc_executor.MultiprocExecutor, all of it: _init_executor (the worker processes, "
@@ -79,10 +80,15 @@ UNSET = ("VLLM_ELASTIC_EP_SCALE_UP_LAUNCH",)  # as the V1 adapter: speculators l
 SHUTDOWN_SECONDS = 15.0  # vLLM's shutdown: 4 s for the death pipes, SIGTERM, 4 s, SIGKILL (0.16)
 
 
-def fits():
-    from ..v1_multiproc import fits as v1_fits, missing_member
+def environment():
+    """Nothing to set before vLLM is imported."""
+    return {}
 
-    return v1_fits() or missing_member(_NEEDS)
+
+def fits():
+    from ..v1_engine import missing_member
+
+    return missing_member(_NEEDS)
 
 
 @dataclasses.dataclass
@@ -109,7 +115,7 @@ class StandIns:
 def build(on_forward):
     """The stand-ins. `on_forward` is not called: the forwards run in the worker processes, and
     the run counts them from the runner's steps. Changes nothing of vLLM: that is `install`."""
-    from ..v1_multiproc import runner, shims, worker
+    from ..v1_runner import runner, shims, worker
     from . import rankworker, ranks
 
     folder = tempfile.mkdtemp(prefix="rank-failures-")  # inside the rehearsal's temp dir
@@ -122,12 +128,13 @@ def build(on_forward):
 
 def self_check(run, standins):
     from ...selfcheck import code_names
-    from ..v1_multiproc import checks
+    from ..v1_engine import checks as engine
+    from ..v1_runner import checks
     from . import platform
 
     s = standins
     checks.runner(run, s.runner, s.real_runner, s.gpu_worker.Worker, s.output_cls, s.two_phase)
-    checks.worker(run, s.gpu_worker)
+    engine.worker(run, s.gpu_worker)
     platform.self_check(run)
     loop = code_names(s.mpe.WorkerProc.worker_busy_loop)
     if hasattr(s.mpe.WorkerProc, "_execute_worker_rpc"):  # 0.33 moved the call and its reply there
@@ -142,7 +149,7 @@ def self_check(run, standins):
 def install(standins):
     """The platform stand-ins, the worker's module registered (forked workers inherit it), the
     death tap, the watcher started, UNSET out of the environment. `restore` undoes each."""
-    from ..v1_multiproc import unset, worker_module
+    from ..v1_engine import unset, worker_module
     from . import platform
 
     s, undo = standins, standins.undo

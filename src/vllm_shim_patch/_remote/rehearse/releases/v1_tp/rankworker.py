@@ -1,4 +1,4 @@
-"""The worker of one rank: the V1 adapter's stand-in worker and runner, reused as they are, with
+"""The worker of one rank: the Model Runner V1 stand-in worker and runner, reused as they are, with
 what each worker process adds (imports vLLM: imported only once the adapter fits).
 
 vLLM's WorkerWrapperBase resolves parallel_config.worker_cls in the worker process before it
@@ -14,9 +14,9 @@ from vllm.distributed import get_pp_group, get_tp_group
 from vllm.v1.executor import multiproc_executor as mpe
 
 from ... import frames, sharding
-from ..v1_multiproc import worker as base
-from ..v1_multiproc.runner import StandInModelRunner
-from ..v1_multiproc.view import held
+from ..v1_engine.view import held
+from ..v1_runner import worker as base
+from ..v1_runner.runner import StandInModelRunner
 from . import ranks
 
 # The method speculators' generator reads the capture with (unique_reply_rank=0): observed on

@@ -13,7 +13,7 @@ import torch
 from vllm.config import set_current_vllm_config
 from vllm.distributed import parallel_state
 
-from ..v1_multiproc import shims
+from ..v1_engine import file_store
 
 
 def build(runner_cls, generator_config):
@@ -27,7 +27,7 @@ def build(runner_cls, generator_config):
     # vLLM 0.33's initialize_model_parallel reads the current config (0.12 and 0.16 do not need it).
     with set_current_vllm_config(config):
         parallel_state.init_distributed_environment(
-            world_size=1, rank=0, distributed_init_method=shims.file_store(), local_rank=0,
+            world_size=1, rank=0, distributed_init_method=file_store(), local_rank=0,
             backend="gloo")
         parallel_state.ensure_model_parallel_initialized(1, 1)
     runner = runner_cls(config, torch.device("cpu"))

@@ -62,14 +62,3 @@ def late_interaction_runner():
     moved between releases); before 0.25 _update_states does not ask for one."""
     cls = getattr(sys.modules[GPUModelRunner.__module__], "LateInteractionRunner", None)
     return None if cls is None else cls()
-
-
-def file_store():
-    """The init method of a world this process makes alone: a file store in the rehearsal's own
-    temp dir, never a port. A free port picked then bound is a race: two rehearsals side by side
-    (CI's two workers) took the same one ("EADDRINUSE" at init_device). torch's gloo and vLLM
-    0.12-0.33's init_distributed_environment take a file:// method as they take tcp://."""
-    import os
-    import tempfile
-
-    return "file://" + os.path.join(tempfile.mkdtemp(prefix="gloo-"), "store")

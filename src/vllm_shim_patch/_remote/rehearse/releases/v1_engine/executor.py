@@ -13,9 +13,8 @@ import weakref
 from vllm.v1.executor import multiproc_executor as mpe
 
 from ...answer import CannotRehearse
-from . import shims
+from . import file_store
 from .queues import BroadcastMQ, ResponseMQ, WorkerInbox
-from .worker import QUALNAME, refuse_v2
 
 
 class InProcWorkerProc(mpe.WorkerProc):
@@ -61,33 +60,35 @@ class WorkerFailureTap(logging.Handler):
             self.failures.append(record.exc_info[1])
 
 
-def init_executor_for(created):
+def init_executor_for(created, worker_qualname, before=None):
     """The replacement of MultiprocExecutor._init_executor, recording into `created` (the
-    adapter's Created: executors, procs)."""
+    adapter's Created: executors, procs); the worker is `worker_qualname`'s class. `before(executor)`,
+    where given, runs once the world's size is known, before any worker is built (an adapter's
+    refusal of a config it cannot rehearse)."""
 
     def _init_executor(self):
         """Replaces MultiprocExecutor._init_executor (only). Sets the attributes the real one
         sets; the worker is the real WorkerProc built in this process; no processes, no shm."""
-        start(self, created)
+        start(self, created, worker_qualname, before)
 
     return _init_executor
 
 
-def start(self, created):
+def start(self, created, worker_qualname, before=None):
     """MultiprocExecutor._init_executor's work for one in-process WorkerProc (`self`: the executor)."""
     self._finalizer = weakref.finalize(self, self.shutdown)
     self.is_failed = False
     self.shutdown_event = threading.Event()
     self.failure_callback = None
     _parallel_sizes(self)
-    if getattr(self.vllm_config, "use_v2_model_runner", False):
-        refuse_v2()  # before the real Worker.__init__ refuses it for want of Triton on CPU
+    if before is not None:
+        before(self)
     if self.world_size != 1 or self.local_world_size != 1:
         raise CannotRehearse(f"rehearsal runs one in-process worker; world_size={self.world_size}")
     # Device/platform stand-in: on a GPU platform check_and_update_config would have set
     # worker_cls to vllm.v1.worker.gpu_worker.Worker; use its CPU-capable subclass.
-    self.parallel_config.worker_cls = QUALNAME
-    distributed_init_method = shims.file_store()
+    self.parallel_config.worker_cls = worker_qualname
+    distributed_init_method = file_store()
     self.rpc_broadcast_mq = BroadcastMQ()
     proc = InProcWorkerProc(
         vllm_config=self.vllm_config,

@@ -12,11 +12,10 @@ import torch
 from vllm.v1.worker import gpu_worker
 
 from ...answer import CannotRehearse
+from ..v1_engine import MODULE
 from . import shims
 from .runner import StandInModelRunner
 
-# Where vLLM's resolve_obj_by_qualname finds the worker class (parallel_config.worker_cls).
-MODULE = "_rehearse_standins"
 QUALNAME = f"{MODULE}.RehearsalWorker"
 
 
@@ -51,6 +50,13 @@ def for_run(on_forward, runner=StandInModelRunner):
     return type("RehearsalWorker", (RehearsalWorker,), {
         "rehearse_on_forward": staticmethod(on_forward) if on_forward is not None else None,
         "rehearse_runner": runner, "__module__": MODULE, "__qualname__": "RehearsalWorker"})
+
+
+def refuse_v2_config(executor):
+    """MultiprocExecutor start-up's check: a config that selected Model Runner V2 is refused
+    before the real Worker.__init__ refuses it for want of Triton on CPU."""
+    if getattr(executor.vllm_config, "use_v2_model_runner", False):
+        refuse_v2()
 
 
 def refuse_v2():

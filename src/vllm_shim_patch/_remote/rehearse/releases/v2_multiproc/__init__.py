@@ -1,0 +1,245 @@
+"""vLLM's Model Runner V2 (`vllm.v1.worker.gpu.model_runner.GPUModelRunner`) in vLLM's V1 engine,
+run in this process: V2's real runner Python and its real Triton kernels, run by Triton's
+interpreter (TRITON_INTERPRET=1; CUDA_VISIBLE_DEVICES="" keeps vLLM's Triton switch on without a
+GPU driver: `environment`). Unlike the V1 adapters, nothing of the runner is re-stated.
+
+This face imports no vLLM (`fits()` runs first). The parts, one concern a module:
+
+- `..v1_engine`: the in-process executor (one real WorkerProc), its checks, the worker's view;
+- `cuda`: the CUDA parts V2 reaches (UvaBuffer, streams and events, memory usage);
+- `paged`: the CPU attention over V2's paged KV cache, block table and slot mapping;
+- `kvcache`: the extensible KV cache's contract, enforced (no vLLM);
+- `worker`: the GPU Worker with init_device and the extensible cache's commits stood in, and V2's
+  runner observed (each forward reported, the blocks it uses checked);
+- `checks`: the self-checks of the worker against vLLM's.
+"""
+
+import contextlib
+import dataclasses
+import importlib.util
+import os
+import sys
+import traceback
+import types
+
+from ..v1_engine import missing_member, unset, worker_module
+
+NAME = "v2-multiproc"
+MULTI_RANK = False  # one in-process worker: tensor and pipeline parallel 1
+RUNNER = "Model Runner V2"
+
+REAL = [
+    "vllm.v1.executor.multiproc_executor.MultiprocExecutor instance: __init__, collective_rpc, execute_model, "
+    "sample_tokens, initialize_from_config, _get_output_rank, shutdown",
+    "vllm.v1.executor.multiproc_executor.WorkerProc: __init__, worker_busy_loop, handle_output (in this process)",
+    "vllm.v1.worker.worker_base.WorkerWrapperBase: init_worker (mixes in worker_extension_cls)",
+    "vllm.v1.worker.gpu_worker.Worker: __init__, _init_workspace_and_model_runner (init_workspace_manager), "
+    "load_model, get_kv_cache_spec, initialize_from_config (the allocate-up-front path), execute_model, "
+    "sample_tokens, shutdown",
+    "vllm.v1.worker.gpu.model_runner.GPUModelRunner (Model Runner V2), all of it: __init__, load_model (with the "
+    "model handed in), initialize_kv_cache (the KV tensors bound to the layers), execute_model (add, update, "
+    "finish requests; gather_batch_req_state and sort_batch_req_ids: the order of the batch; prepare_inputs, "
+    "prepare_attn, the model forward), sample_tokens (V2's sampler, gumbel kernels), the request states, block "
+    "tables and input buffers",
+    "V2's Triton kernels (input batch, block tables, slot mappings, sampling, post-update), run by Triton's "
+    "interpreter on CPU (TRITON_INTERPRET=1)",
+    "vllm.forward_context.set_forward_context, vllm.distributed parallel state (gloo, world size 1)",
+]
+STOOD_IN = [
+    "TRITON_INTERPRET=1 and CUDA_VISIBLE_DEVICES='' set before vLLM is imported: Triton runs V2's kernels in its "
+    "interpreter, and vLLM keeps Triton on with no GPU driver (else its kernels become placeholders)",
+    "MultiprocExecutor._init_executor: one in-process WorkerProc over in-process queues (as the V1 rehearsal)",
+    "parallel_config.worker_cls: vLLM's GPU Worker with init_device stood in (CPU device, gloo, vLLM's own "
+    "_init_workspace_and_model_runner, whose _make_model_runner builds V2's runner on the CPU device)",
+    "the extensible KV cache: where the caller leaves CacheConfig.enable_extensible_kv_cache unset, vLLM's own "
+    "resolver is asked as on CUDA (is_cuda_alike True for that call: on CPU it answers False); "
+    "initialize_from_config then allocates the cache up front, and the rehearsal keeps what a GPU would have "
+    "committed (the null block, the rest only after extend_kv_cache): a forward that uses a block past it fails "
+    "naming the rule generator-kv-cache-up-front",
+    "UvaBuffer: its device view is the CPU tensor itself; pinned memory off (vLLM's own switch)",
+    "CUDA streams and events, torch.cuda.stream/current_stream/set_stream/synchronize, torch.accelerator."
+    "synchronize: no-ops (CPU runs in program order)",
+    "current_platform.get_current_memory_usage: 0 (load_model's memory profiler)",
+    "attention backend: the CPU backend's arithmetic over V2's paged KV tensor, through V2's own block table and "
+    "slot mapping (its builder hands V2's CommonAttentionMetadata on); the reference forward uses a per-request "
+    "history through the same layers",
+    "the model: vLLM's registry class built on CPU with the rehearsal's wide dummy weights and CustomOps on "
+    "forward_native, handed to V2's own load_model (model=...)",
+    "V2's runner observed by a subclass: prepare_inputs records each forward's batch, prepare_attn checks the "
+    "blocks used and reports the forward (both call V2's own method first and change nothing)",
+]
+
+_NEEDS = (
+    ("vllm.v1.executor.multiproc_executor", "MultiprocExecutor._init_executor"),
+    ("vllm.v1.executor.multiproc_executor", "WorkerProc._init_message_queues"),
+    ("vllm.v1.executor.multiproc_executor", "WorkerProc.worker_busy_loop"),
+    ("vllm.v1.executor.multiproc_executor", "WorkerProcHandle"),
+    ("vllm.v1.worker.gpu_worker", "Worker._make_model_runner"),
+    ("vllm.v1.worker.gpu_worker", "Worker._init_workspace_and_model_runner"),
+    ("vllm.v1.worker.gpu_worker", "init_worker_distributed_environment"),
+    ("vllm.v1.worker.gpu.model_runner", "GPUModelRunner.prepare_inputs"),
+    ("vllm.v1.worker.gpu.model_runner", "GPUModelRunner.prepare_attn"),
+    ("vllm.v1.worker.gpu.buffer_utils", "UvaBuffer"),
+)
+# The V1 runner's module: where it imports, the Worker may build it (VLLM_USE_V2_MODEL_RUNNER),
+# and the V1 adapters answer for that vLLM.
+V1_RUNNER = "vllm.v1.worker.gpu_model_runner"
+UNSET = ("VLLM_ELASTIC_EP_SCALE_UP_LAUNCH",)
+
+
+def fits():
+    if importlib.util.find_spec(V1_RUNNER) is not None:
+        return f"{V1_RUNNER} imports: Model Runner V1 is there beside V2 (the V1 adapters rehearse it)"
+    return missing_member(_NEEDS)
+
+
+def environment():
+    """TRITON_INTERPRET and CUDA_VISIBLE_DEVICES where the installed vLLM's files hold V2's runner and
+    not V1's: read from the files (vLLM is not imported yet: vllm.triton_utils reads the variables
+    once, at import)."""
+    spec = importlib.util.find_spec("vllm")
+    roots = list(spec.submodule_search_locations or ()) if spec is not None else []
+    worker = [os.path.join(root, "v1", "worker") for root in roots]
+    v2 = any(os.path.isfile(os.path.join(w, "gpu", "model_runner.py")) for w in worker)
+    v1 = any(os.path.isfile(os.path.join(w, "gpu_model_runner.py")) for w in worker)
+    return {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""} if v2 and not v1 else {}
+
+
+@dataclasses.dataclass
+class Created:
+    executors: list = dataclasses.field(default_factory=list)
+    procs: list = dataclasses.field(default_factory=list)
+    worker_failures: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class StandIns:
+    mpe: types.ModuleType  # vllm.v1.executor.multiproc_executor
+    gpu_worker: types.ModuleType
+    worker: type  # RehearsalV2Worker of this run
+    worker_module: str
+    init_executor: types.FunctionType
+    tap: object
+    commitments: object  # kvcache.Commitments
+    resolve: types.FunctionType  # VllmConfig._resolve_extensible_kv_cache's replacement
+    created: Created = dataclasses.field(default_factory=Created)
+    undo: contextlib.ExitStack = dataclasses.field(default_factory=contextlib.ExitStack)
+
+
+def build(on_forward):
+    from vllm.config import VllmConfig
+    from vllm.platforms import current_platform
+
+    from ..v1_engine import executor
+    from . import kvcache, worker
+
+    created = Created()
+    commitments = kvcache.Commitments()
+    return StandIns(
+        mpe=executor.mpe, gpu_worker=worker.gpu_worker, worker=worker.for_run(on_forward, commitments),
+        worker_module=worker.MODULE, init_executor=executor.init_executor_for(created, worker.QUALNAME),
+        tap=executor.WorkerFailureTap(created.worker_failures), commitments=commitments,
+        resolve=kvcache.resolving_as_cuda(current_platform, VllmConfig._resolve_extensible_kv_cache),
+        created=created)
+
+
+def self_check(run, standins):
+    from ..v1_engine import checks as engine
+    from . import checks, cuda, paged
+
+    s = standins
+    engine.in_process(run, s.mpe)
+    engine.worker(run, s.gpu_worker)
+    cuda.self_check(run)
+    paged.self_check(run)
+    checks.worker(run, s.gpu_worker)
+    from vllm.config import VllmConfig
+
+    checks.resolver(run, VllmConfig)
+
+
+def install(standins):
+    """The executor's start-up, the worker's module, the CUDA stand-ins, the paged attention
+    backend behind the platform's selector, the extensible cache's resolver; `restore` undoes each."""
+    from vllm.config import VllmConfig
+    from vllm.platforms import current_platform
+
+    from ... import attention
+    from . import cuda, paged
+
+    s, undo = standins, standins.undo
+    executor_cls = s.mpe.MultiprocExecutor
+    original = executor_cls._init_executor
+    executor_cls._init_executor = s.init_executor
+    undo.callback(setattr, executor_cls, "_init_executor", original)
+    s.mpe.logger.addHandler(s.tap)
+    undo.callback(s.mpe.logger.removeHandler, s.tap)
+    worker_module(undo, s.worker_module, s.worker)
+    unset(undo, UNSET)
+    cuda.install(undo)
+    select = current_platform.get_attn_backend_cls
+    plain = select(None, _Selector())
+    paged_name = paged.register(getattr(sys.modules[attention.MODULE], plain.rsplit(".", 1)[1]))
+    current_platform.get_attn_backend_cls = paged.selecting(select, plain, paged_name)
+    undo.callback(setattr, current_platform, "get_attn_backend_cls", select)
+    resolver = VllmConfig._resolve_extensible_kv_cache
+    VllmConfig._resolve_extensible_kv_cache = s.resolve
+    undo.callback(setattr, VllmConfig, "_resolve_extensible_kv_cache", resolver)
+
+
+class _Selector:
+    """What the backend selector is asked for a plain (not MLA, not sparse) attention layer."""
+
+    use_mla = False
+    use_sparse = False
+
+
+def restore(standins):
+    standins.undo.close()
+
+
+def worker_of(standins):
+    return standins.created.procs[0].worker.worker
+
+
+def workers(run, standins, generator):
+    from ..v1_engine.view import InProcessWorkers
+
+    view = InProcessWorkers(worker_of(standins), getattr(generator, "executor", None))
+    view.set_reorder = _v2_orders_itself
+    return view
+
+
+def _v2_orders_itself(threshold):
+    """V2 orders every batch by sort_batch_req_ids (decodes, then short extends, then prefills by
+    length), whatever a backend's threshold: nothing to set."""
+
+
+def model_of(standins):
+    return worker_of(standins).model_runner.model
+
+
+def forward_of(standins):
+    return worker_of(standins).model_runner._forward
+
+
+def worker_failure(standins):
+    fails = standins.created.worker_failures
+    return fails[-1] if fails else None
+
+
+def rank_failure(standins, outcome, failure):
+    return outcome, failure
+
+
+def shutdown(standins):
+    for ex in standins.created.executors:
+        try:
+            ex.shutdown()
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
+    for proc in standins.created.procs:
+        try:
+            proc.shutdown()
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
