@@ -83,7 +83,7 @@ def test_the_imports_of_other_packages_are_answered_by_the_real_distributions(re
 
 def test_under_transformers_5_20_every_import_of_other_packages_still_resolves(tmp_path: Path,
                                                                               speculators_wheel: Path) -> None:
-    # A CI release (realdata.CI_RELEASES): built here when the cache lacks it, never skipped.
+    # vLLM 0.33.0 (transformers 5.20): built here when the cache lacks it, never skipped.
     proc = subprocess.run([sys.executable, str(E2E / "build_env.py"), "--vllm", "0.33.0", "--print-path"],
                           capture_output=True, text=True, timeout=3600)
     assert proc.returncode == 0, proc.stderr[-3000:]
