@@ -26,6 +26,25 @@ STOOD_IN = [
 ]
 
 
+def refuse_platform():
+    """The stand-ins make vLLM's configs see a CUDA device: on a CUDA build the platform vLLM
+    resolved is CUDA's (a GPU machine) or none (UnspecifiedPlatform, device_type ""). A build for
+    another device resolved its own platform, whose checks take only its device (vLLM's
+    CpuPlatform.check_and_update_config asserts device_type "cpu"): the rehearsal cannot run there,
+    and says so before anything of speculators runs, never as speculators' failure."""
+    from vllm.platforms import current_platform
+
+    from .answer import CannotRehearse
+
+    kind = getattr(current_platform, "device_type", "") or ""
+    if kind not in ("", "cuda"):
+        name = type(current_platform).__name__
+        raise CannotRehearse(
+            f"the installed vLLM is a {kind.upper()} build ({name}): the rehearsal stands in a CUDA device "
+            f"for vLLM's GPU model runner, which {name} refuses (it takes device_type {kind!r} only); rehearse "
+            "against vLLM's CUDA build, where speculators runs on the GPU")
+
+
 def install():
     import torch
 

@@ -67,6 +67,7 @@ def run(run, req):
     gen_mod = _import(run, req)
 
     run.stage = "setup"
+    device.refuse_platform()
     adapter, why = releases.select(tp * pp)
     if adapter is None:
         raise CannotRehearse(why)
