@@ -164,9 +164,7 @@ def topology(tensor_parallel: int | None, pipeline_parallel: int | None, model: 
     cannot run, before anything is written."""
     from .topology import choose
 
-    # Every family shrinks to the same attention heads.
-    return choose(tensor_parallel, pipeline_parallel, model, target.location, target.version,
-                  heads=int(families().common.HEADS))
+    return choose(tensor_parallel, pipeline_parallel, model, target.location, target.version)
 
 
 @dataclass(frozen=True)
