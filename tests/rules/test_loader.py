@@ -6,10 +6,10 @@ import itertools
 from pathlib import Path
 
 import pytest
-import yaml
 from click.testing import CliRunner
 from packaging.version import Version
 
+import tree
 from vllm_shim_patch.cli import main
 from vllm_shim_patch.errors import RuleError
 from vllm_shim_patch.rules import Example, OldSignature, Rule
@@ -364,25 +364,9 @@ def test_good_file_loads_to_frozen_rules() -> None:
     )
 
 
-def _tree_rules() -> list[tuple[str, str, tuple[str, ...], str]]:
-    """(id, since, operations, target) of every rule in the source tree's rules/*.yaml, read with
-    plain PyYAML (not our loader), the operations named by the tree's rewrite/ops/ modules."""
-    repo = Path(__file__).resolve().parents[2]
-    ops = {p.stem for p in (repo / "src" / "vllm_shim_patch" / "rewrite" / "ops").glob("*.py")} - {"__init__", "base"}
-    rows = []
-    for path in sorted((repo / "rules").glob("*.yaml")):
-        for raw in yaml.safe_load(path.read_text(encoding="utf-8"))["rules"]:
-            named = tuple(op for op in raw if op in ops)
-            call = raw.get("call")
-            target = f"in {raw['in']}" if "in" in raw else call[0] if isinstance(call, list) else call
-            rows.append((raw["id"], str(Version(raw.get("since", "0.10.0"))), named, target))
-        assert rows, f"{path.name} holds no rule"
-    return rows
-
-
 def test_bundled_pack_loads() -> None:
     pack = load_pack()
-    rows = _tree_rules()
+    rows = tree.rules()
     # Files in name order, each rule in file order, as the source tree holds them.
     assert [(r.id, str(r.since), r.operations, r.target) for r in pack.rules] == rows
     # A move is guarded by what it implies: the old module lacks the name, the new one has it.
