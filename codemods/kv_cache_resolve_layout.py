@@ -18,7 +18,8 @@ that already calls `resolve_kv_cache_layout` is left alone.
 vLLM 0.29 to 0.32 resolve the layout the same way but publish it with
 `set_kv_cache_layout(layout.name)` alone (the interleave size came with 0.33): the installed
 `MultiprocExecutor.set_kv_cache_layout` (the rule's `guard: accepts` has the engine read it)
-decides which call is written; where it is unknown, 0.33's.
+decides which call is written; where it is unknown (no vLLM to read), the version the plan is for
+does (0.29 to 0.32: the name alone), and 0.33's where that is unknown too.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ INTERLEAVE = "cp_kv_cache_interleave_size"
 PLAN = "get_kv_cache_config_from_groups"
 RESOLVE = "resolve_kv_cache_layout"
 LAYOUT = "kv_cache_layout"
+INTERLEAVE_SINCE = (0, 33)  # set_kv_cache_layout(name, interleave_size); 0.29-0.32: the name alone
 
 
 def _calls(node: cst.CSTNode, name: str) -> bool:
@@ -85,7 +87,11 @@ class Codemod(ScopedTransform):
             self.needs_human(original_node.body[at], f"the name {LAYOUT!r} is already used in the module")
             return updated_node
         installed = self.signatures.get(SET_LAYOUT)
-        if installed is None or installed.takes(INTERLEAVE):
+        if installed is not None:
+            interleave = installed.takes(INTERLEAVE)
+        else:
+            interleave = self.version is None or tuple(self.version.release) >= INTERLEAVE_SINCE
+        if interleave:
             publish = f"""
             {RECEIVER}.set_kv_cache_layout(
                 {LAYOUT}.name, self.vllm_config.parallel_config.{INTERLEAVE}

@@ -30,7 +30,7 @@ VLLM_SOURCES = (REFERENCE_VLLM, "0.17.0")
 # (tests/e2e/test_releases_realvllm.py): the oldest the rules cover, the reference, the newest.
 # Every other release with a committed constraints file runs there only when asked for
 # (VSP_TEST_OTHER_RELEASES=1) and only where its venv is built.
-CI_RELEASES = ("0.12.0", REFERENCE_VLLM, "0.33.0")
+CI_RELEASES = ("0.12.0", REFERENCE_VLLM, "0.34.0")
 # The speculators releases the tool patches, oldest first.
 SPECULATORS = ("0.3.0", "0.4.0", "0.4.0.1")
 # The oldest (written against vLLM 0.10: every rule applies) and the first written for newer vLLM.

@@ -125,7 +125,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("rewrite",),  # rewrite/rule.py: the frozen Rule the engine compiles
     ("signatures",),
     ("target",),
-    ("settings", "kinds", "errors", "fsutil", "faults", "versions", "words", "vllm_source", ""),
+    ("settings", "kinds", "errors", "fsutil", "faults", "interrupts", "versions", "words", "vllm_source", ""),
 ]
 
 

@@ -37,6 +37,15 @@ class _Group(click.Group):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         argv = list(sys.argv[1:] if args is None else args)
+        from . import interrupts
+
+        previous = interrupts.install()
+        try:
+            self._main(argv, prog_name, complete_var, **extra)
+        finally:
+            interrupts.restore(previous)  # an embedding caller (a test's CliRunner) gets its own back
+
+    def _main(self, argv: list[str], prog_name: str | None, complete_var: str | None, **extra: Any) -> NoReturn:
         try:
             rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
         except click.ClickException as exc:
@@ -49,11 +58,16 @@ class _Group(click.Group):
                 click.echo(json.dumps({"ok": False, "error": message, "kind": "UsageError"}))
             fail(message, exc.exit_code)
         except click.Abort:
-            # Ctrl-C (or EOF at a prompt): not a failed check, so not exit 1; 130 as a shell says it.
+            # Ctrl-C (or EOF at a prompt), or SIGTERM: not a failed check, so not exit 1; 130 or 143
+            # as a shell says it. Every temp folder was removed on the way here (the interrupt
+            # unwound through each `with`; the target's are inside the session's: analysis/session.py).
+            from .interrupts import terminated
+
+            words, code = ("terminated", 143) if terminated else ("interrupted", 130)
             if "--json" in argv:
-                click.echo(json.dumps({"ok": False, "error": "interrupted", "kind": "Interrupted"}))
-            click.echo(f"{PROG}: interrupted", err=True)
-            sys.exit(130)
+                click.echo(json.dumps({"ok": False, "error": words, "kind": "Interrupted"}))
+            click.echo(f"{PROG}: {words}", err=True)
+            sys.exit(code)
         sys.exit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -149,7 +163,13 @@ def _parsed(ctx: click.Context) -> CliOptions:
 def emit(settings: Settings, outcome: Outcome) -> NoReturn:
     """Print `outcome` (a diff in colour on a terminal) and exit with its code."""
     if settings.as_json:
-        click.echo(json.dumps(outcome.data, indent=2, default=str))
+        data = outcome.data
+        if outcome.exit_code == 2 and isinstance(data, dict) and not {"error", "kind"} <= data.keys():
+            # The exit-2 contract (one line, and under --json `error` and `kind`) holds for every
+            # command, whatever its own data says.
+            last = (outcome.text.strip().splitlines() or [""])[-1]
+            data = {**data, "error": data.get("error") or last, "kind": data.get("kind") or "Error"}
+        click.echo(json.dumps(data, indent=2, default=str))
     else:
         text = outcome.text
         if outcome.diff and sys.stdout.isatty():

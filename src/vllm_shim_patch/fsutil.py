@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,26 @@ def read_private(path: Path) -> bytes | None:
         return f.read()
 
 
+def read_regular(path: Path, limit: int) -> bytes:
+    """A file the user named (a --model's config.json): links followed (a Hugging Face cache's
+    snapshot links to its blobs), but only a regular file of at most `limit` bytes is read; a FIFO
+    is never waited on, a device or a folder never read. OSError otherwise, its strerror the words
+    ("not a regular file (a FIFO)", "12 MB, more than the 4 MB a ... is allowed")."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket")
+        raise OSError(errno.EINVAL, f"not a regular file ({kind})", str(path))
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(limit + 1)
+        if len(data) > limit:
+            raise OSError(errno.EFBIG, f"{max(st.st_size, len(data))} bytes, more than the {limit} read of it",
+                          str(path))
+        return data
+
+
 def write_private(path: Path, data: bytes) -> None:
     """A scratch file of the state dir, created anew: a link planted in its place is removed, never followed."""
     with contextlib.suppress(FileNotFoundError):
@@ -69,6 +90,99 @@ def write_private(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_LINKS, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
+
+
+def trust_fault(st: os.stat_result) -> str | None:
+    """Why a file or folder (its lstat) must not be trusted, as data: "link", "owner" (another
+    user's) or "writable" (by group or others); None when it may be. The overlay's trust check
+    (`overlay/trust.py`) and the caches' (`read_trusted`) both ask this."""
+    if stat.S_ISLNK(st.st_mode):
+        return "link"
+    if st.st_uid != os.geteuid():
+        return "owner"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "writable"
+    return None
+
+
+def fault_words(st: os.stat_result, fault: str) -> str:
+    """`trust_fault`'s answer in words ("... is <words>")."""
+    if fault == "link":
+        return "a symbolic link"
+    if fault == "owner":
+        return f"owned by uid {st.st_uid} (you run as uid {os.geteuid()})"
+    return f"writable by other users (mode {stat.S_IMODE(st.st_mode):04o})"
+
+
+_said: set[str] = set()
+
+
+def _say_once(line: str) -> None:
+    if line not in _said:
+        _said.add(line)
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def private_folder(path: Path) -> None:
+    """Create `path` and the folders missing above it as 0700 whatever the umask (a cache: what is
+    in it decides what the tool writes, so nobody else may write there); existing ones are left."""
+    missing = []
+    here = path
+    while not here.exists() and not here.is_symlink():
+        missing.append(here)
+        if here.parent == here:
+            break
+        here = here.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, 0o700)
+            os.chmod(folder, 0o700)  # mkdir's mode passes through the umask; chmod's does not
+
+
+def trusted_folder(root: Path, folder: Path, what: str) -> bool:
+    """Whether `folder` and every folder from the cache `root` down to it is this user's, writable by
+    nobody else and no link (absent: trusted, nothing to read). Else say so, once, in one line on
+    stderr (`what`: the cache it is), and answer False: nothing there is read or written."""
+    parts = [root, *[root / Path(*folder.relative_to(root).parts[:n])
+                     for n in range(1, len(folder.relative_to(root).parts) + 1)]]
+    for part in parts:
+        try:
+            st = os.lstat(part)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        fault = trust_fault(st)
+        if fault is not None:
+            _say_once(f"vllm-shim-patch: {what} at {root} is ignored: {part} is {fault_words(st, fault)} "
+                      f"(remove it: rm -r {root})")
+            return False
+    return True
+
+
+def read_trusted(root: Path, path: Path, what: str) -> bytes | None:
+    """A cache entry's bytes: None when absent, unreadable, not a regular file, or not to be trusted
+    (`trusted_folder`, and the file itself: this user's, writable by nobody else; said once)."""
+    if not trusted_folder(root, path.parent, what):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | _NO_LINKS)
+    except OSError:
+        return None  # absent, or a link (ELOOP): nothing this tool wrote
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        fault = trust_fault(st)
+        if fault is not None:
+            _say_once(f"vllm-shim-patch: {what} entry {path} is ignored: it is {fault_words(st, fault)} "
+                      f"(remove it: rm {path})")
+            return None
+        try:
+            return f.read()
+        except OSError:
+            return None
 
 
 def plain_relative(path: str) -> bool:

@@ -104,10 +104,10 @@ class Settings:
     arch: str | None = option(None, "rehearse on a family's published config (llama, qwen, deepseek, ...; "
                               "see rehearse --help)", metavar="NAME")
     # The rehearsal's tensor parallel ranks, one worker process each; None: what --model needs
-    # (capped by this machine's CPUs), else 1.
+    # (capped by this machine's memory only), else 1.
     tensor_parallel_size: int | None = option(None, "rehearse with this many tensor parallel ranks, one worker "
-                                              "process each (default: what --model needs, at most this "
-                                              "machine's CPUs; else 1)", metavar="N", at_least=1)
+                                              "process each (default: what --model needs, at most what this "
+                                              "machine's memory holds; else 1)", metavar="N", at_least=1)
     # Refused (exit 2) where speculators or the rehearsal cannot run pipeline stages.
     pipeline_parallel_size: int | None = option(None, "rehearse with this many pipeline stages (refused where "
                                                 "speculators takes none)", metavar="N", at_least=1)

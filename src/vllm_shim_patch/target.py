@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,21 +121,27 @@ def run_grouped(argv: list[str], *, stdin: str | None, timeout: float, cwd: str 
     is left behind. vLLM's worker processes stay in their parent's group, and a forked worker that
     outlives it would spin for ever (vLLM 0.12-0.16 under fork: its death pipe cannot fire) while
     holding the pipes, so the end of the script is its exit, not the end of its output."""
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
-                            env=env, encoding="utf-8", errors="replace", start_new_session=True)
+    from .interrupts import held
+
+    proc: subprocess.Popen[str] | None = None
     out: list[str] = []
     err: list[str] = []
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    readers = [threading.Thread(target=_read_all, args=(f, into), daemon=True)
-               for f, into in ((proc.stdout, out), (proc.stderr, err))]
-    for r in readers:
-        r.start()
     try:
+        with held():  # an interrupt now would leave a child whose pid we never learnt
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    cwd=cwd, env=env, encoding="utf-8", errors="replace", start_new_session=True)
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        readers = [threading.Thread(target=_read_all, args=(f, into), daemon=True)
+                   for f, into in ((proc.stdout, out), (proc.stderr, err))]
+        for r in readers:
+            r.start()
         _feed(proc.stdin, stdin or "")
         proc.wait(timeout=timeout)
     finally:
-        _kill_group(proc.pid)
-        proc.wait()
+        if proc is not None:
+            _kill_group(proc.pid)
+            proc.wait()
+            _await_group(proc.pid)
     for r in readers:
         r.join(_DRAIN_SECONDS)
     return subprocess.CompletedProcess(argv, proc.returncode, "".join(out), "".join(err))
@@ -159,7 +166,20 @@ def _kill_group(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        pass  # nothing is left in it
+        return  # nothing is left in it
+
+
+def _await_group(pgid: int) -> None:
+    """Until the killed group is gone (bounded; its leader reaped first): its temp folder is removed
+    next, and a worker still dying must not write into it after."""
+    if not hasattr(os, "killpg"):
+        return
+    for _ in range(200):
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.01)
 
 
 def json_answer(proc: subprocess.CompletedProcess[str]) -> dict[str, Any] | None:

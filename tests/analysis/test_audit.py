@@ -31,10 +31,12 @@ def test_speculators_030_on_vllm_0110(sandbox: Sandbox) -> None:
     rows, summary = findings(sandbox, "0.11.0")
     # Written for vLLM 0.11: every use exists and binds, the @config pydantic configs included.
     assert rows == []
-    # The data rules add two uses (the step's collective_rpc, the flush's execute_model), the capture
-    # hooks six (get_tp_group, get_pp_group and their rank_in_group, is_last_rank), all bound.
-    assert summary == {"uses": 68, "added": 8, "ok": 68, "fixed": 0, "remaining": 0, "unknown": 0, "call": 20, "method": 10,
-                       "import": 21, "attribute": 9, "exit": 0}
+    # The data rules add three uses (the step's collective_rpc, the flush's execute_model, the
+    # worker's read of the model runner's input_batch), the capture hooks six (get_tp_group,
+    # get_pp_group and their rank_in_group, is_last_rank), all bound. The worker's read of
+    # self.model_runner.model is one of the Worker's runner's attributes.
+    assert summary == {"uses": 70, "added": 9, "ok": 70, "fixed": 0, "remaining": 0, "unknown": 0, "call": 20, "method": 10,
+                       "import": 21, "attribute": 10, "exit": 0}
 
 
 def test_speculators_030_on_vllm_0120(sandbox: Sandbox) -> None:
@@ -61,10 +63,10 @@ def test_speculators_030_on_vllm_016_and_017(sandbox: Sandbox, version: str) -> 
     if version == "0.17.0":
         expected.append((GENERATOR, 234, "call", "vllm.v1.request.Request", "ok", "", ["request-drop-eos-token-id"]))
     assert rows == expected
-    assert (summary["uses"], summary["fixed"], summary["remaining"], summary["unknown"]) == (72, len(expected), 0, 0)
-    # cache_config.block_size (twice: a.b, a.b.c), two sample_tokens, the data rules' collective_rpc and
-    # execute_model, the capture hooks' six
-    assert summary["added"] == 12
+    assert (summary["uses"], summary["fixed"], summary["remaining"], summary["unknown"]) == (74, len(expected), 0, 0)
+    # cache_config.block_size (twice: a.b, a.b.c), two sample_tokens, the data rules' collective_rpc,
+    # execute_model and model_runner.input_batch, the capture hooks' six
+    assert summary["added"] == 13
 
 
 def test_speculators_040_on_vllm_0110_finds_what_is_gone(sandbox: Sandbox) -> None:
@@ -82,9 +84,10 @@ def test_speculators_040_on_vllm_0110_finds_what_is_gone(sandbox: Sandbox) -> No
         (GENERATOR, 315, "method", "vllm.v1.executor.multiproc_executor.MultiprocExecutor.sample_tokens", "mismatch",
          "instance of vllm.v1.executor.multiproc_executor.MultiprocExecutor has no attribute 'sample_tokens'", []),
     ]
-    # The capture hooks add six uses, all bound.
-    assert summary == {"uses": 76, "added": 6, "ok": 71, "fixed": 0, "remaining": 4, "unknown": 1, "call": 22, "method": 12,
-                       "import": 23, "attribute": 13, "exit": 1}
+    # The capture hooks add six uses, all bound. The worker's reads of the Worker's model runner
+    # (model, input_batch) are V1's and exist.
+    assert summary == {"uses": 78, "added": 6, "ok": 73, "fixed": 0, "remaining": 4, "unknown": 1, "call": 22, "method": 12,
+                       "import": 23, "attribute": 15, "exit": 1}
 
 
 @pytest.mark.parametrize("version", ["0.12.0", realdata.REFERENCE_VLLM])
@@ -92,14 +95,14 @@ def test_speculators_040_on_vllm_012_and_016(sandbox: Sandbox, version: str) -> 
     sandbox.pip_reinstall(realdata.speculators_wheel(realdata.NEW_SPECULATORS))
     rows, summary = findings(sandbox, version)
     assert rows == []
-    assert (summary["uses"], summary["remaining"], summary["exit"]) == (76, 0, 0)
+    assert (summary["uses"], summary["remaining"], summary["exit"]) == (78, 0, 0)
 
 
 def test_speculators_040_on_vllm_0170(sandbox: Sandbox) -> None:
     sandbox.pip_reinstall(realdata.speculators_wheel(realdata.NEW_SPECULATORS))
     rows, summary = findings(sandbox, "0.17.0")
     assert rows == [(GENERATOR, 264, "call", "vllm.v1.request.Request", "ok", "", ["request-drop-eos-token-id"])]
-    assert (summary["uses"], summary["fixed"], summary["remaining"], summary["unknown"]) == (76, 1, 0, 0)
+    assert (summary["uses"], summary["fixed"], summary["remaining"], summary["unknown"]) == (78, 1, 0, 0)
 
 
 def test_emit_rules_drafts_what_a_rule_can_say_and_rules_check_refuses_it_until_filled(
@@ -174,7 +177,7 @@ def test_speculators_030_and_040_on_vllm_0111_and_0112(sandbox: Sandbox, version
     assert rows == [
         (GENERATOR, 148, "call", "vllm.v1.core.sched.scheduler.Scheduler", "ok", "", ["scheduler-add-block-size"]),
     ]
-    assert (summary["uses"], summary["fixed"], summary["remaining"], summary["exit"]) == (72, 1, 0, 0)
+    assert (summary["uses"], summary["fixed"], summary["remaining"], summary["exit"]) == (74, 1, 0, 0)
     sandbox.pip_reinstall(realdata.speculators_wheel(realdata.NEW_SPECULATORS))
     rows, summary = findings(sandbox, version)
     assert rows == [
@@ -182,7 +185,7 @@ def test_speculators_030_and_040_on_vllm_0111_and_0112(sandbox: Sandbox, version
         (GENERATOR, 143, "call", "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups", "mismatch",
          "missing required argument 'kv_cache_specs'", []),
     ]
-    assert (summary["uses"], summary["remaining"], summary["exit"]) == (76, 1, 1)
+    assert (summary["uses"], summary["remaining"], summary["exit"]) == (78, 1, 1)
 
 
 def test_emit_rules_to_a_folder_that_does_not_exist_is_one_line(sandbox: Sandbox, tmp_path: Path) -> None:
@@ -212,12 +215,12 @@ def test_after_apply_the_audit_is_clean_and_after_rollback_it_is_not(sandbox: Sa
     data = json.loads(with_rules.stdout)
     assert data["rules_installed_in"] == [WORKER, GENERATOR]
     assert {k: data["summary"][k] for k in ("uses", "added", "ok", "fixed", "remaining", "unknown")} == {
-        "uses": 70, "added": 0, "ok": 70, "fixed": 0, "remaining": 0, "unknown": 0}
+        "uses": 72, "added": 0, "ok": 72, "fixed": 0, "remaining": 0, "unknown": 0}
     no_rules = sandbox.run("--vllm-source", src, "audit", "--no-rules")
     assert no_rules.returncode == 0, no_rules.stdout
     # The sandbox holds speculators alone: none of the packages it imports is installed to check.
     assert no_rules.stdout.splitlines()[-1] == (
-        "70 uses: 70 ok, 0 mismatched, 0 unknown; 138 imports of other packages: 0 ok, 0 mismatched, 138 unknown")
+        "72 uses: 72 ok, 0 mismatched, 0 unknown; 138 imports of other packages: 0 ok, 0 mismatched, 138 unknown")
     assert sandbox.run("rollback").returncode == 0
     again = sandbox.run("--vllm-source", src, "audit", "--no-rules", "--json")
     assert (again.returncode, again.stdout) == (1, before.stdout)
@@ -251,8 +254,8 @@ def test_speculators_030_on_vllm_0102_names_each_import_and_no_follow_on_mismatc
         (GENERATOR, 143, "attribute", f"{KV_UTILS}.get_kv_cache_config_from_groups.num_blocks", "unknown",
          _see_import("get_kv_cache_config_from_groups"), []),
     ]
-    assert summary == {"uses": 68, "added": 8, "ok": 63, "fixed": 0, "remaining": 2, "unknown": 3,
-                       "call": 20, "method": 10, "import": 21, "attribute": 9, "exit": 1}
+    assert summary == {"uses": 70, "added": 9, "ok": 65, "fixed": 0, "remaining": 2, "unknown": 3,
+                       "call": 20, "method": 10, "import": 21, "attribute": 10, "exit": 1}
 
 
 def test_speculators_030_on_vllm_0330_the_bundled_moves_fix_the_imports(sandbox: Sandbox) -> None:
@@ -331,3 +334,42 @@ def test_drafted_moves_for_vllm_0330_are_the_bundled_ones(sandbox: Sandbox, tmp_
     clean = sandbox.run("--vllm-source", src, "audit", "--json")
     data = json.loads(clean.stdout)
     assert (clean.returncode, data["summary"]["remaining"], data["summary"]["unknown"]) == (0, 0, 0)
+
+
+RUNNER_INPUT_BATCH = "vllm.v1.worker.gpu_worker.Worker.model_runner.input_batch"
+NO_INPUT_BATCH = "instance of vllm.v1.worker.gpu.model_runner.GPUModelRunner has no attribute 'input_batch'"
+
+
+def _runner_rows(sandbox: Sandbox, *args: str) -> tuple[list[str], str]:
+    """The text lines on the worker's model runner, and the summary line, against vLLM 0.34.0."""
+    src = str(realdata.vllm_source("0.34.0"))
+    r = sandbox.run("--vllm-source", src, *args, "audit", "--vllm-version", "0.34")
+    assert r.returncode in (0, 1), r.stderr
+    lines = r.stdout.splitlines()
+    return [x for x in lines if "model_runner" in x], lines[-1].split(";")[0]
+
+
+def test_speculators_040_on_vllm_0340_reads_the_v1_runners_input_batch(sandbox: Sandbox) -> None:
+    """vLLM 0.34 removed Model Runner V1: the worker extension's self.model_runner is the Worker's
+    V2 runner, which has no input_batch, told before any model is loaded; worker-v2-forward-batch
+    takes the read out, and without it no rule fixes it."""
+    sandbox.pip_reinstall(realdata.speculators_wheel(realdata.NEW_SPECULATORS))
+    rows, summary = _runner_rows(sandbox)
+    assert rows == [f"  {WORKER}:106: attribute {RUNNER_INPUT_BATCH}: mismatch ({NO_INPUT_BATCH}) "
+                    "-> taken out by worker-v2-forward-batch"]
+    assert summary == "91 uses: 86 ok, 5 fixed by the rules, 0 still mismatched, 0 unknown"
+    rows, summary = _runner_rows(sandbox, "--skip", "worker-v2-forward-batch")
+    assert rows == [f"  {WORKER}:106: attribute {RUNNER_INPUT_BATCH}: mismatch ({NO_INPUT_BATCH}) -> no rule fixes this"]
+    assert summary == "91 uses: 86 ok, 4 fixed by the rules, 1 still mismatched, 0 unknown"
+
+
+def test_speculators_030_on_vllm_0340_the_request_tracking_alone_would_write_a_v1_read(sandbox: Sandbox) -> None:
+    """speculators 0.3.0 reads no input_batch; worker-request-tracking writes one, which the V2
+    rule takes out again: without it the audit names the rule's own line."""
+    rows, summary = _runner_rows(sandbox)
+    assert rows == []
+    assert summary == "83 uses: 77 ok, 6 fixed by the rules, 0 still mismatched, 0 unknown"
+    rows, summary = _runner_rows(sandbox, "--skip", "worker-v2-forward-batch")
+    assert rows == [f"  {WORKER}:154: attribute {RUNNER_INPUT_BATCH}: mismatch ({NO_INPUT_BATCH}) (added by the "
+                    "rules; line of the patched file) -> the rules write this; fix the rule"]
+    assert summary == "84 uses: 77 ok, 6 fixed by the rules, 1 still mismatched, 0 unknown"

@@ -180,3 +180,54 @@ def test_a_file_the_scanner_cannot_read_is_unscanned(data: bytes, reason: str) -
     with pytest.raises(Unscanned) as info:
         scan_uses(data, "pkg/m.py")
     assert info.value.reason == reason
+
+
+EXTENSION = b'''\
+import torch
+from vllm.distributed import get_tp_group
+
+
+class Extension:
+    def setup(self):
+        model = self.model_runner.model
+        self.model_runner.load_lora(1)
+        order = self.model_runner.input_batch.req_ids
+        self._mine = get_tp_group()
+        self._mine.rank_in_group
+
+
+class Other:
+    def setup(self):
+        return self.model_runner.input_batch
+
+
+class SetsItsOwn:
+    def __init__(self, runner):
+        self.model_runner = runner
+
+    def setup(self):
+        return self.model_runner.input_batch
+'''
+
+GENERATOR_SOURCE = b'''\
+from vllm.config import ParallelConfig
+ParallelConfig(worker_extension_cls="pkg.worker.Extension", tensor_parallel_size=2)
+ParallelConfig(worker_extension_cls=name)
+'''
+
+
+def test_a_worker_extensions_runner_reads_are_uses_of_the_workers_runner() -> None:
+    """Named by a worker_extension_cls string anywhere in the package; one level deep; a class
+    that is no extension, or that sets self.model_runner itself, is not read so."""
+    from vllm_shim_patch.analysis.calls import worker_extensions
+
+    extensions = worker_extensions([GENERATOR_SOURCE, EXTENSION, b"worker_extension_cls = (\n"])
+    assert extensions == frozenset({"pkg.worker.Extension"})
+    uses = scan_uses(EXTENSION, "pkg/worker.py", extensions=extensions)
+    runner = "vllm.v1.worker.gpu_worker.Worker.model_runner"
+    assert [(u.line, u.kind, u.callee, u.on_instance, u.declared) for u in uses if "model_runner" in u.callee] == [
+        (7, "attribute", f"{runner}.model", True, False),
+        (8, "method", f"{runner}.load_lora", True, False),
+        (9, "attribute", f"{runner}.input_batch", True, False),
+    ]
+    assert [u.callee for u in scan_uses(EXTENSION, "pkg/worker.py") if "model_runner" in u.callee] == []

@@ -199,7 +199,8 @@ def test_a_model_folder_or_its_config_is_sent_as_an_absolute_path(tmp_path: Path
 
     folder = tmp_path / "Kimi-K2"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"]}))
+    # vocab_size: a config without one is refused (tests/analysis/test_modelconfig.py).
+    (folder / "config.json").write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"], "vocab_size": 163840}))
     monkeypatch.chdir(tmp_path)
     assert model_request("Kimi-K2", None) == {"model": str(folder)}
     assert model_request("Kimi-K2/config.json", None) == {"model": str(folder / "config.json")}

@@ -38,6 +38,10 @@ def test_guard_keeps_eos_token_id_on_a_017_nightly_built_before_the_change(
         f"{WORKER}:30: llama-model-embed-input-ids [not-needed, guarded] not needed: worker-capture-hooks leaves "
         "_patched_forward unbound and nothing in the module refers to it (would rename self.get_input_embeddings "
         "to embed_input_ids)",
+        # Model Runner V2's rules (vLLM 0.34): 0.16 still has V1, whose input_batch the worker reads.
+        f"{WORKER}:67: worker-v2-forward-batch [not-needed, guarded] not needed for this vLLM: the worker still "
+        "runs on Model Runner V1 (vllm.v1.worker.gpu_model_runner is there), whose input_batch it reads "
+        "(generator-v1-runner keeps it on V1)",
         # vLLM 0.33.0's moves and KV cache layout: the guards read 0.16's source and say no.
         f"{GENERATOR}:130: unify-hybrid-kv-cache-specs-move [not-needed, guarded] not needed for this vLLM: "
         "kv_cache_utils still defines unify_hybrid_kv_cache_specs",
@@ -45,12 +49,14 @@ def test_guard_keeps_eos_token_id_on_a_017_nightly_built_before_the_change(
         "kv_cache_utils still defines _get_kv_cache_groups_uniform_spec",
         f"{GENERATOR}:136: get-kv-cache-config-from-groups-move [not-needed, guarded] not needed for this vLLM: "
         "kv_cache_utils still defines get_kv_cache_config_from_groups",
+        f"{GENERATOR}:166: generator-kv-cache-up-front [not-needed, guarded] not needed for this vLLM: "
+        "CacheConfig does not take enable_extensible_kv_cache",
         f"{GENERATOR}:234: request-drop-eos-token-id [not-needed, guarded] not needed for this vLLM: "
         "Request still takes eos_token_id",
         f"{GENERATOR}:69: kv-cache-resolve-layout [not-needed, guarded] not needed for this vLLM: "
         "CacheConfig does not define get_resolved_kv_cache_layout",
         f"{GENERATOR}:69: generator-v1-runner [not-needed, guarded] not needed for this vLLM: "
-        "VllmConfig does not define use_v2_model_runner",
+        "Model Runner V1 is its only runner (VllmConfig does not define use_v2_model_runner)",
         # The transformers rules: the sandbox has no transformers (--no-deps), so `since` decides.
         "speculators/models/eagle.py:1: eagle-attention-mask-fallback [not-needed, unguarded] "
         "not needed before vLLM 0.24.0",
@@ -145,6 +151,8 @@ def test_the_017_source_alone_selects_and_guards_the_rules(sandbox: Sandbox, vll
         ("worker-capture-hooks", "edited", False),
         # speculators' own forward, unbound by the capture hooks: not edited.
         ("llama-model-embed-input-ids", "not-needed", True),
+        # Model Runner V2's worker rule (vLLM 0.34): 0.17 still has V1.
+        ("worker-v2-forward-batch", "not-needed", True),
         # vLLM 0.33.0's moves: 0.17 still has the names where speculators imports them.
         ("unify-hybrid-kv-cache-specs-move", "not-needed", True),
         ("get-kv-cache-groups-uniform-spec-move", "not-needed", True),
@@ -152,6 +160,8 @@ def test_the_017_source_alone_selects_and_guards_the_rules(sandbox: Sandbox, vll
         ("kv-cache-config-drop-specs", "edited", True),
         ("scheduler-add-block-size", "edited", True),
         ("cache-config-no-prefix-caching", "edited", True),
+        # 0.17's CacheConfig has no extensible KV cache to turn off (vLLM 0.34's).
+        ("generator-kv-cache-up-front", "not-needed", True),
         ("scheduler-config-add-is-encoder-decoder", "edited", True),
         ("request-drop-eos-token-id", "edited", True),
         ("generator-abort-completed", "edited", False),
@@ -256,8 +266,21 @@ def test_apply_keeps_and_records_the_files_but_exits_1_when_the_rehearsal_cannot
                              capture_output=True, text=True, check=True).stdout.strip()
     assert trailer == ("partial: 22 calls bind (static); not checked: 2 imports (pydantic missing in the target); "
                        "rehearsal could not run: cannot rehearse: ModuleNotFoundError: No module named 'pydantic'")
+    # Where vLLM is installed, a patch that never ran is no health-check pass (issue 38).
+    assert sandbox.run("status").stdout.startswith(
+        "patched (not rehearsed: cannot rehearse: ModuleNotFoundError: No module named 'pydantic'): "
+        "speculators 0.3.0 for vLLM 0.16")
     check = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", "0.16", "--check")
-    assert check.returncode == 0, check.stdout + check.stderr
+    assert (check.returncode, check.stdout) == (1, (
+        "speculators 0.3.0 is patched for vLLM 0.16 (21 edits in place) but not rehearsed (cannot rehearse: "
+        "ModuleNotFoundError: No module named 'pydantic'): run patch-speculators rehearse, or pass "
+        "--allow-unrehearsed to accept it\n")), check.stderr
+    allowed = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", "0.16", "--check",
+                          "--allow-unrehearsed", "--json")
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    assert {k: json.loads(allowed.stdout)[k] for k in ("ok", "rehearsed", "not_rehearsed")} == {
+        "ok": True, "rehearsed": False,
+        "not_rehearsed": "cannot rehearse: ModuleNotFoundError: No module named 'pydantic'"}
     # --no-rehearse: nothing was asked that could not run.
     sandbox.run("rollback")
     again = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", "0.16", "--no-rehearse")
@@ -285,8 +308,8 @@ def test_audit_names_the_fixing_rules(sandbox: Sandbox, reference_vllm_source: P
     a = sandbox.run("--vllm-source", str(reference_vllm_source), "audit", "--vllm-version", "0.16")
     assert a.returncode == 0
     assert a.stdout.splitlines() == [
-        "speculators 0.3.0 against no installed vLLM, rules for 0.16 (static signatures): 60 uses of vLLM "
-        "(20 calls, 10 method calls, 21 imports, 9 attribute reads), and 12 the rules add",
+        "speculators 0.3.0 against no installed vLLM, rules for 0.16 (static signatures): 61 uses of vLLM "
+        "(20 calls, 10 method calls, 21 imports, 10 attribute reads), and 13 the rules add",
         f"  {GENERATOR}:136: vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups: mismatch "
         "(unexpected keyword argument 'kv_cache_specs') -> fixed by kv-cache-config-drop-specs",
         f"  {GENERATOR}:148: vllm.v1.core.sched.scheduler.Scheduler: mismatch "
@@ -294,7 +317,7 @@ def test_audit_names_the_fixing_rules(sandbox: Sandbox, reference_vllm_source: P
         f"  {GENERATOR}:194: vllm.config.SchedulerConfig: mismatch "
         "(missing required argument 'is_encoder_decoder') -> fixed by scheduler-config-add-is-encoder-decoder",
         *SANDBOX_IMPORTS,
-        f"72 uses: 69 ok, 3 fixed by the rules, 0 still mismatched, 0 unknown; {SANDBOX_IMPORTS_COUNT}",
+        f"74 uses: 71 ok, 3 fixed by the rules, 0 still mismatched, 0 unknown; {SANDBOX_IMPORTS_COUNT}",
     ]
 
 
@@ -342,7 +365,7 @@ def test_audit_with_the_opt_in_pack_leaves_nothing_mismatched(sandbox: Sandbox, 
         "(missing required argument 'is_encoder_decoder') -> fixed by scheduler-config-add-is-encoder-decoder"
     )
     assert a.stdout.splitlines()[-1] == (
-        f"72 uses: 69 ok, 3 fixed by the rules, 0 still mismatched, 0 unknown; {SANDBOX_IMPORTS_COUNT}")
+        f"74 uses: 71 ok, 3 fixed by the rules, 0 still mismatched, 0 unknown; {SANDBOX_IMPORTS_COUNT}")
 
 
 BAD_RULE = """\

@@ -97,3 +97,15 @@ def test_a_codemod_calling_system_exit_0_fails_the_run(sandbox: Sandbox, tmp_pat
             "rule quits: codemod 'quits' calls SystemExit(0) (a codemod must not end the run)"
         )
     assert sandbox.snapshot() == before
+
+
+@pytest.mark.parametrize("to", ["", "  "], ids=["empty", "blank"])
+def test_rollback_to_an_empty_ref_is_an_error_not_the_original(to: str) -> None:
+    """Issue 40, item 10: `rollback --to "$REF"` with the variable unset must not roll back to the
+    original; refused before the target is asked anything."""
+    result = CliRunner().invoke(main, ["--json", "--python", "/nonexistent/python", "rollback", "--to", to])
+    message = ("--to is empty: give a state (a commit or tag: see `patch-speculators log`), or leave out --to to "
+               "roll back to the original; nothing was changed")
+    assert result.exit_code == 2
+    assert result.stderr == f"patch-speculators: error: {message}\n"
+    assert _json_error(result.stdout) == {"ok": False, "error": message, "kind": "UsageError"}

@@ -20,6 +20,11 @@ W = "speculators 0.3.0"
     pytest.param({"rehearsal": "not run (--no-verify)"}, "--no-verify", id="no-verify"),
     pytest.param({"rehearsal": "not run"}, "not run", id="not-run"),
     pytest.param({"rehearsal": "timeout"}, "rehearsal timeout", id="timeout"),
+    pytest.param({"rehearsal": "cannot_rehearse",
+                  "verify": "partial: 22 calls bind (static); rehearsal could not run: cannot rehearse: X: y"},
+                 "cannot rehearse: X: y", id="cannot-rehearse-in-words"),
+    pytest.param({"rehearsal": "timeout", "verify": "passed: 22 calls bind; rehearsal timed out after 600 s"},
+                 "timed out after 600 s", id="timeout-in-words"),
     # A commit from before the Rehearsal trailer: its verdict says it.
     pytest.param({"verify": "passed: 2 imports ok; rehearsal passed (parity)"}, None, id="old-passed"),
     pytest.param({"verify": "skipped (--no-verify)"}, "no rehearsal on record", id="old-skipped"),

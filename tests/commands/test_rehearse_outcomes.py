@@ -93,3 +93,31 @@ def test_the_help_says_the_default_timeout() -> None:
     out = CliRunner().invoke(main, ["rehearse", "--help"])
     assert out.exit_code == 0, out.output
     assert f"give up after this long (default: {tool_side.TIMEOUT:g})" in " ".join(out.output.split())
+
+
+@pytest.mark.parametrize(("outcome", "kind"), [("cannot_rehearse", "CannotRehearse"), ("no_model_class", "NoModelClass"),
+                                               ("timeout", "RehearsalTimeout"), ("error", "RehearsalError")])
+def test_exit_2_carries_error_and_kind(monkeypatch: pytest.MonkeyPatch, outcome: str, kind: str) -> None:
+    """Issue 40, item 9: the README's exit-2 contract, `error` and `kind` under --json, for the
+    rehearsal that gave no verdict too (the error is the verdict line)."""
+    reply = {"ok": False, "outcome": outcome, "stage": "generate-1", "iterations": 1,
+             "failure": {"exception": "x", "architecture": "A", "first_release": "0.1.0"}}
+    if outcome == "cannot_rehearse":
+        monkeypatch.setattr(Context, "plan", lambda self, *a, **k: None)
+    out = _run(monkeypatch, reply)[0]
+    assert out.exit_code == 2
+    assert (out.data["error"], out.data["kind"]) == (out.text.splitlines()[-1], kind)
+    assert out.data["error"].startswith("speculators 0.3.0 on vLLM 0.16.0: rehearsal ")
+
+
+def test_the_cli_holds_every_exit_2_to_the_json_contract(monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from vllm_shim_patch import cli
+    from vllm_shim_patch.commands.context import Outcome
+
+    with pytest.raises(SystemExit) as e:
+        cli.emit(Settings(as_json=True), Outcome("first\nthe reason", {"ok": False}, 2))
+    assert e.value.code == 2
+    assert json.loads(capsys.readouterr().out) == {"ok": False, "error": "the reason", "kind": "Error"}

@@ -1,7 +1,7 @@
 """The rehearsal's topology (issue 26): `--tensor-parallel-size N` runs N ranks, one worker process
-each; not given, what `--model` needs, capped by this machine's CPUs, with the reason in the
-verdict; a size this machine or the rehearsal cannot run is one line, exit 2, before anything
-runs; a rank's failure is reported as the rank's. The target session is stood in (its answer is
+each, however few the CPUs; not given, what `--model` needs, capped only by this machine's
+memory, with the reason in the verdict; a size this machine's memory cannot hold is one line, exit
+2, before anything runs; a rank's failure is reported as the rank's. The target session is stood in (its answer is
 what `_remote/rehearse/` returns)."""
 
 from __future__ import annotations
@@ -32,7 +32,10 @@ HEAD = ("speculators 0.3.0 on vLLM 0.16.0: rehearsal passed: 2 calls, 4 sequence
 TAIL = "; rehearsed on a tiny LlamaForCausalLM; pass --model to rehearse your model's architecture"
 
 
-def _run(monkeypatch: pytest.MonkeyPatch, reply: dict[str, Any], cpus: int = 2, target: Target = TARGET,
+GiB = 1024**3
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, reply: dict[str, Any], memory: float = 20 * GiB, target: Target = TARGET,
          **settings: Any) -> tuple[Any, list[dict[str, Any]]]:
     asked: list[dict[str, Any]] = []
 
@@ -41,7 +44,7 @@ def _run(monkeypatch: pytest.MonkeyPatch, reply: dict[str, Any], cpus: int = 2, 
         return session.SessionAnswer(None, None, reply)
 
     monkeypatch.setattr(session, "run_session", run_session)
-    monkeypatch.setattr(topology, "usable_cpus", lambda: cpus)
+    monkeypatch.setattr(topology, "available_memory", lambda: memory)
     monkeypatch.setattr(Context, "plan", lambda self, *a, **k: None)  # no rule to name
     ctx = Context(Settings(python=target.python, **settings))
     ctx.probe._target = target
@@ -67,20 +70,37 @@ def test_the_size_given_is_what_runs_and_the_verdict_names_the_topology(monkeypa
     assert (out.exit_code, out.text) == (0, HEAD + "; at tensor parallel size 2, pipeline parallel 1" + TAIL)
 
 
-@pytest.mark.parametrize(("size", "cpus", "message"), [
-    (4, 2, "--tensor-parallel-size 4: the rehearsal runs one worker process per rank, and this machine has 2 CPUs "
-           "(at most --tensor-parallel-size 2)"),
-    # 8 CPUs run 8 processes: the tiny model's 4 heads are what refuses it.
-    (8, 8, "--tensor-parallel-size 8: the rehearsal's tiny model has 4 attention heads, which 8 ranks cannot share "
-           "(give 1, 2, 4)"),
-    (3, 8, "--tensor-parallel-size 3: the rehearsal's tiny model has 4 attention heads, which 3 ranks cannot share "
-           "(give 1, 2, 4)"),
+def test_ranks_beyond_the_cpus_run_where_the_memory_holds_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kimi-K2.5's own size: 8 worker processes on this 2-CPU machine (the tiny model is widened
+    for them), 16 and 64 beyond one node; only memory limits."""
+    for size in (8, 16, 64):
+        _, asked = _run(monkeypatch, PASSED, memory=40 * GiB, tensor_parallel_size=size)
+        assert _asked(asked[0]) == (size, 1, None)
+
+
+@pytest.mark.parametrize(("size", "memory", "message"), [
+    (8, 4 * GiB, "--tensor-parallel-size 8: the rehearsal runs one worker process per rank, each needing about "
+                 "0.54 GiB of memory, and this machine has 4.0 GiB available (at most --tensor-parallel-size 7)"),
+    (2, 0.5 * GiB, "--tensor-parallel-size 2: the rehearsal runs one worker process per rank, each needing about "
+                   "0.54 GiB of memory, and this machine has 0.5 GiB available (at most --tensor-parallel-size 1)"),
+    (65, 1000 * GiB, "--tensor-parallel-size 65: the rehearsal runs one worker process per rank, each needing about "
+                     "0.54 GiB of memory, and this machine has 1000.0 GiB available (at most --tensor-parallel-size 64)"),
 ])
-def test_a_size_that_cannot_run_here_is_refused_before_the_target_is_asked(
-        monkeypatch: pytest.MonkeyPatch, size: int, cpus: int, message: str) -> None:
+def test_a_size_the_memory_cannot_hold_is_refused_before_the_target_is_asked(
+        monkeypatch: pytest.MonkeyPatch, size: int, memory: float, message: str) -> None:
     with pytest.raises(UsageError) as e:
-        _run(monkeypatch, PASSED, cpus=cpus, tensor_parallel_size=size)
+        _run(monkeypatch, PASSED, memory=memory, tensor_parallel_size=size)
     assert str(e.value) == message
+
+
+def test_the_available_memory_is_the_machine_s_own() -> None:
+    """Read from /proc/meminfo's MemAvailable, as `free` reports it (the independent reference)."""
+    import subprocess
+
+    free = subprocess.run(["free", "-b"], capture_output=True, text=True, check=True).stdout.splitlines()
+    available = float(free[1].split()[6])
+    got = topology.available_memory()
+    assert got is not None and abs(got - available) < 0.05 * available  # the two reads are moments apart
 
 
 GENERATOR_WITH_PP = '''
@@ -119,31 +139,37 @@ def _model(tmp_path: Path, family: str, index_bytes: float | None = None) -> Pat
     return folder
 
 
-@pytest.mark.parametrize(("family", "index", "cpus", "expected"), [
-    ("llama", None, 2, (1, None)),  # 8B in bfloat16: one GPU
-    ("deepseek", None, 2, (2, "your model's weights, about 1,405 GB, need tensor parallel size 8 or more on 80 GB "
-                              "GPUs; this machine's 2 CPUs run 2")),
-    ("llama", 200e9, 2, (2, "your model's weights, about 200 GB, need tensor parallel size 4 on 80 GB GPUs; this "
-                            "machine's 2 CPUs run 2")),
-    ("llama", 100e9, 2, (2, "your model's weights, about 100 GB, need tensor parallel size 2 on 80 GB GPUs")),
-    ("llama", 200e9, 1, (1, "your model's weights, about 200 GB, need tensor parallel size 4 on 80 GB GPUs; this "
-                            "machine has 1 CPU: rehearsed at 1, where no rank logic is tested")),
+@pytest.mark.parametrize(("family", "index", "memory", "expected"), [
+    ("llama", None, 20 * GiB, (1, None)),  # 8B in bfloat16: one GPU
+    # Its real size, 8 processes on this 2-CPU machine.
+    ("deepseek", None, 20 * GiB, (8, "your model's weights, about 1,405 GB, need tensor parallel size 8 or more on "
+                                     "80 GB GPUs")),
+    ("kimi-k2.5", None, 20 * GiB, (8, "your model's weights, about 2,083 GB, need tensor parallel size 8 or more on "
+                                 "80 GB GPUs")),
+    ("llama", 200e9, 20 * GiB, (4, "your model's weights, about 200 GB, need tensor parallel size 4 on 80 GB GPUs")),
+    # 3.2 GiB hold 5 processes: the largest power of two below, as a model's GPUs come.
+    ("deepseek", None, 3.2 * GiB, (4, "your model's weights, about 1,405 GB, need tensor parallel size 8 or more on "
+                                      "80 GB GPUs; this machine's 3.2 GiB of available memory runs 4")),
+    ("llama", 200e9, 0.5 * GiB, (1, "your model's weights, about 200 GB, need tensor parallel size 4 on 80 GB GPUs; "
+                                    "this machine's 0.5 GiB of available memory runs one worker process: rehearsed "
+                                    "at 1, where no rank logic is tested")),
 ])
 def test_by_default_the_size_the_model_needs_capped_by_this_machine_with_the_reason(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, family: str, index: float | None, cpus: int,
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, family: str, index: float | None, memory: float,
         expected: tuple[int, str | None]) -> None:
     folder = _model(tmp_path, family, index)
-    _, asked = _run(monkeypatch, PASSED, cpus=cpus, model=str(folder))
+    _, asked = _run(monkeypatch, PASSED, memory=memory, model=str(folder))
     assert _asked(asked[0]) == (expected[0], 1, expected[1])
-    _, asked = _run(monkeypatch, PASSED, cpus=cpus, model=str(folder), tensor_parallel_size=1)
+    _, asked = _run(monkeypatch, PASSED, memory=memory, model=str(folder), tensor_parallel_size=1)
     assert _asked(asked[0]) == (1, 1, None)  # given: what runs, no reason to give
 
 
 def test_the_reason_for_the_size_is_in_the_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
-    why = "your model's weights, about 1,405 GB, need tensor parallel size 8 or more on 80 GB GPUs; this machine's 2 CPUs run 2"
-    out, _ = _run(monkeypatch, {**PASSED, "topology": {"tensor_parallel_size": 2, "pipeline_parallel_size": 1,
+    why = ("your model's weights, about 1,405 GB, need tensor parallel size 8 or more on 80 GB GPUs; this machine's "
+           "3.2 GiB of available memory runs 4")
+    out, _ = _run(monkeypatch, {**PASSED, "topology": {"tensor_parallel_size": 4, "pipeline_parallel_size": 1,
                                                        "reason": why}})
-    assert out.text == HEAD + f"; at tensor parallel size 2, pipeline parallel 1 ({why})" + TAIL
+    assert out.text == HEAD + f"; at tensor parallel size 4, pipeline parallel 1 ({why})" + TAIL
 
 
 WORLD = {"tensor_parallel_size": 2, "pipeline_parallel_size": 1, "reason": None}

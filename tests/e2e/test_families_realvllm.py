@@ -25,7 +25,7 @@ PRESETS = {name: families.preset(name)[1] for name in families.presets()}
 
 
 # Each run names tensor parallel size 1: not given, a --model too large for one GPU (DeepSeek-V3,
-# Kimi-K2.5, Mistral-Large-3) rehearses at the size its weights need, capped by the CPUs (2 here).
+# Kimi-K2.5, Mistral-Large-3) rehearses at the size its weights need, not capped by the CPUs (8 here: slow).
 # What a family does across ranks is test_topology_realvllm.py's; here it is the family alone.
 TP1 = ("--tensor-parallel-size", "1")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import realdata
-from conftest import DEFAULT_MODEL, GENERATOR, PARITY_PASSED, WORKER, Sandbox, real_sandbox, run_on_tty
+from conftest import DEFAULT_MODEL, EDITS, GENERATOR, PARITY_PASSED, WORKER, Sandbox, real_sandbox, run_on_tty
 
 from vllm_shim_patch.commands.context import Context
 from vllm_shim_patch.settings import Settings
@@ -103,7 +103,8 @@ def test_apply_rehearses_and_the_patched_package_passes(real: Sandbox) -> None:
 # Every self-check of a run, in order: the stand-ins against what they replace, then the check itself.
 SELF_CHECKS = [
     # The platform (0.16's Platform has no current_device or manual_seed_all to check against).
-    "kernel_warmup stand-in vs kernel_warmup", "platform stand-in set_device vs Platform.set_device",
+    "kernel_warmup stand-in vs kernel_warmup", "get_cpu_memory stand-in vs get_cpu_memory",
+    "platform stand-in set_device vs Platform.set_device",
     "platform stand-in is_pin_memory_available vs Platform.is_pin_memory_available",
     "StandInAttentionImpl.__init__ vs AttentionImpl.__init__", "StandInAttentionImpl.forward vs AttentionImpl.forward",
     "mla_forward_impl vs MLAAttention.forward_impl", "mla_forward_impl vs MLAAttention.__init__",
@@ -200,13 +201,14 @@ def test_no_rehearse_skips_it(real: Sandbox) -> None:
     assert r.stdout.strip().endswith("verification passed: 2 imports ok, 22 calls bind (live); rehearsal not run (--no-rehearse)")
     # Where vLLM is installed, a patch never rehearsed is no health-check pass (issue 38).
     assert real.run("status").stdout.startswith(
-        "patched (not rehearsed: --no-rehearse): speculators 0.3.0 for vLLM 0.16, guarded by live signatures")
+        "patched (not rehearsed: --no-rehearse): speculators 0.3.0 for vLLM 0.16 (installed 0.16.0), guarded by "
+        "static signatures")
     check = real.run("--vllm-version", "0.16", "--check")
     assert (check.returncode, check.stdout) == (1, (
-        "speculators 0.3.0 is patched for vLLM 0.16 (22 edits in place) but not rehearsed (--no-rehearse): "
+        f"speculators 0.3.0 is patched for vLLM 0.16 ({EDITS} edits in place) but not rehearsed (--no-rehearse): "
         "run patch-speculators rehearse, or pass --allow-unrehearsed to accept it\n"))
     allowed = real.run("--vllm-version", "0.16", "--check", "--allow-unrehearsed")
-    assert (allowed.returncode, allowed.stdout) == (0, "speculators 0.3.0 is patched for vLLM 0.16 (22 edits in place)\n")
+    assert (allowed.returncode, allowed.stdout) == (0, f"speculators 0.3.0 is patched for vLLM 0.16 ({EDITS} edits in place)\n")
 
 
 @pytest.mark.parametrize("version", realdata.SPECULATORS[1:])

@@ -77,3 +77,22 @@ def test_a_patch_is_reused_only_within_its_series(recorded: str, now: str, same:
     from vllm_shim_patch.commands.patched_wheel import same_series
 
     assert same_series(recorded, Version(now)) is same
+
+
+def test_a_wheel_of_another_rule_selection_has_another_name() -> None:
+    """Issue 40, item 10: a wheel built with --skip (or an opt-in option) is never named as the
+    full-rules wheel, so it cannot replace it in a folder nor be installed for it."""
+    import hashlib
+
+    def h(*names: str) -> str:
+        return "h" + hashlib.sha256(",".join(sorted(names)).encode()).hexdigest()[:8]
+
+    full = naming.local_version("0.3.0", "0.16")
+    skip = naming.local_version("0.3.0", "0.16", skipped=("worker-no-eagle3-gate",))
+    both = naming.local_version("0.3.0", "0.16", skipped=("b", "a"), options=("trust-remote-code",))
+    assert skip == f"0.3.0+vsp.vllm0.16.skip.{h('worker-no-eagle3-gate')}"
+    assert both == f"0.3.0+vsp.vllm0.16.skip.{h('a', 'b')}.opt.{h('trust-remote-code')}"
+    assert len({full, skip, both, naming.local_version("0.3.0", "0.16", skipped=("a",))}) == 4
+    assert naming.wheel_file_name("speculators", skip, ["py3-none-any"]) != naming.wheel_file_name(
+        "speculators", full, ["py3-none-any"])
+    assert naming.parse_local(skip) == naming.parse_local(both) == ("0.3.0", "0.16")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -102,7 +103,9 @@ def test_the_wheel_installs_everywhere_and_check_recognises_it(
         box = _fresh(tmp_path, kind)
         command = ([*install, str(box.python), "install", "--quiet", "--no-deps", str(built)] if kind == "pip"
                    else [*install, str(box.python), "--quiet", "--no-deps", str(built)])
-        subprocess.run(command, check=True, capture_output=True)
+        # An isolated uv cache: uv links its cache's copy into the venv, so the hand edit below
+        # would be written into the user's cache (and installed by every later run).
+        subprocess.run(command, check=True, capture_output=True, env={**os.environ, **_isolated(tmp_path / kind)})
         assert _record_verifies(box) == [], kind
         for path in data["files"]:
             assert (box.site / path).read_bytes() == patched[path], (kind, path)
@@ -127,6 +130,18 @@ def test_the_wheel_installs_everywhere_and_check_recognises_it(
         assert [f["path"] for f in shown["files"]] == data["files"], kind
         status = json.loads(box.run("status", "--json").stdout)
         assert (status["state"], status["wheel"]["series"], status["files"]) == ("patched", "0.16", []), kind
+        if kind == "pip":
+            # Issue 40, item 4: a dry run here diffs against what is installed (the wheel's patch),
+            # never against the originals: with a rule left out, the diff takes its edit back and
+            # `patch -p1` applies it to the box as it is.
+            rule = data["rules"][0]
+            dry = box.run(*src, "--vllm-version", "0.16", "--dry-run", "--skip", rule)
+            assert dry.returncode == 0 and dry.stdout.startswith("--- a/"), (dry.stdout, dry.stderr)
+            assert dry.stderr.splitlines()[-1].startswith(
+                "the diff is against the files installed from the patched wheel for vLLM 0.16 ("), dry.stderr
+            fits = subprocess.run(["patch", "-p1", "--dry-run", "-d", str(box.site)], input=dry.stdout, text=True,
+                                  capture_output=True)
+            assert fits.returncode == 0, fits.stdout + fits.stderr
         # A hand edit after the install: drift, from the RECORD the installer wrote.
         (box.site / WORKER).write_bytes((box.site / WORKER).read_bytes() + b"# edited by hand\n")
         drift = box.run("--check", "--vllm-version", "0.16")
@@ -136,6 +151,19 @@ def test_the_wheel_installs_everywhere_and_check_recognises_it(
                f"'speculators=={release}+vsp.vllm0.16'\n"), kind
         assert box.run("status").stdout == (f"drifted: {who}, {wheel_words}; 1 file differs from its RECORD (edited "
                                             f"after the install?): {WORKER}\n"), kind
+        # Issue 40, item 2: a wheel install keeps no overlay, so rollback would lose the edit:
+        # refused, naming the file, the edit left in place; reinstalling the wheel lets it run.
+        edited = (box.site / WORKER).read_bytes()
+        refused = box.run("rollback")
+        assert (refused.returncode, refused.stdout) == (
+            1, f"{who} has edits the rollback would lose: 1 file differs from the RECORD of the patched wheel it "
+               f"was installed from ({WORKER}), and a wheel install keeps no overlay to save it in; copy it away, "
+               f"then reinstall the wheel (pip install --force-reinstall --no-deps 'speculators=={release}+vsp."
+               f"vllm0.16') and run rollback again; nothing was changed\n"), kind
+        assert (box.site / WORKER).read_bytes() == edited, kind
+        # With pip from the wheel file (uv may link its cache's copy in: the hand edit went there too).
+        subprocess.run([sys.executable, "-m", "pip", "--python", str(box.python), "install", "--quiet", "--no-deps",
+                        "--force-reinstall", str(built)], check=True, capture_output=True)
         # The release as published comes back, RECORD-exact, from the originals the wheel keeps.
         back = box.run("rollback")
         assert back.returncode == 0, (kind, back.stdout, back.stderr)
@@ -229,10 +257,18 @@ def test_all_series_builds_what_it_has_sources_for_and_names_the_rest(
     sources = tmp_path / "sources"
     sources.mkdir()
     (sources / "vllm-0.16.0").symlink_to(reference_vllm_source)
+    # Issue 40, item 8: one source whose version is no version costs nothing but itself, named.
+    evil = sources / "evil"
+    (evil / "vllm").mkdir(parents=True)
+    (evil / "vllm" / "__init__.py").write_text("")
+    (evil / "vllm-0.0.0.dist-info").mkdir()
+    (evil / "vllm-0.0.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: ../../../etc\n")
     r = sandbox.run("wheel", "--all-series", "--vllm-sources", str(sources), "--wheel", str(speculators_wheel),
                     "-o", str(tmp_path / "all"), "--json")
     assert r.returncode == 1, r.stderr
     data = json.loads(r.stdout)
+    assert data["sources_ignored"] == [{"path": str(evil),
+                                        "why": "the version it carries, '../../../etc', is not a version"}]
     assert [w["name"] for w in data["wheels"]] == ["speculators-0.3.0+vsp.vllm0.16-py3-none-any.whl"]
     assert data["wheels"][0]["matrix"].endswith("records speculators 0.3.0 on vLLM 0.16.0: apply and rehearsal "
                                                 "(the parity workload) passed, rollback RECORD-exact")
@@ -247,3 +283,22 @@ def test_all_series_builds_what_it_has_sources_for_and_names_the_rest(
     assert sandbox.run("wheel", "--all-series", "-o", str(tmp_path / "x")).stderr == (
         "patch-speculators: error: --all-series needs --vllm-sources DIR: a folder with one vLLM source folder or "
         "wheel per release to build for (the installed vLLM's own series needs none)\n")
+
+
+def test_wheel_out_whose_wheel_name_is_a_folder_is_refused_before_anything_is_written(
+        tmp_path: Path, sandbox: Sandbox, reference_vllm_source: Path, speculators_wheel: Path) -> None:
+    """Issue 40, item 3: the wheel could not be renamed into place, so apply must not patch first
+    (it wrote and committed, then said "nothing was written")."""
+    src = ["--vllm-source", str(reference_vllm_source)]
+    out = tmp_path / "fleet"
+    taken = out / "speculators-0.3.0+vsp.vllm0.16-py3-none-any.whl"
+    (taken / "inside").mkdir(parents=True)
+    before = sandbox.snapshot()
+    r = sandbox.run(*src, "--vllm-version", "0.16", "--wheel-out", str(out), "--wheel", str(speculators_wheel),
+                    "--json")
+    message = (f"--wheel-out {out}: {taken} is a folder, where the wheel would be written: move it away and run "
+               f"again; nothing was written")
+    assert (r.returncode, r.stderr) == (2, f"patch-speculators: error: {message}\n")
+    assert json.loads(r.stdout) == {"ok": False, "error": message, "kind": "UsageError"}
+    assert sandbox.snapshot() == before
+    assert not sandbox.state.exists() or not list(sandbox.state.glob("*/git"))

@@ -160,3 +160,16 @@ def test_a_311_target_refuses_pep695_and_nothing_is_written(tmp_path: Path, whee
     assert r.returncode == 1
     assert r.stdout.strip() == f"nothing written: {GENERATOR}: {reason}"
     assert sb.snapshot() == before
+
+
+@pytest.mark.parametrize("signum", ["INT", "TERM"])
+def test_a_check_that_dies_of_an_interrupt_is_an_interrupt(tmp_path: Path, signum: str) -> None:
+    """Ctrl-C reaches the whole foreground group, so the check may die of it before the tool sees
+    its own: an interrupt ("interrupted", exit 130, at the CLI), not "could not check ... (exit -2)".
+    The target is a stand-in interpreter that kills itself with the signal, as Python does after
+    an uncaught KeyboardInterrupt."""
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\nkill -{signum} $$\n")
+    python.chmod(0o755)
+    with pytest.raises(KeyboardInterrupt):
+        compile_in_target(_target(str(python)), [_changed("pkg/a.py", b"x = 2\n")])

@@ -275,6 +275,65 @@ def test_the_folder_keeps_the_newest_entries(tmp_path: Path) -> None:
     assert cache.get(f"{plancache.KEEP + 2:064x}", {"a.py": b"a", "b.py": b""}) is None  # other files
 
 
+def test_the_cache_is_made_private_whatever_the_umask(tmp_path: Path) -> None:
+    cache = PlanCache(tmp_path / "home" / "cache")
+    result = FileResult("a.py", FileStatus.UNCHANGED, b"a", b"a", ())
+    old = os.umask(0)
+    try:
+        cache.put("0" * 64, [result])
+    finally:
+        os.umask(old)
+    modes = {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777)
+             for p in (tmp_path / "home", cache.root, cache.folder, *cache.folder.iterdir())}
+    assert modes == {"home": "0o700", "home/cache": "0o700", "home/cache/plans": "0o700",
+                     f"home/cache/plans/{'0' * 64}.json": "0o600"}
+    assert cache.get("0" * 64, {"a.py": b"a"}) == [result]
+
+
+@pytest.mark.parametrize("how", ["group-writable entry", "world-writable folder", "another user's entry",
+                                 "a link"])
+def test_an_entry_others_could_write_is_ignored_and_said(
+        tmp_path: Path, generator: bytes, planned: Planned, how: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An entry another user could have written is never read (it could make `--check` say an
+    unpatched release is patched): planned anew, and said in one line."""
+    pack, target, kept, fresh = planned
+    shutil.copytree(kept, tmp_path / "cache")
+    cache, files = PlanCache(tmp_path / "cache"), {GENERATOR: generator}
+    (entry,) = cache.folder.glob("*.json")
+    data = json.loads(entry.read_text())
+    data["results"][0]["sites"][0][6] = "forged"
+    entry.write_text(json.dumps(data))
+    key = plan_key(target=target, rules=pack.rules, version=Version("0.16"), signatures=None, kind=None,
+                   facts=None, declined=frozenset(), files=files)
+    assert key is not None and cache.get(key, files) is not None  # the forged entry, trusted as it is
+    if how == "group-writable entry":
+        entry.chmod(0o660)
+        said = f"entry {entry} is ignored: it is writable by other users (mode 0660) (remove it: rm {entry})"
+    elif how == "world-writable folder":
+        cache.folder.chmod(0o777)
+        said = (f"at {cache.root} is ignored: {cache.folder} is writable by other users (mode 0777) "
+                f"(remove it: rm -r {cache.root})")
+    elif how == "another user's entry":
+        if os.geteuid() == 0:
+            os.chown(entry, 4242, 4242)
+        else:  # a stand-in for a second account: the tool told it runs as another uid
+            real = os.geteuid()
+            monkeypatch.setattr(os, "geteuid", lambda: real + 1)
+        said = (f"entry {entry} is ignored: it is owned by uid {entry.stat().st_uid} (you run as uid "
+                f"{os.geteuid()}) (remove it: rm {entry})")
+    else:
+        elsewhere = tmp_path / "elsewhere.json"
+        entry.rename(elsewhere)
+        entry.symlink_to(elsewhere)
+        said = None  # a link is not a file this tool wrote: not followed, nothing to say
+    capsys.readouterr()
+    assert cache.get(key, files) is None
+    assert make_plan(target, pack, "0.16", files=files, cache=cache, reuse=True).results == fresh.results
+    err = capsys.readouterr().err.splitlines()
+    assert err == ([] if said is None else [f"vllm-shim-patch: the plan cache {said}"])
+
+
 # ------------------------------------------------------------------ the CLI, real data
 
 
@@ -335,3 +394,21 @@ def test_an_audit_after_a_dry_run_starts_warm_and_an_edit_plans_anew(sandbox: Sa
     before = [(u["path"], u["line"], u["callee"]) for u in json.loads(warm.stdout)["uses"]]
     after = [(u["path"], u["line"], u["callee"]) for u in json.loads(edited.stdout)["uses"]]
     assert after == [(p, line + (p == GENERATOR), c) for p, line, c in before]
+
+
+@pytest.mark.slow
+def test_a_forged_entry_of_ones_own_never_makes_check_say_patched(sandbox: Sandbox, tmp_path: Path) -> None:
+    """Even an entry the owner's checks cannot tell from a real one (this user's, 0600) is not all
+    `--check` rests on: a cached "patched" that the overlay did not record is planned again."""
+    env = {"VSP_CACHE_DIR": str(tmp_path / "cache")}
+    dry = sandbox.run("--vllm-version", "0.16", "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    (entry,) = (tmp_path / "cache" / "plans").glob("*.json")
+    data = json.loads(entry.read_text())
+    assert any(r["after"] is not None for r in data["results"])
+    for result in data["results"]:
+        result["after"] = None  # "the rules write what is installed": the unpatched release
+    entry.write_text(json.dumps(data))
+    checked = sandbox.run("--vllm-version", "0.16", "--check", env=env)
+    assert checked.returncode == 1, checked.stdout + checked.stderr[-2000:]
+    assert "is patched" not in checked.stdout and "not patched" in checked.stdout

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 from packaging.version import Version
 
+import tree
 from vllm_shim_patch.cli import main
 from vllm_shim_patch.errors import RuleError
 from vllm_shim_patch.rules import Example, OldSignature, Rule
@@ -62,6 +63,10 @@ CORPUS: dict[str, tuple[int | None, str | None, str]] = {
                                                    "version specifier like '>=5'"),
     "guard-requires-not-a-distribution.yaml": (8, "bad-distribution", "'guard: requires' 'transformers>=5' is "
                                                                       "not a distribution name like transformers"),
+    "guard-reason-bad-name.yaml": (8, "bad-reason-name", "'guard: lacks' 'gpu_model_runner' is not a fully "
+                                                         "qualified name like vllm.module.Class.name"),
+    "guard-reason-empty.yaml": (8, "empty-reason", "'guard: defines' reason for 'vllm.v1.worker.gpu_model_runner' "
+                                                   "must be a non-empty value"),
     "bad-symptom.yaml": (7, "bad-symptom", "'symptoms' entry 'unexpected keyword (argument' is not a regular "
                                            "expression (missing ), unterminated subpattern at position 19)"),
     "add-not-an-expression.yaml": (
@@ -361,47 +366,9 @@ def test_good_file_loads_to_frozen_rules() -> None:
 
 def test_bundled_pack_loads() -> None:
     pack = load_pack()
-    gen = "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.generate"
-    assert [(r.id, str(r.since), r.operations, r.target) for r in pack.rules] == [
-        # speculators-data.yaml, speculators-families.yaml, then speculators-vllm.yaml (files in name order)
-        ("worker-request-tracking", "0.10.0", ("codemod",),
-         "in speculators.data_generation.custom_worker:HiddenStatesWorkerExtension"),
-        ("generator-abort-completed", "0.10.0", ("codemod",), gen),
-        ("generator-results-by-request", "0.10.0", ("codemod",), gen),
-        ("generator-flush-finished", "0.10.0", ("codemod",), gen),
-        ("generator-results-in-input-order", "0.10.0", ("codemod",), gen),
-        ("worker-no-eagle3-gate", "0.10.0", ("codemod",),
-         "in speculators.data_generation.custom_worker:HiddenStatesWorkerExtension._setup_hidden_states_capture"),
-        ("worker-language-model-stack", "0.10.0", ("codemod",),
-         "in speculators.data_generation.custom_worker:HiddenStatesWorkerExtension._setup_hidden_states_capture"),
-        ("worker-capture-hooks", "0.10.0", ("codemod",), "in speculators.data_generation.custom_worker"),
-        ("tokenizer-trust-remote-code", "0.10.0", ("codemod",),
-         "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.__init__"),
-        ("pydantic-rebuild-torch-namespace", "0.24.0", ("codemod",),
-         "in speculators.utils.pydantic_utils:ReloadableBaseModel.reload_schema"),
-        ("eagle-attention-mask-fallback", "0.24.0", ("codemod",), "in speculators.models.eagle"),
-        ("kv-cache-config-drop-specs", "0.12.0", ("drop",), "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups"),
-        ("scheduler-add-block-size", "0.11.1", ("add",), "vllm.v1.core.sched.scheduler.Scheduler"),
-        ("request-drop-eos-token-id", "0.17.0", ("drop",), "vllm.v1.request.Request"),
-        ("scheduler-config-add-is-encoder-decoder", "0.12.0", ("add",), "vllm.config.SchedulerConfig"),
-        ("cache-config-no-prefix-caching", "0.12.0", ("pin",), "vllm.config.CacheConfig"),
-        ("llama-model-embed-input-ids", "0.11.1", ("method",),
-         "in speculators.data_generation.custom_worker:_patched_forward"),
-        ("executor-sample-tokens", "0.11.1", ("codemod",),
-         "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.generate"),
-        ("collective-rpc-single-reply", "0.11.1", ("codemod",),
-         "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.generate"),
-        ("get-kv-cache-config-from-groups-move", "0.33.0", ("move",),
-         "vllm.v1.core.kv_cache_utils.get_kv_cache_config_from_groups"),
-        ("get-kv-cache-groups-uniform-spec-move", "0.33.0", ("move",),
-         "vllm.v1.core.kv_cache_utils._get_kv_cache_groups_uniform_spec"),
-        ("unify-hybrid-kv-cache-specs-move", "0.33.0", ("move",),
-         "vllm.v1.core.kv_cache_utils.unify_hybrid_kv_cache_specs"),
-        ("kv-cache-resolve-layout", "0.33.0", ("codemod",),
-         "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.__init__"),
-        ("generator-v1-runner", "0.25.1", ("codemod",),
-         "in speculators.data_generation.vllm_hidden_states_generator:VllmHiddenStatesGenerator.__init__"),
-    ]
+    rows = tree.rules()
+    # Files in name order, each rule in file order, as the source tree holds them.
+    assert [(r.id, str(r.since), r.operations, r.target) for r in pack.rules] == rows
     # A move is guarded by what it implies: the old module lacks the name, the new one has it.
     move = next(r for r in pack.rules if r.id == "get-kv-cache-config-from-groups-move")
     assert (move.guard.defines, move.guard.lacks) == (
@@ -419,3 +386,21 @@ def test_scoped_rules_carry_their_guards() -> None:
         defines=("vllm.v1.executor.multiproc_executor.MultiprocExecutor.sample_tokens",))
     assert pack.by_id("collective-rpc-single-reply").guard == Guard(
         accepts=(("vllm.v1.executor.multiproc_executor.MultiprocExecutor.collective_rpc", "kv_output_aggregator"),))
+
+
+def test_a_guard_name_may_carry_the_sentence_its_failing_means() -> None:
+    """generator-v1-runner: V1's module gone reads "V1 gone", not "V1 the only runner"; the
+    reasons keep the rule's order, and a plain list beside them has none."""
+    pack = load_pack()
+    v1 = "vllm.v1.worker.gpu_model_runner"
+    assert pack.by_id("generator-v1-runner").guard == Guard(
+        defines=(v1, "vllm.config.VllmConfig.use_v2_model_runner"),
+        reasons=((v1, "Model Runner V1 is gone (no vllm.v1.worker.gpu_model_runner): the worker runs on Model "
+                      "Runner V2 (worker-v2-forward-batch)"),
+                 ("vllm.config.VllmConfig.use_v2_model_runner",
+                  "Model Runner V1 is its only runner (VllmConfig does not define use_v2_model_runner)")))
+    assert pack.by_id("worker-v2-forward-batch").guard == Guard(
+        defines=("vllm.v1.worker.gpu.model_runner.GPUModelRunner.prepare_inputs",),
+        lacks=(v1,),
+        reasons=((v1, "the worker still runs on Model Runner V1 (vllm.v1.worker.gpu_model_runner is there), whose "
+                      "input_batch it reads (generator-v1-runner keeps it on V1)"),))

@@ -185,3 +185,75 @@ def test_default_cache_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
     assert cachemod.default_cache_dir() is None
     (tmp_path / "home").mkdir()
     assert cachemod.default_cache_dir() == tmp_path / "home" / ".cache" / "vllm-shim-patch"
+
+
+# -- the cache is private: another user's entry, or one others can write, is never read ---------
+
+
+def _made_by_another_user(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`path` owned by someone else: chown where we are root, else the tool told it runs as
+    another uid (a stand-in for a second account, which a test cannot make)."""
+    if os.geteuid() == 0:
+        os.chown(path, 4242, 4242)
+    else:
+        real = os.geteuid()
+        monkeypatch.setattr(os, "geteuid", lambda: real + 1)
+
+
+def _forge(cache: Path) -> None:
+    path = _cache_file(cache)
+    data = json.loads(path.read_bytes())
+    data["tables"]["signatures"]["vllm.funcs.plain"] = {"params": [], "origin": "forged"}
+    path.write_text(json.dumps(data))
+
+
+def test_the_cache_is_made_private_whatever_the_umask(tree: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "home" / "cache"
+    old = os.umask(0)
+    try:
+        StaticSignatures(tree, cache_dir=cache).get("vllm.funcs.plain")
+    finally:
+        os.umask(old)
+    modes = {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777)
+             for p in (tmp_path / "home", cache, cache / "signatures", _cache_file(cache))}
+    assert modes == {"home": "0o700", "home/cache": "0o700", "home/cache/signatures": "0o700",
+                     f"home/cache/signatures/{_cache_file(cache).name}": "0o600"}
+
+
+@pytest.mark.parametrize("how", ["group-writable entry", "world-writable folder", "another user's entry"])
+def test_an_entry_others_could_write_is_ignored_and_said(
+        tree: Path, tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    cache = tmp_path / "cache"
+    StaticSignatures(tree, cache_dir=cache).get("vllm.funcs.plain")
+    _forge(cache)
+    entry = _cache_file(cache)
+    capsys.readouterr()
+    if how == "group-writable entry":
+        entry.chmod(0o620)
+        said = f"entry {entry} is ignored: it is writable by other users (mode 0620) (remove it: rm {entry})"
+    elif how == "world-writable folder":
+        (cache / "signatures").chmod(0o777)
+        said = (f"at {cache} is ignored: {cache / 'signatures'} is writable by other users (mode 0777) "
+                f"(remove it: rm -r {cache})")
+    else:
+        _made_by_another_user(entry, monkeypatch)
+        said = (f"entry {entry} is ignored: it is owned by uid {entry.stat().st_uid} (you run as uid "
+                f"{os.geteuid()}) (remove it: rm {entry})")
+    again = StaticSignatures(tree, cache_dir=cache)
+    assert render(again.get("vllm.funcs.plain")) == "a, b=, *, c, d="  # read from the source
+    assert again.parsed_modules
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"vllm-shim-patch: the signature cache {said}"]
+
+
+def test_verification_reads_the_source_not_the_cache(tree: Path, tmp_path: Path) -> None:
+    """A forged answer of this user's own cache may steer a guard; the binding that verifies the
+    write re-reads the source (`fresh`), so it cannot pass what it steered."""
+    cache = tmp_path / "cache"
+    StaticSignatures(tree, cache_dir=cache).get("vllm.funcs.plain")
+    _forge(cache)
+    src = StaticSignatures(tree, cache_dir=cache)
+    assert src.get_many(["vllm.funcs.plain"])["vllm.funcs.plain"].origin == "forged"  # the guard's read
+    fresh = src.get_many(["vllm.funcs.plain"], fresh=True)["vllm.funcs.plain"]
+    assert render(fresh) == "a, b=, *, c, d=" and fresh.origin != "forged"
+    assert StaticSignatures(tree, cache_dir=cache).get("vllm.funcs.plain").origin != "forged"  # stored anew

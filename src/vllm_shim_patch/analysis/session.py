@@ -7,6 +7,7 @@ seconds; asked together they cost one import.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -44,11 +45,16 @@ def run_session(target: Target, *, modules: list[str] | None = None, callees: li
     }
     timeout = IMPORT_SECONDS + (float(rehearse["timeout"]) if rehearse else 0.0)
     # A neutral working folder: nothing in the user's cwd may shadow a module of the target.
-    with tempfile.TemporaryDirectory(prefix="vsp-session-") as cwd:
+    with tempfile.TemporaryDirectory(prefix="vsp-session-", ignore_cleanup_errors=True) as cwd:
+        # The target's temp folder is inside ours (the rehearsal's vsp-rehearse-*, torch's files):
+        # a target killed when the tool is interrupted cannot remove its own, so ours takes them.
+        tmp = os.path.join(cwd, "tmp")
+        os.mkdir(tmp)
+        env = {**os.environ, "TMPDIR": tmp}
         try:
             # Its own process group, killed when it ends: the rehearsal's worker processes with it.
             proc = run_remote(target.python, "session.py", stdin=json.dumps(request), timeout=timeout, cwd=cwd,
-                              own_group=True)
+                              env=env, own_group=True)
         except Exception as exc:
             raise VerifyError(f"the checks in the target could not run: {exc}") from None
     answer = json_answer(proc)

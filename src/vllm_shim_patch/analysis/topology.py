@@ -1,17 +1,16 @@
 """The topology the rehearsal runs: how many tensor parallel ranks (one worker process each) and
 pipeline stages, chosen before anything is written.
 
-Given (`--tensor-parallel-size`), it is checked against what this machine and the rehearsal can
-run; not given, it is what the user's model needs where `--model` says (its weights against one
-GPU), capped by what this machine runs, with the reason in the verdict; else 1. A size that
+Given (`--tensor-parallel-size`), it is checked against this machine's memory (one worker process
+a rank; a machine with fewer CPUs than ranks runs them all, slower); not given, it is what the
+user's model needs where `--model` says (its weights against one GPU), capped only by that
+memory, with the reason in the verdict; else 1. A size that
 cannot run is refused with one line (exit 2), never oversubscribed or skipped silently.
 """
 
 from __future__ import annotations
 
 import ast
-import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,15 @@ GPU_BYTES = 80e9 * 0.9
 GPU_WORDS = "80 GB GPUs"
 # The most ranks one node has (beyond it a model spans nodes: still "8" here, the rank logic is the same).
 NODE_GPUS = 8
+GiB = 1024**3
+# What one rank's worker process needs: measured on vLLM 0.16.0, Kimi-K2.5's preset at tensor parallel
+# size 8, the parity workload (the ranks forked from the rehearsal's process): the machine's memory in
+# use rose by 2.2 GB at most, the rehearsal's own process counted in, about MEASURED a rank; twice
+# that, for a larger model or another release.
+MEASURED = 0.27 * GiB
+RANK_BYTES = 2 * MEASURED
+# Beyond any node (NODE_GPUS) a model spans nodes; the rehearsal's ranks stay on this machine.
+MOST_RANKS = 64
 GENERATOR = "speculators/data_generation/vllm_hidden_states_generator.py"
 
 
@@ -37,31 +45,34 @@ class Topology:
                 "pipeline_parallel_size": self.pipeline_parallel_size, "topology_reason": self.reason}
 
 
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity, where the system says)."""
+def available_memory() -> float | None:
+    """The memory this machine has available now, in bytes (MemAvailable), or None where the
+    system does not say."""
     try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        for line in Path("/proc/meminfo").read_text(encoding="ascii").splitlines():
+            if line.startswith("MemAvailable:"):
+                return float(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def choose(tensor_parallel: int | None, pipeline_parallel: int | None, model: dict[str, Any],
-           site: Path | None, speculators: str, heads: int, cpus: int | None = None) -> Topology:
+           site: Path | None, speculators: str, memory: float | None = None) -> Topology:
     """The topology to rehearse: `model` is `rehearse.model_request`'s answer; `site` the folder
     the installed speculators is in (its generator says whether it takes a pipeline size);
-    `heads` the attention heads of the rehearsal's tiny model (the ranks must share them)."""
-    cpus = usable_cpus() if cpus is None else cpus
+    `memory` what this machine has available (bytes; None: not known, nothing refused for it).
+    The tiny model is widened for the ranks (`families.common.for_ranks`) and the worker
+    processes share the CPUs however few, so memory is the one limit."""
+    memory = available_memory() if memory is None else memory
+    most = _largest(memory)
     if pipeline_parallel is not None and pipeline_parallel > 1:
         raise UsageError(_no_pipeline(pipeline_parallel, site, speculators))
     if tensor_parallel is not None:
-        if tensor_parallel > cpus:
+        if tensor_parallel > most:
             raise UsageError(f"--tensor-parallel-size {tensor_parallel}: the rehearsal runs one worker process per "
-                             f"rank, and this machine has {cpus} CPUs (at most --tensor-parallel-size "
-                             f"{_largest(cpus, heads)})")
-        if heads % tensor_parallel:
-            raise UsageError(f"--tensor-parallel-size {tensor_parallel}: the rehearsal's tiny model has {heads} "
-                             f"attention heads, which {tensor_parallel} ranks cannot share (give "
-                             f"{', '.join(str(n) for n in range(1, heads + 1) if heads % n == 0)})")
+                             f"rank, each needing about {RANK_BYTES / GiB:g} GiB of memory, and this machine has "
+                             f"{_gib(memory)} GiB available (at most --tensor-parallel-size {most})")
         return Topology(tensor_parallel)
     if not model.get("model"):
         return Topology()
@@ -71,19 +82,31 @@ def choose(tensor_parallel: int | None, pipeline_parallel: int | None, model: di
     needed = needed_size(weights)
     if needed == 1:
         return Topology()
-    size = min(needed, _largest(cpus, heads))
+    size = min(needed, _power_of_two(most))
     how = (f"your model's weights, about {weights / 1e9:,.0f} GB, need tensor parallel size "
            f"{needed if needed < NODE_GPUS else f'{NODE_GPUS} or more'} on {GPU_WORDS}")
     if size == needed:
         return Topology(size, reason=how)
     if size == 1:
-        return Topology(1, reason=f"{how}; this machine has 1 CPU: rehearsed at 1, where no rank logic is tested")
-    return Topology(size, reason=f"{how}; this machine's {cpus} CPUs run {size}")
+        return Topology(1, reason=f"{how}; this machine's {_gib(memory)} GiB of available memory runs one worker "
+                                  "process: rehearsed at 1, where no rank logic is tested")
+    return Topology(size, reason=f"{how}; this machine's {_gib(memory)} GiB of available memory runs {size}")
 
 
-def _largest(cpus: int, heads: int) -> int:
-    """The largest size this machine runs that the tiny model's heads divide into."""
-    return max(n for n in range(1, max(1, min(cpus, heads)) + 1) if heads % n == 0)
+def _gib(memory: float | None) -> str:
+    return f"{(memory or 0) / GiB:.1f}"
+
+
+def _power_of_two(n: int) -> int:
+    """The largest power of two up to `n` (the sizes a model's GPUs come in)."""
+    return 1 << (n.bit_length() - 1)
+
+
+def _largest(memory: float | None) -> int:
+    """The most worker processes `memory` holds (no limit where it is not known)."""
+    if memory is None:
+        return MOST_RANKS
+    return max(1, min(MOST_RANKS, int(memory // RANK_BYTES)))
 
 
 def needed_size(weights: float) -> int:
@@ -124,18 +147,18 @@ def _takes_pipeline(site: Path | None) -> bool:
 def model_bytes(path: Path) -> float | None:
     """The model's weights in bytes: a checkpoint's index says (`metadata.total_size`); else an
     estimate from its config (parameters by architecture, times the bytes of its dtype)."""
+    from ..errors import UsageError
+    from .modelconfig import read_config, read_index
+
     folder = path if path.is_dir() else path.parent
-    index = folder / "model.safetensors.index.json"
+    index = read_index(folder)
+    metadata = index.get("metadata") if isinstance(index, dict) else None
+    total = metadata.get("total_size") if isinstance(metadata, dict) else None
+    if isinstance(total, (int, float)) and not isinstance(total, bool) and total > 0:
+        return float(total)
     try:
-        total = json.loads(index.read_text(encoding="utf-8")).get("metadata", {}).get("total_size")
-        if isinstance(total, (int, float)) and total > 0:
-            return float(total)
-    except (OSError, ValueError, AttributeError):
-        pass
-    config_path = path / "config.json" if path.is_dir() else path
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        _, _, config = read_config(str(path))
+    except UsageError:
         return None
     return estimate_bytes(config) if isinstance(config, dict) else None
 

@@ -63,7 +63,7 @@ def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
         check_wheel(opts.wheel, ctx.target)  # missing, or another release's: exit 2 before the lock
     # A --model the rehearsal cannot build, a topology it cannot run: exit 2 now.
     topology(ctx.settings.tensor_parallel_size, ctx.settings.pipeline_parallel_size,
-             model_request(ctx.settings.model, ctx.settings.arch), ctx.target)
+             model_request(ctx.settings.model, ctx.settings.arch, None if opts.no_rehearse else ctx.log), ctx.target)
     ov = ctx.files.overlay
     with ov.locked(opts.wait), settled_on_failure(ov, ctx.target, ctx.files.tracked, ctx.log):
         recover(ov, ctx.target, ctx.files.tracked, ctx.log)

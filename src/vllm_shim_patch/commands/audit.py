@@ -21,7 +21,7 @@ def audit(ctx: Context, opts: AuditOptions) -> Outcome:
     from dataclasses import replace
 
     from ..analysis.audit import Checker, audit_plan
-    from ..analysis.calls import Unscanned, scan_imports, scan_uses
+    from ..analysis.calls import Unscanned, scan_imports, scan_uses, worker_extensions
     from ..analysis.packages import PackageChecker, audit_packages
     from ..analysis.packages import request as package_request
     from ..report import audit as report
@@ -48,10 +48,12 @@ def audit(ctx: Context, opts: AuditOptions) -> Outcome:
             # Edited since (by hand, or by older rules): which rule fixes which line is not known.
             pending.append(r if now == r.before else replace(r, sites=()))
     unscanned: dict[str, str] = {}
+    # The classes vLLM mixes into its Worker, as installed and as the rules leave them.
+    extensions = worker_extensions([*installed.values(), *(r.after for r in pending)])
 
     def read(data: bytes, path: str, imports: bool = False) -> list[Any]:
         try:
-            return scan_imports(data, path, skip) if imports else scan_uses(data, path)
+            return scan_imports(data, path, skip) if imports else scan_uses(data, path, extensions=extensions)
         except Unscanned as exc:
             # What it could not read, it cannot vouch for: said, and exit 1 (a human reads it).
             unscanned.setdefault(path, exc.reason)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from ..kinds import Action
 from ..report import check as text
@@ -10,6 +11,9 @@ from ..settings import ApplyOptions
 from . import preflight
 from .context import Context, Outcome
 from .pending import desired_files, pending_writes, unrecorded_with_rules
+
+if TYPE_CHECKING:
+    from ..rewrite.plan import Plan
 
 # The sites that leave work for a human: apply cannot make the package run there.
 _FOR_A_HUMAN = (Action.NEEDS_HUMAN, Action.NOTICE)
@@ -35,10 +39,19 @@ def check(ctx: Context, opts: ApplyOptions) -> Outcome:
 
 def check_plan(ctx: Context, opts: ApplyOptions) -> Outcome:
     """The plan from the original bytes against what is installed (the body of `check`)."""
+    plan = ctx.plan(reuse=True)  # writes nothing: the plan cache may answer
+    outcome = _verdict(ctx, plan)
+    if outcome.ok and plan.cached and not _recorded(ctx, plan):
+        # A cache hit is never all "patched" rests on: unless the overlay recorded these very
+        # bytes as apply's (an engine run: apply never reads the cache), the engine plans again.
+        outcome = _verdict(ctx, ctx.plan())
+    return outcome
+
+
+def _verdict(ctx: Context, plan: Plan) -> Outcome:
     from ..analysis.bytecode import beside
     from ..report.plan import problem_lines, site_line
 
-    plan = ctx.plan(reuse=True)  # writes nothing: the plan cache may answer
     missing = ctx.files.missing()
     pending = sorted(set(pending_writes(ctx, desired_files(plan, ctx.files.originals()))) - set(missing))
     human = [site_line(s) for s in plan.sites if s.action in _FOR_A_HUMAN] + problem_lines(plan)
@@ -97,3 +110,14 @@ def _not_rehearsed(ctx: Context) -> str | None:
             hash_file(ctx.target.location / p) != state.head.get(p) for p in ctx.files.tracked):
         return "no rehearsal on record"
     return unrehearsed(state.data["trailers"])
+
+
+def _recorded(ctx: Context, plan: Plan) -> bool:
+    """Whether the overlay's last state holds, for every file planned, the bytes the (cached) plan
+    says the rules write: apply wrote and recorded them from a plan the engine made."""
+    overlay = ctx.files.overlay
+    head = overlay.head_commit()
+    if head is None:
+        return False
+    recorded = overlay.tree_files(head, [r.path for r in plan.results])
+    return all(recorded.get(r.path) == r.after for r in plan.results)

@@ -29,8 +29,32 @@ def diff(ctx: Context, opts: DiffOptions) -> Outcome:
     if plan.changed and not pending:
         return Outcome("", {**data, "already_patched": True}, code,
                        notes=(*notes, already_patched(ctx.who, plan)), diff=True)
+    from ..fleet.installed import find
+
+    wheel = find(ctx.target)
+    if wheel is not None:
+        # Installed from a patched wheel: the plan is made from the originals the wheel keeps, but
+        # what is on disk is the wheel's patch; a diff from the originals would not apply to it.
+        from ..report.wheel import diff_on_wheel
+
+        installed = ctx.files.installed()
+        desired = desired_files(plan, ctx.files.originals())
+        text = _against(installed, {p: desired[p] for p in pending})
+        return Outcome(text, {**data, "already_patched": False, "against": "installed"}, code,
+                       notes=(*notes, summary(plan), diff_on_wheel(ctx.who, wheel, pending)), diff=True)
     return Outcome(render_diff(plan), {**data, "already_patched": False}, code, notes=(*notes, summary(plan)),
                    diff=True)
+
+
+def _against(installed: dict[str, bytes], desired: dict[str, bytes]) -> str:
+    """The diff from what is installed to `desired`, file by file (no rules on its hunks: they
+    record no plan of these bytes)."""
+    from ..kinds import FileStatus
+    from ..report.diff import file_diff
+    from ..rewrite.results import FileResult
+
+    return "".join(file_diff(FileResult(p, FileStatus.CHANGED, installed.get(p, b""), data))
+                   for p, data in sorted(desired.items()))
 
 
 def _installed(ctx: Context) -> Outcome:

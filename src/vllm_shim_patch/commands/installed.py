@@ -50,7 +50,9 @@ def check(ctx: Context, wheel: InstalledWheel, replan: Callable[[], Outcome]) ->
     planned = replan()
     data = {**planned.data, **data, "replanned": True, "ok": planned.ok}
     if not planned.ok:
-        return Outcome(text.check_replanned(who, wheel, str(vllm), planned.text.splitlines()[-1]), data, 1)
+        # The plain check's own advice (run apply) is refused on this box: its reason alone.
+        reason = planned.text.splitlines()[-1].split("; run patch-speculators")[0]
+        return Outcome(text.check_replanned(who, wheel, str(vllm), reason), data, 1)
     against = (f"the installed vLLM {target.vllm_version}" if target.vllm_location is not None
                else f"the vLLM source {ctx.settings.vllm_source} ({source})")
     return Outcome(text.check_patched(who, wheel, vllm, against), data, 0)
@@ -77,11 +79,25 @@ def rollback(ctx: Context, opts: RollbackOptions, wheel: InstalledWheel) -> Outc
                          f"states; rollback reinstalls {wheel.provenance.package} {wheel.provenance.release}")
     p = wheel.provenance
     data: dict[str, Any] = {"changed": False, "to": f"{p.package}=={p.release}", "wheel": describe(wheel)}
+    drift = wheel.drift(ctx.target)
+    if drift:
+        # On an overlay install the edits are kept as `local`; here nothing could keep them.
+        return Outcome(text.rollback_drifted(ctx.who, wheel, drift), {**data, "drift": drift}, 1)
     try:
         files = wheel.original_files(ctx.target)
         with tempfile.TemporaryDirectory(prefix="vsp-rollback-") as tmp:
             path, requirement = scratch.write_original(files, Path(tmp))
-            scratch.pip_install(ctx.target.python, path.parent, requirement, force=True)
+            try:
+                scratch.pip_install(ctx.target.python, path.parent, requirement, force=True)
+            except TargetError as exc:
+                # pip may have written part of it (the release installed, its `~name` stash left):
+                # what is there now is said, never "nothing was written".
+                why = str(exc).removesuffix("; nothing was written")
+                now = probe(ctx.settings.python, ctx.settings.package)
+                stash = sorted(e.name for e in now.location.iterdir() if e.name.startswith("~"))
+                data.update(installed=f"{now.package} {now.version}", left_by_pip=stash)
+                return Outcome(text.rollback_pip_failed(ctx.who, wheel, why, now.version, str(now.location), stash),
+                               data, 1)
     except TargetError as exc:
         return Outcome(text.rollback_by_hand(ctx.who, wheel, str(exc)), data, 1)
     after = probe(ctx.settings.python, ctx.settings.package)

@@ -118,6 +118,33 @@ def patched_here(ctx: Context) -> dict[str, str] | None:
     return trailers
 
 
+def _series(ctx: Context) -> str:
+    """The vLLM series the wheel is for: --vllm-version's, else that of the vLLM the guards read."""
+    from ..fleet import naming
+
+    _, kind = ctx.vllm.guard
+    source = ctx.vllm.source_version
+    built_for = "" if kind is None else (source[1] or "") if source else (ctx.target.vllm_version or "")
+    if ctx.settings.vllm_version:
+        return naming.series_of(ctx.settings.vllm_version)
+    return naming.major_minor(built_for or str(_version(ctx)))
+
+
+def check_slot(ctx: Context, folder: Path, original: OriginalWheel, option: str, given: str | None) -> None:
+    """Refuse (exit 2, before anything is written) an output folder where the wheel's name is taken
+    by a folder: the wheel could not be renamed into place after the patch was written."""
+    from ..fleet import naming
+    from ..fleet.build import Original
+
+    o = Original.read(original.files)
+    version = naming.local_version(o.release, _series(ctx), tuple(ctx.rules.skipped),
+                                   tuple(sorted(ctx.settings.rule_options)))
+    path = folder / naming.wheel_file_name(o.name, version, o.tags)
+    if path.is_dir() and not path.is_symlink():
+        raise UsageError(f"{option} {given or '.'}: {path} is a folder, where the wheel would be written: move "
+                         f"it away and run again; nothing was written")
+
+
 def _version(ctx: Context) -> Version:
     """The vLLM version the rules are for in this run (a contradiction refused, exit 2)."""
     return preflight.check_version(ctx.settings.vllm_version, ctx.target, ctx.vllm.source_version)
@@ -139,7 +166,7 @@ def same_series(recorded: str, now: Version) -> bool:
 
 def build_here(ctx: Context, trailers: dict[str, str], original: OriginalWheel) -> Built:
     """The wheel of the patch the target holds, once `--check` says it is what the rules plan."""
-    from ..fleet import build, facts, naming, rehearsed
+    from ..fleet import build, facts, rehearsed
     from ..fleet.digest import rules_digest
     from .check import check
 
@@ -151,9 +178,7 @@ def build_here(ctx: Context, trailers: dict[str, str], original: OriginalWheel) 
     _, kind = ctx.vllm.guard
     source = ctx.vllm.source_version
     built_for = "" if kind is None else (source[1] or "") if source else (target.vllm_version or "")
-    version = str(_version(ctx))
-    series = naming.series_of(settings.vllm_version) if settings.vllm_version else \
-        naming.major_minor(built_for or version)
+    series = _series(ctx)
     record = {e.path: e.hash for e in target.record if e.hash}
     ov = ctx.files.overlay
     changed = sorted(p for p in ctx.files.tracked if p in record and hash_file(target.location / p) != record[p])
@@ -197,7 +222,9 @@ def prepare_out(ctx: Context, opts: ApplyOptions) -> WheelOut:
     folder = output_folder(opts.wheel_out, "--wheel-out")
     ctx.load()
     preflight.refuse_patched_wheel(ctx.target, "apply")
-    return WheelOut(folder, find_original(ctx, opts))
+    original = find_original(ctx, opts)
+    check_slot(ctx, folder, original, "--wheel-out", opts.wheel_out)
+    return WheelOut(folder, original)
 
 
 def write_out(ctx: Context, out: WheelOut, outcome: Outcome) -> Outcome:
@@ -211,9 +238,12 @@ def write_out(ctx: Context, out: WheelOut, outcome: Outcome) -> Outcome:
         if trailers is None:
             raise Refused(f"{ctx.who} holds no recorded patch after apply: no wheel written")
         done = save(out.folder, build_here(ctx, trailers, out.original), "the patch applied here", out.original)
-    except Refused as exc:
-        return replace(outcome, data={**outcome.data, "wheel": None, "error": str(exc)}, exit_code=1,
-                       notes=(*outcome.notes, str(exc)))
+    except (Refused, TargetError) as exc:
+        # The patch is written and recorded by now: the line says so, never "nothing was written".
+        why = str(exc).removesuffix("; nothing was written").removesuffix(": no wheel written")
+        line = f"no wheel written: {why}; the patch itself is applied and recorded ({ctx.who})"
+        return replace(outcome, data={**outcome.data, "wheel": None, "error": line}, exit_code=1,
+                       notes=(*outcome.notes, line))
     for note in (text.written(str(done.path), done.built, done.source), *notes(done.built)):
         ctx.log(note)
     return replace(outcome, data={**outcome.data, "wheel": done.as_dict()})

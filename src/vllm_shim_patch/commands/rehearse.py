@@ -13,7 +13,7 @@ def rehearse(ctx: Context, opts: RehearseOptions) -> Outcome:
     from ..report.apply import rehearsed
     from ..report.rehearse import headline, lines
 
-    model = model_request(ctx.settings.model, ctx.settings.arch)
+    model = model_request(ctx.settings.model, ctx.settings.arch, ctx.log)
     target = ctx.target
     check_can_run(target)
     world = topology(ctx.settings.tensor_parallel_size, ctx.settings.pipeline_parallel_size, model, target)
@@ -30,5 +30,13 @@ def rehearse(ctx: Context, opts: RehearseOptions) -> Outcome:
                            rules=ctx.rules.full.rules, options=ctx.settings.rule_options)
     code = 0 if result.passed else 1 if result.failed else 2
     text = rehearsed(lines(result, verbose=verbose), ctx.who, target.vllm_version, headline(result))
-    return Outcome(text, {"ok": result.passed, "package": ctx.who, "vllm": target.vllm_version,
-                          **result.as_dict()}, code)
+    data = {"ok": result.passed, "package": ctx.who, "vllm": target.vllm_version, **result.as_dict()}
+    if code == 2:
+        # Exit 2 under --json always carries `error` and `kind` (README: exit codes).
+        data.update(error=text.splitlines()[-1], kind=_KINDS.get(str(answer.get("outcome")), "RehearsalError"))
+    return Outcome(text, data, code)
+
+
+# The `kind` of a rehearsal that could not give a verdict, by its outcome.
+_KINDS = {"timeout": "RehearsalTimeout", "cannot_rehearse": "CannotRehearse", "no_model_class": "NoModelClass",
+          "error": "RehearsalError"}

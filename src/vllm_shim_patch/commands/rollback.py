@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import OverlayError
+from ..errors import OverlayError, UsageError
 from ..fsutil import hash_file, record_hash
 from ..report import apply as text
 from ..words import listing
@@ -19,6 +19,10 @@ def rollback(ctx: Context, opts: RollbackOptions) -> Outcome:
     from ..overlay.baseline import check_original, record_mismatches
     from ..overlay.recovery import recover, settled_on_failure
 
+    if opts.to is not None and not opts.to.strip():
+        # `--to "$REF"` with the variable unset: never the original by default.
+        raise UsageError("--to is empty: give a state (a commit or tag: see `patch-speculators log`), or leave "
+                         "out --to to roll back to the original; nothing was changed")
     wheel = find(ctx.target)
     if wheel is not None:
         from .installed import rollback as wheel_rollback

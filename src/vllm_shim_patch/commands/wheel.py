@@ -98,8 +98,12 @@ def _scratch(ctx: Context, original: OriginalWheel, *, rehearse: bool, see_targe
         return build_here(inner, trailers, original), how
 
 
-def _sources(folder: str) -> dict[str, str]:
-    """The vLLM sources in `folder` (source folders or wheels), by the version each carries."""
+def _sources(folder: str) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """The vLLM sources in `folder` (source folders or wheels), by the version each carries; and
+    the ones whose version is no version (`../../../etc`), each with why: left out and named, so
+    one bad source costs its own series at most, never every series."""
+    from packaging.version import InvalidVersion, Version
+
     from ..versions import source_version
 
     root = Path(folder)
@@ -107,11 +111,18 @@ def _sources(folder: str) -> dict[str, str]:
         raise UsageError(f"--vllm-sources {folder}: not a folder (give one holding a vLLM source folder or "
                          f"wheel per release)")
     found: dict[str, str] = {}
+    ignored: list[tuple[str, str]] = []
     for entry in sorted(root.iterdir()):
         version = source_version(entry) if entry.is_dir() or entry.suffix == ".whl" else None
-        if version is not None:
-            found.setdefault(version, str(entry))
-    return found
+        if version is None:
+            continue
+        try:
+            Version(version)
+        except InvalidVersion:
+            ignored.append((str(entry), f"the version it carries, {version!r}, is not a version"))
+            continue
+        found.setdefault(version, str(entry))
+    return found, ignored
 
 
 def _all_series(ctx: Context, opts: WheelOptions, folder: Path) -> Outcome:
@@ -126,7 +137,7 @@ def _all_series(ctx: Context, opts: WheelOptions, folder: Path) -> Outcome:
     if not opts.vllm_sources:
         raise UsageError("--all-series needs --vllm-sources DIR: a folder with one vLLM source folder or wheel per "
                          "release to build for (the installed vLLM's own series needs none)")
-    sources = _sources(opts.vllm_sources)
+    sources, ignored = _sources(opts.vllm_sources)
     ctx.start_probe()
     preflight.check_package(ctx.settings.package, ctx.rules.pack)  # each series' own context loads the rest
     preflight.refuse_patched_wheel(ctx.target, "wheel")
@@ -157,7 +168,9 @@ def _all_series(ctx: Context, opts: WheelOptions, folder: Path) -> Outcome:
             missing.append((series, str(exc)))
     for w in done:
         ctx.log(text.written(str(w.path), w.built, w.source))
-    lines = [text.not_built(s, why) for s, why in missing] + [text.all_series(len(done), len(missing))]
+    lines = ([text.source_ignored(p, why) for p, why in ignored] + [text.not_built(s, why) for s, why in missing]
+             + [text.all_series(len(done), len(missing))])
     return Outcome("\n".join(lines), {"ok": not missing, "wheels": [w.as_dict() for w in done],
-                                      "not_built": [{"series": s, "why": why} for s, why in missing]},
+                                      "not_built": [{"series": s, "why": why} for s, why in missing],
+                                      "sources_ignored": [{"path": p, "why": why} for p, why in ignored]},
                    0 if not missing else 1)

@@ -134,7 +134,7 @@ def build(files: Mapping[str, bytes], patched: Mapping[str, bytes], facts: Facts
                              f"are of different releases")
         if files[path] == data:
             raise UsageError(f"{path} is listed as patched but holds the original bytes")
-    version = naming.local_version(original.release, facts.series)
+    version = naming.local_version(original.release, facts.series, facts.skipped, facts.options)
     dist_info = naming.dist_info_name(original.name, version)
     text = files[f"{original.dist_info}/METADATA"].decode("utf-8")
     requires = metadata.parse(text).values("Requires-Dist")

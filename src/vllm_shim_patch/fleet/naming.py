@@ -17,7 +17,10 @@ from ..errors import UsageError
 
 # The local version label's first part: `0.3.0+vsp.vllm0.16` is this tool's build of 0.3.0.
 LOCAL_PREFIX = "vsp"
-_SERIES_LABEL = re.compile(rf"^{LOCAL_PREFIX}\.vllm(\d+(?:\.\d+)+)$")
+# A wheel of another rule selection than the full one (`--skip`/`--only`, opt-in options) says so
+# in its version, so it never shares the full-rules wheel's name (nor replaces it in a folder, nor
+# is taken for it by pip): `.skip.<digest>` of the rules left out, `.opt.<digest>` of the options.
+_SERIES_LABEL = re.compile(rf"^{LOCAL_PREFIX}\.vllm(\d+(?:\.\d+)+)(?:\.skip\.[0-9a-z]+)?(?:\.opt\.[0-9a-z]+)?$")
 
 
 def series_of(version: str | Version, what: str = "--vllm-version") -> str:
@@ -39,13 +42,27 @@ def major_minor(version: str) -> str:
     return ".".join(str(n) for n in Version(version).release[:2])
 
 
-def local_version(version: str, series: str) -> str:
-    """`0.3.0` for series `0.16` -> `0.3.0+vsp.vllm0.16` (PEP 440 normalized)."""
+def local_version(version: str, series: str, skipped: tuple[str, ...] = (), options: tuple[str, ...] = ()) -> str:
+    """`0.3.0` for series `0.16` -> `0.3.0+vsp.vllm0.16` (PEP 440 normalized); with rules left out
+    (`skipped`) or opt-in `options`, `0.3.0+vsp.vllm0.16.skip.h1f0c2a9e.opt.h77b1d3c0`: a digest of
+    each, so two selections never share a name."""
     parsed = Version(version)
     if parsed.local is not None:
         raise UsageError(f"{version} already carries a local version label (+{parsed.local}): a patched "
                          f"wheel is built from the release as published, not from another build of it")
-    return str(Version(f"{parsed.public}+{LOCAL_PREFIX}.vllm{series}"))
+    label = f"{LOCAL_PREFIX}.vllm{series}"
+    for word, names in (("skip", skipped), ("opt", options)):
+        if names:
+            label += f".{word}.{_digest(names)}"
+    return str(Version(f"{parsed.public}+{label}"))
+
+
+def _digest(names: tuple[str, ...]) -> str:
+    """8 hex digits of the sorted names after an `h`: a segment of digits alone would be read as a
+    number by PEP 440 (its leading zeros dropped)."""
+    import hashlib
+
+    return "h" + hashlib.sha256(",".join(sorted(set(names))).encode()).hexdigest()[:8]
 
 
 def parse_local(version: str) -> tuple[str, str] | None:

@@ -10,6 +10,7 @@ own. Needs `python -m venv` in the target interpreter and pip in the tool's (`pi
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -22,10 +23,19 @@ from .build import Original
 _TIMEOUT_S = 300
 
 
-def _run(command: list[str], what: str) -> str:
+def _run(command: list[str], what: str, tmp: Path | None = None) -> str:
+    """Run `command` in a process group of its own, killed whole when it ends (an interrupt of
+    ours included: `pip --python` runs a second pip under the target's interpreter, which would
+    go on writing into our temp folder after we removed it). `tmp`: the command's temp folder
+    (pip's `pip-*` folders), one of ours that is removed with it."""
+    from ..target import run_grouped
+
+    env = dict(os.environ)
+    if tmp is not None:
+        tmp.mkdir(parents=True, exist_ok=True)
+        env["TMPDIR"] = str(tmp)
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=_TIMEOUT_S, check=False,
-                              stdin=subprocess.DEVNULL)
+        proc = run_grouped(command, stdin=None, timeout=_TIMEOUT_S, cwd=None, env=env)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise TargetError(f"cannot {what}: {exc}; nothing was written") from None
     if proc.returncode != 0:
@@ -47,12 +57,13 @@ def write_original(files: Mapping[str, bytes], folder: Path) -> tuple[Path, str]
 
 def pip_install(python: str, wheels: Path, requirement: str, *, force: bool = False) -> None:
     """Install `requirement` from the folder `wheels` alone (no index, no dependencies): pip writes
-    RECORD, and no direct_url.json (`pip freeze` says `name==version`, not a file path)."""
+    RECORD, and no direct_url.json (`pip freeze` says `name==version`, not a file path). `wheels` is
+    a temp folder of ours: pip's own temp folders go inside it."""
     command = [sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-deps", "--no-index",
                "--no-cache-dir", "--disable-pip-version-check", "--find-links", str(wheels), requirement]
     if force:
         command.insert(command.index("--no-deps"), "--force-reinstall")
-    _run(command, f"install {requirement} with pip into {python}")
+    _run(command, f"install {requirement} with pip into {python}", tmp=wheels / ".tmp")
 
 
 _PATH_SCRIPT = """

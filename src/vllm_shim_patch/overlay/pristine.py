@@ -163,21 +163,8 @@ def _cached(target: Target) -> Iterator[tuple[str, _Reader]]:
                 return _exact(target, paths, read)
 
             yield f"the uv cache ({root})", read_folder
-    if pip is not None and (pip / "http-v2").is_dir():
-        # pip >= 23.3 keeps each response's body as is in a `.body` file: a wheel's is the wheel.
-        for n, body in enumerate(sorted((pip / "http-v2").rglob("*.body"))):
-            if n >= _HTTP_BODIES_MAX:
-                break
-            try:
-                with body.open("rb") as f:
-                    if f.read(4) != _ZIP_MAGIC:
-                        continue
-                with zipfile.ZipFile(body) as zf:
-                    if f"{info}/RECORD" not in zf.namelist():
-                        continue
-            except (OSError, zipfile.BadZipFile, EOFError):
-                continue
-            yield f"the pip cache ({body})", _zip_reader(body, target)
+    for body in _http_bodies(pip, info):
+        yield f"the pip cache ({body})", _zip_reader(body, target)
 
 
 def _download(target: Target, folder: str, log: Log) -> tuple[Path | None, str]:
@@ -188,9 +175,16 @@ def _download(target: Target, folder: str, log: Log) -> tuple[Path | None, str]:
                "--only-binary=:all:", "--retries", "0", "--timeout", "15", "-d", folder, spec]
     log(f"looking for the pristine {target.package} {target.version} on the package index (pip download "
         f"{spec}; --no-index skips it)")
+    # pip's own temp folders inside ours (`folder`, removed with it), and pip in a process group
+    # killed whole when it ends: pip killed by an interrupt cannot remove its own, and `pip
+    # --python` runs a second pip that would outlive the first.
+    from ..target import run_grouped
+
+    tmp = Path(folder) / ".tmp"
+    tmp.mkdir(exist_ok=True)
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=_INDEX_TIMEOUT_S, check=False,
-                              stdin=subprocess.DEVNULL)
+        proc = run_grouped(command, stdin=None, timeout=_INDEX_TIMEOUT_S, cwd=None,
+                           env={**os.environ, "TMPDIR": str(tmp)})
     except subprocess.TimeoutExpired:
         return None, f"the package index did not answer within {_INDEX_TIMEOUT_S} s"
     except OSError as exc:
@@ -314,20 +308,29 @@ def _candidates(target: Target) -> Iterator[tuple[str, Path, bool]]:
     if uv.is_dir():
         for folder in sorted(uv.glob(f"archive-v*/*/{info}")):
             yield f"the uv cache ({folder.parent})", folder.parent, True
-    if pip is not None and (pip / "http-v2").is_dir():
-        for n, body in enumerate(sorted((pip / "http-v2").rglob("*.body"))):
-            if n >= _HTTP_BODIES_MAX:
-                break
-            try:
-                with body.open("rb") as f:
-                    if f.read(4) != _ZIP_MAGIC:
-                        continue
-                with zipfile.ZipFile(body) as zf:
-                    if f"{info}/RECORD" not in zf.namelist():
-                        continue
-            except (OSError, zipfile.BadZipFile, EOFError):
-                continue
-            yield f"the pip cache ({body})", body, False
+    for body in _http_bodies(pip, info):
+        yield f"the pip cache ({body})", body, False
+
+
+def _http_bodies(pip: Path | None, info: str) -> Iterator[Path]:
+    """The wheels pip's HTTP cache holds for the dist-info `info` (pip >= 23.3 keeps each
+    response's body as is in a `.body` file: a wheel's is the wheel), at most _HTTP_BODIES_MAX
+    bodies looked at."""
+    if pip is None or not (pip / "http-v2").is_dir():
+        return
+    for n, body in enumerate(sorted((pip / "http-v2").rglob("*.body"))):
+        if n >= _HTTP_BODIES_MAX:
+            break
+        try:
+            with body.open("rb") as f:
+                if f.read(4) != _ZIP_MAGIC:
+                    continue
+            with zipfile.ZipFile(body) as zf:
+                if f"{info}/RECORD" not in zf.namelist():
+                    continue
+        except (OSError, zipfile.BadZipFile, EOFError):
+            continue
+        yield body
 
 
 def _read_whole(path: Path, folder: bool, target: Target) -> tuple[dict[str, bytes], str | None]:

@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 
 from ..errors import UntrustedOverlayError
+from ..fsutil import trust_fault
 from .layout import GIT_DIR
 
 
@@ -47,12 +48,13 @@ def check_trusted(overlay: Path) -> None:
 
 
 def _check_entry(overlay: Path, path: Path, st: os.stat_result) -> None:
-    me = os.geteuid()
-    if st.st_uid != me:
+    fault = trust_fault(st)
+    if fault == "owner":
+        me = os.geteuid()
         raise UntrustedOverlayError(
             f"the overlay {overlay} is not yours: {path} is owned by uid {st.st_uid}, you run as uid {me}; run "
             f"as its owner, or take it over (chown -R {me} {overlay}) and run again; nothing was changed")
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+    if fault == "writable":
         raise UntrustedOverlayError(
             f"the overlay {overlay} is writable by other users ({path} has mode {stat.S_IMODE(st.st_mode):04o}): "
             f"fix it (chmod -R go-w {overlay}) and run again; nothing was changed")

@@ -36,7 +36,15 @@ def unrehearsed(trailers: Mapping[str, str]) -> str | None:
     for prefix in ("could not run (", "not run ("):
         if raw.startswith(prefix) and raw.endswith(")"):
             return raw[len(prefix):-1]
-    return {"not run": "not run"}.get(raw, f"rehearsal {raw}")
+    if raw == "not run":
+        return raw
+    # Another outcome (cannot_rehearse, timeout...): the verdict's rehearsal part says it in words.
+    verdict = trailers.get("verify", "")
+    at = verdict.find("rehearsal ")
+    if at < 0:
+        return f"rehearsal {raw}"
+    words = verdict[at:]
+    return words.removeprefix("rehearsal could not run: ").removeprefix("rehearsal ")
 
 
 def patched(who: str, vllm: str, guard: str, when: str, rules: list[str], skipped: list[str] | None = None,

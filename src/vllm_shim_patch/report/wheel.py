@@ -29,6 +29,10 @@ def not_built(series: str, why: str) -> str:
     return f"not built: vLLM {series}: {why}"
 
 
+def source_ignored(path: str, why: str) -> str:
+    return f"not used: {path}: {why}"
+
+
 def all_series(written: int, missing: int) -> str:
     if not missing:
         return f"{plural(written, 'wheel')} written, one per series the compatibility matrix rehearsed"
@@ -65,6 +69,14 @@ def check_other_series(who: str, wheel: InstalledWheel, vllm: str, what: str) ->
             f"(patch-speculators wheel --vllm-version {vllm} on a box with it), or pin vllm=={p.series}.*")
 
 
+def diff_on_wheel(who: str, wheel: InstalledWheel, pending: list[str]) -> str:
+    p = wheel.provenance
+    return (f"the diff is against the files installed from the patched wheel for vLLM {p.series} "
+            f"({listing(pending)}); apply works on the release as published: roll back first (patch-speculators "
+            f"rollback), or build the wheel for this vLLM (patch-speculators wheel) where {p.package} "
+            f"{p.release} is installed as released")
+
+
 def check_replanned(who: str, wheel: InstalledWheel, vllm: str, reason: str) -> str:
     return (f"{who} was installed from the patched wheel for vLLM {wheel.provenance.series}, but for the vLLM "
             f"{vllm} here: {reason}; rebuild the wheel on a box with vLLM {vllm} (patch-speculators wheel)")
@@ -92,6 +104,24 @@ def rolled_back(who: str, wheel: InstalledWheel, checked: int) -> str:
     return (f"rolled back {who} to {p.package} {p.release} as released: reinstalled it (pip, --no-deps) from "
             f"the original wheel rebuilt from the originals the patched wheel keeps; sha256 equal to its RECORD "
             f"for all {checked} files")
+
+
+def rollback_drifted(who: str, wheel: InstalledWheel, files: list[str]) -> str:
+    p = wheel.provenance
+    n = len(files)
+    return (f"{who} has edits the rollback would lose: {plural(n, 'file')} {agree(n, 'differs', 'differ')} from "
+            f"the RECORD of the patched wheel it was installed from ({listing(files)}), and a wheel install keeps "
+            f"no overlay to save {agree(n, 'it', 'them')} in; copy {agree(n, 'it', 'them')} away, then reinstall "
+            f"the wheel (pip install --force-reinstall --no-deps '{p.package}=={p.version}') and run rollback "
+            f"again; nothing was changed")
+
+
+def rollback_pip_failed(who: str, wheel: InstalledWheel, why: str, now: str, site: str, stash: list[str]) -> str:
+    p = wheel.provenance
+    left = (f"; pip left {listing(stash)} in {site} (its stash of the files it replaced): remove "
+            f"{agree(len(stash), 'it', 'them')} once the install is settled" if stash else "")
+    return (f"{who}: pip failed while reinstalling {p.package} {p.release} ({why}); installed now: {p.package} "
+            f"{now}{left}; finish by hand: pip install --force-reinstall --no-deps '{p.package}==={p.release}'")
 
 
 def rollback_by_hand(who: str, wheel: InstalledWheel, why: str) -> str:

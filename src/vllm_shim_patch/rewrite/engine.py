@@ -416,14 +416,16 @@ def guard_decision(rule: Rule, engine: Engine) -> tuple[bool | None, str]:
     guard = rule.guard
     facts = engine.facts or {}
     signatures = engine.signatures or {}
+    reasons = dict(guard.reasons)
     answers: list[tuple[bool | None, str]] = []
     for name in guard.defines:
         owner, _, attr = name.rpartition(".")
-        answers.append((facts.get(name), f"{owner.rsplit('.', 1)[-1]} does not define {attr}"))
+        answers.append((facts.get(name), reasons.get(name, f"{owner.rsplit('.', 1)[-1]} does not define {attr}")))
     for name in guard.lacks:
         known = facts.get(name)
         owner, _, attr = name.rpartition(".")
-        answers.append((None if known is None else not known, f"{owner.rsplit('.', 1)[-1]} still defines {attr}"))
+        answers.append((None if known is None else not known,
+                        reasons.get(name, f"{owner.rsplit('.', 1)[-1]} still defines {attr}")))
     for callee, param in guard.accepts:
         sig = signatures.get(callee)
         answers.append((None if sig is None else sig.takes(param),
@@ -532,6 +534,7 @@ class _ScopedPass:
         change there is reported as not needed, and not written."""
         transform = factory(rule, scope, module)
         transform.signatures = self.engine.signatures or {}
+        transform.version = self.engine.version
         lazy = None
         try:
             with time_limit(self.engine.codemod_seconds):

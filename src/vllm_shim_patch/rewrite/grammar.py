@@ -12,6 +12,7 @@ import base64
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 from collections.abc import Sequence
 
@@ -52,6 +53,10 @@ class TargetGrammar:
             proc.wait()
             raise TargetError(f"interpreter {self.python!r} did not compile the rewritten files within "
                               f"{COMPILE_TIMEOUT:.0f}s; nothing written") from None
+        if proc.returncode in (-signal.SIGINT, -signal.SIGTERM):
+            # Ctrl-C reaches the whole foreground group: the check may die of it before the tool
+            # sees its own. An interrupt, said as one (cli.py), not a check that could not run.
+            raise KeyboardInterrupt
         try:
             answer = json.loads(stdout) if proc.returncode == 0 else None
             errors, python = dict(answer["errors"]), str(answer["python"])  # type: ignore[index]

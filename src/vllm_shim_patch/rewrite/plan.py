@@ -47,6 +47,7 @@ class Plan:
     signature_kind: SignatureKind | None  # None: unguarded
     rules: tuple[Rule, ...]
     results: tuple[FileResult, ...]
+    cached: bool = False  # read from the plan cache, not made by the engine in this run
 
     @property
     def changed(self) -> list[FileResult]:
@@ -111,7 +112,7 @@ def make_plan(
                        kind=signature_kind, facts=facts, declined=declined, files=files)
         cached = cache.get(key, files) if key is not None and reuse else None
         if cached is not None:
-            return Plan(target, version, note, signature_kind, pack.rules, tuple(cached))
+            return Plan(target, version, note, signature_kind, pack.rules, tuple(cached), cached=True)
     from .engine import Engine
     from .grammar import TargetGrammar
 

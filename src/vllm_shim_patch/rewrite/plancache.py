@@ -26,6 +26,11 @@ every command that plans writes it, so a dry run after an apply, or after anothe
 same files, starts warm. An entry that
 is unreadable, of another format, or for other files is ignored and planned anew, never trusted;
 a failed write only costs speed. The folder keeps the newest `KEEP` entries.
+
+What is in the cache decides what `--check` says, so it is private: its folders are made 0700 and
+its entries 0600 whatever the umask, and an entry (or a folder above it, up to the cache folder)
+that is another user's, writable by group or others, or a link is ignored and said so in one line
+(`fsutil.read_trusted`). Even so a hit is not all `--check` rests on (`commands/check.py`).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..fsutil import private_folder, read_trusted, trusted_folder
 from ..kinds import Action, FileStatus
 from .results import FileResult, Site
 
@@ -192,11 +198,14 @@ def _package_stamps(top: str) -> list[str]:
 
 class PlanCache:
     def __init__(self, cache_dir: Path):
+        self.root = cache_dir
         self.folder = cache_dir / "plans"
 
     @property
     def empty(self) -> bool:
-        """No plan stored yet (a first run): the engine will surely run."""
+        """No plan stored yet (a first run), or none to be trusted: the engine will surely run."""
+        if not trusted_folder(self.root, self.folder, _WHAT):
+            return True
         try:
             with os.scandir(self.folder) as entries:
                 return not any(e.name.endswith(".json") and not e.name.startswith(".") for e in entries)
@@ -204,8 +213,11 @@ class PlanCache:
             return True
 
     def get(self, key: str, files: Mapping[str, bytes]) -> list[FileResult] | None:
+        raw = read_trusted(self.root, self.folder / f"{key}.json", _WHAT)
+        if raw is None:
+            return None
         try:
-            data = json.loads((self.folder / f"{key}.json").read_bytes())
+            data = json.loads(raw)
             if data["format"] != FORMAT or data["key"] != key or sorted(data["files"]) != sorted(files):
                 return None
             return [_result(entry, files) for entry in data["results"]]
@@ -220,8 +232,10 @@ class PlanCache:
             "results": [_entry(r) for r in results],
         }
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{key}.")
+            private_folder(self.folder)
+            if not trusted_folder(self.root, self.folder, _WHAT):
+                return  # another user's folder, or one others can write: nothing of ours goes there
+            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{key}.")  # 0600
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as f:
                     f.write(json.dumps(data, separators=(",", ":")))  # the C encoder: dump() streams in Python
@@ -241,6 +255,9 @@ class PlanCache:
         for stale in [*entries[KEEP:], *abandoned]:
             with contextlib.suppress(OSError):
                 stale.unlink()
+
+
+_WHAT = "the plan cache"
 
 
 def _entry(r: FileResult) -> dict[str, Any]:

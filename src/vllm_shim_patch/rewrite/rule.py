@@ -45,10 +45,13 @@ class Guard:
     # (distribution, version specifier) the target's installed distribution must satisfy: for
     # breaks of the package's other dependencies (transformers 5), which vLLM's source cannot tell.
     requires: tuple[tuple[str, str], ...] = ()
+    # (name of a `defines`/`lacks` entry, the sentence that says what its failing means): where
+    # one absence reads two ways (V1 gone, or V1 the only runner), the rule says which.
+    reasons: tuple[tuple[str, str], ...] = ()
 
     def __add__(self, other: Guard) -> Guard:
         return Guard(self.defines + other.defines, self.lacks + other.lacks, self.accepts + other.accepts,
-                     self.requires + other.requires)
+                     self.requires + other.requires, self.reasons + other.reasons)
 
     def __bool__(self) -> bool:
         return bool(self.defines or self.lacks or self.accepts or self.requires)

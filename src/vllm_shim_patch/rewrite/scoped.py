@@ -85,10 +85,13 @@ class ScopedTransform(cst.CSTTransformer):
     `self.signatures` holds the installed vLLM's signatures the engine read (qualified name ->
     Signature, or None where unknown), the callees of the rule's `guard: accepts` among them: a
     codemod whose edit depends on a signature names its callee there and reads it here.
+    `self.version` is the vLLM version the plan is for (None: unknown), for an edit whose form
+    differs between releases where no signature can tell.
     """
 
     METADATA_DEPENDENCIES = (PositionProvider,)
     signatures: Mapping[str, Any] = {}  # set on each instance by the engine
+    version: Any = None  # packaging Version, set on each instance by the engine
     codemod_name: str | None = None  # set on a codemod's class when it is loaded
     region_only: bool = False
 

@@ -486,12 +486,27 @@ class NodeReader:
                     raise self.fail(value_node, f"'guard: requires' {dist}: {spec!r} is not a version "
                                                 "specifier like '>=5'") from None
                 requires.append((re.sub(r"[-_.]+", "-", dist).lower(), spec))
-        return Guard(
-            self.qualnames(entries["defines"][1], "'guard: defines'") if "defines" in entries else (),
-            self.qualnames(entries["lacks"][1], "'guard: lacks'") if "lacks" in entries else (),
-            tuple(accepts),
-            tuple(requires),
-        )
+        defines: tuple[str, ...] = ()
+        lacks: tuple[str, ...] = ()
+        reasons: list[tuple[str, str]] = []
+        if "defines" in entries:
+            defines = self.guard_names(entries["defines"][1], "'guard: defines'", reasons)
+        if "lacks" in entries:
+            lacks = self.guard_names(entries["lacks"][1], "'guard: lacks'", reasons)
+        return Guard(defines, lacks, tuple(accepts), tuple(requires), tuple(reasons))
+
+    def guard_names(self, node: Any, what: str, reasons: list[tuple[str, str]]) -> tuple[str, ...]:
+        """A `defines`/`lacks` list of names, or a mapping of each name to the sentence its failing
+        means (the "not needed" line says it instead of "C does not define x")."""
+        if not isinstance(node, self.yaml.MappingNode):
+            return self.qualnames(node, what)
+        out = []
+        for name, (key_node, value_node) in self.mapping(node, what).items():
+            if not QUALNAME_RE.fullmatch(name):
+                raise self.fail(key_node, f"{what} {name!r} is not a fully qualified name like vllm.module.Class.name")
+            out.append(name)
+            reasons.append((name, self.scalar(value_node, f"{what} reason for {name!r}").strip()))
+        return tuple(out)
 
     def signature(self, node: Any) -> OldSignature:
         text = self.string(node, "'signature'").strip()

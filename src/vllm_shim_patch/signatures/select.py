@@ -70,4 +70,4 @@ def binding_signatures(target: Target, callees: set[str], *, vllm_source: str | 
     source = guard_source(target, vllm_source)
     if source is None:
         return dict.fromkeys(callees), None, "no vLLM in the target and no --vllm-source: binding not checked"
-    return source.get_many(sorted(callees)), SignatureKind.STATIC, note
+    return source.get_many(sorted(callees), fresh=True), SignatureKind.STATIC, note

@@ -16,11 +16,33 @@ STOOD_IN = [
     "vllm.v1.worker.gpu_worker.kernel_warmup: nothing (it JIT-compiles and autotunes GPU kernels, "
     "DeepGEMM, FlashInfer, Triton block tables, and imports modules that need vLLM's CUDA ops; what the "
     "model computes does not depend on it); the warm-up's model run itself is real",
+    "vllm's get_cpu_memory (where CacheConfig checks its swap space against the host's memory, up to 0.33): "
+    "answers 2 TiB, a GPU node's host memory (the check asks for 4 GiB per tensor parallel rank, which this "
+    "machine need not have: vLLM's V1 engine allocates no swap space)",
     "torch.set_num_threads(1): the tiny model's arithmetic is cheaper than thread hand-offs",
     "while the model is built: current_platform.device_type 'cpu' and torch.cuda.current_device() the CPU "
     "(model code that places tensors there at construction: DeepSeek's YaRN rope cache on vLLM 0.12-0.22, "
     "Kimi-K2.5's vision tower on 0.15)",
 ]
+
+
+def refuse_platform():
+    """The stand-ins make vLLM's configs see a CUDA device: on a CUDA build the platform vLLM
+    resolved is CUDA's (a GPU machine) or none (UnspecifiedPlatform, device_type ""). A build for
+    another device resolved its own platform, whose checks take only its device (vLLM's
+    CpuPlatform.check_and_update_config asserts device_type "cpu"): the rehearsal cannot run there,
+    and says so before anything of speculators runs, never as speculators' failure."""
+    from vllm.platforms import current_platform
+
+    from .answer import CannotRehearse
+
+    kind = getattr(current_platform, "device_type", "") or ""
+    if kind not in ("", "cuda"):
+        name = type(current_platform).__name__
+        raise CannotRehearse(
+            f"the installed vLLM is a {kind.upper()} build ({name}): the rehearsal stands in a CUDA device "
+            f"for vLLM's GPU model runner, which {name} refuses (it takes device_type {kind!r} only); rehearse "
+            "against vLLM's CUDA build, where speculators runs on the GPU")
 
 
 def install():
@@ -36,6 +58,7 @@ def install():
     _no_pinned_memory()
     _no_sleep_allocator()
     _no_kernel_warmup()
+    _node_memory()
     free, total = 2 * 1024**3, 4 * 1024**3
     torch.cuda.mem_get_info = lambda device=None: (free, total)
     # speculators 0.4.0 asks torch.accelerator which device module to query.
@@ -110,6 +133,35 @@ def _no_kernel_warmup():
         gpu_worker.kernel_warmup = lambda worker, **options: None
 
 
+# What get_cpu_memory answers: the host memory of a GPU node (8 GPUs, 2 TiB).
+NODE_MEMORY = 2 * 1024**4
+
+
+def _node_memory():
+    """CacheConfig.verify_with_parallel_config refuses a swap space (4 GiB a rank by default) over
+    70% of the host's memory: at tensor parallel size 8 that is 32 GiB, a GPU node's trifle but more
+    than a small machine has. Every vLLM module holding the real get_cpu_memory gets the node's."""
+    import importlib
+    import sys
+
+    real = None
+    # vllm.utils.mem_utils from 0.13; vllm.utils itself before.
+    for home in ("vllm.utils.mem_utils", "vllm.utils"):
+        try:
+            real = getattr(importlib.import_module(home), "get_cpu_memory", None)
+        except ImportError:
+            continue
+        if real is not None:
+            break
+    if real is None:
+        return
+    importlib.import_module("vllm.config")  # the modules that ask, imported before they are looked for
+    _REAL.setdefault("get_cpu_memory", real)
+    for name, module in list(sys.modules.items()):
+        if name.startswith("vllm") and getattr(module, "get_cpu_memory", None) is real:
+            module.get_cpu_memory = lambda: NODE_MEMORY
+
+
 def self_check(run):
     """Each Platform member stood in exists on vLLM's Platform with the parameters it is given;
     the kernel warm-up stood in takes what the Worker passes it."""
@@ -122,6 +174,11 @@ def self_check(run):
         run.check("kernel_warmup stand-in vs kernel_warmup",
                   params[:1] and params[0].name == "worker"
                   and all(p.kind is p.KEYWORD_ONLY for p in params[1:]), str(inspect.signature(real)))
+
+    real = _REAL.get("get_cpu_memory")
+    if real is not None:
+        run.check("get_cpu_memory stand-in vs get_cpu_memory", not inspect.signature(real).parameters,
+                  str(inspect.signature(real)))
 
     import torch
 

@@ -3,6 +3,7 @@ installed vLLM's class for its architecture."""
 
 import json
 import os
+import stat
 
 from . import families
 from .answer import CannotRehearse, NoModelClass
@@ -16,8 +17,7 @@ def source(req):
         folder = path if os.path.isdir(path) else os.path.dirname(path)
         config_path = os.path.join(path, "config.json") if os.path.isdir(path) else path
         try:
-            with open(config_path) as f:
-                config = json.load(f)
+            config = json.loads(_read_bounded(config_path))
         except (OSError, ValueError) as e:
             raise CannotRehearse(f"--model {path}: {e}") from None
         archs = config.get("architectures") or []
@@ -32,6 +32,22 @@ def source(req):
         raise CannotRehearse(f"--arch {name}: no such preset (known: {', '.join(families.presets())})")
     family, config = found
     return family, config, None
+
+
+# The tool checked the file (analysis/modelconfig.py); this guard only keeps a target run on its
+# own from reading a FIFO or a device whole.
+MAX_CONFIG = 4 << 20
+
+
+def _read_bounded(path):
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        data = f.read(MAX_CONFIG + 1)
+    if len(data) > MAX_CONFIG:
+        raise OSError(f"{path}: more than {MAX_CONFIG} bytes")
+    return data
 
 
 def modules(family, arch):

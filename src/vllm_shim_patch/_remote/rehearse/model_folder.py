@@ -9,8 +9,15 @@ import shutil
 STOOD_IN = ("model folder: a temp dir with a {description} config.json and {tokenizer}, no weights "
             "(weights come from vLLM's own dummy initializer)")
 WORD_LEVEL = "a word-level tokenizer.json"
-# What a checkpoint folder holds besides its tokenizer, code and configs: never copied.
-WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".h5", ".msgpack", ".onnx")
+# What the rehearsal reads of a checkpoint folder besides config.json, by name: its tokenizer,
+# its processor's and generation configs, its chat template; and its remote code (`*.py`, the
+# modules an `auto_map` names and theirs). Nothing else is copied: not the weights, nor whatever
+# else a folder holds (a 1 GB `rust_model.ot` would be copied whole into $TMPDIR).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "tiktoken.model", "vocab.json",
+                   "vocab.txt", "merges.txt", "special_tokens_map.json", "added_tokens.json", "spiece.model",
+                   "sentencepiece.bpe.model", "qwen.tiktoken")
+CONFIG_FILES = ("generation_config.json", "preprocessor_config.json", "video_preprocessor_config.json",
+                "processor_config.json", "chat_template.json", "chat_template.jinja")
 
 
 def tokenizer(vocab_size, model_max_length, specials=None, tokenizer_class="PreTrainedTokenizerFast"):
@@ -51,13 +58,18 @@ def has_tokenizer(folder):
                          "tiktoken.model"})
 
 
+def needed(name):
+    """Whether the rehearsal reads the folder's file `name` (`TOKENIZER_FILES`, `CONFIG_FILES`, code)."""
+    return name in TOKENIZER_FILES or name in CONFIG_FILES or name.endswith(".py")
+
+
 def copy_folder(source, path):
-    """The user's folder as it is (tokenizer, remote code, preprocessor configs), weights left out."""
+    """The files of the user's folder the rehearsal reads (`needed`), regular files only (a link is
+    followed: a Hugging Face snapshot links to its blobs)."""
     for name in sorted(os.listdir(source)):
         src = os.path.join(source, name)
-        if not os.path.isfile(src) or name.endswith(WEIGHTS) or name.endswith(".index.json"):
-            continue
-        shutil.copyfile(src, os.path.join(path, name))
+        if needed(name) and os.path.isfile(src):
+            shutil.copyfile(src, os.path.join(path, name))
 
 
 def stand_ins(source, extra):

@@ -134,9 +134,11 @@ class InstalledVllm:
 
         settings = self._settings
         if settings.vllm_source or (settings.static and self._probe.target.vllm_location is not None):
-            # The source the guards already read: one parse of each vLLM module per run.
+            # The source the guards already read: one parse of each vLLM module per run; read
+            # afresh, never from the cache the guards may have answered from (a cached answer must
+            # not both decide what is written and pass it).
             source = self.source
             assert source is not None  # a --vllm-source, or an installed vLLM's source
-            return source.get_many(sorted(callees)), SignatureKind.STATIC, ""
+            return source.get_many(sorted(callees), fresh=True), SignatureKind.STATIC, ""
         return binding_signatures(self._probe.target, callees, vllm_source=settings.vllm_source,
                                   static=settings.static, probe=probe)

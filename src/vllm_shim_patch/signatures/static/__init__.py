@@ -63,6 +63,7 @@ class StaticSignatures:
             raise SignatureError(f"no vllm package under {root}{hint}")
         self._cache: dict[str, Signature | None] = {}
         self._why: dict[str, str] = {}
+        self._derived: set[str] = set()  # keys read from the source in this run (not the disk)
         self._root = root
         self._store = SignatureCache(Path(cache_dir), root) if cache_dir is not None else None
         self._batch = 0
@@ -73,17 +74,22 @@ class StaticSignatures:
             # at exit over a cold run's trees) instead of freeing them when the reader goes.
             self._resolver.names.memo = weakref.ref(self)
 
-    def get(self, qualname: str) -> Signature | None:
-        return self._signature("signatures", qualname, qualname, self._resolver.signature)
+    def get(self, qualname: str, fresh: bool = False) -> Signature | None:
+        """`fresh`: read from the source, never from the on-disk cache (the answer is stored anew)."""
+        return self._signature("signatures", qualname, qualname, self._resolver.signature, fresh)
 
     def get_bound(self, qualname: str) -> Signature | None:
         """The signature of method `a.b.C.m` as called on an instance of C (`obj.m(...)`): self
         bound, inherited methods found along the MRO. None when unknown (`bound_unknown_reason`)."""
         return self._signature("bound", f"bound:{qualname}", qualname, self._resolver.bound_signature)
 
-    def _signature(self, table: str, key: str, qualname: str, resolve: Any) -> Signature | None:
+    def _signature(self, table: str, key: str, qualname: str, resolve: Any, fresh: bool = False) -> Signature | None:
+        if fresh and key not in self._derived:
+            self._cache.pop(key, None)
         if key not in self._cache:
-            stored = self._stored(table, qualname, _decode_signature)
+            stored = _NO_ANSWER if fresh else self._stored(table, qualname, _decode_signature)
+            if fresh:
+                self._derived.add(key)
             if stored is _NO_ANSWER:
                 try:
                     raw, origin = resolve(qualname)
@@ -100,14 +106,16 @@ class StaticSignatures:
                 self._cache[key] = stored  # type: ignore[assignment]
         return self._cache[key]
 
-    def get_many(self, qualnames: Iterable[str]) -> dict[str, Signature | None]:
+    def get_many(self, qualnames: Iterable[str], fresh: bool = False) -> dict[str, Signature | None]:
+        """`fresh`: every answer read from the source, none from the on-disk cache (verification:
+        what a guard read from the cache is checked against the source, never against itself)."""
         # The cycle collector paused for the batch: it reads modules and builds scopes (long-lived,
         # no garbage cycles to speak of), and each full collection would walk every tree read so far.
         paused = gc.isenabled()
         gc.disable()
         self._batch += 1
         try:
-            return {name: self.get(name) for name in qualnames}
+            return {name: self.get(name, fresh) for name in qualnames}
         finally:
             self._batch -= 1
             if paused:

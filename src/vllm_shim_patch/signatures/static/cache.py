@@ -18,6 +18,13 @@ whole tree (a byte search of every file) is not kept (`static/members.py`).
 Answers also depend on the reader itself, so the file is keyed by a digest of the reader's
 source. One JSON file per source root, written atomically (temp file, rename); a file or entry
 that is unreadable, of another format, or stale is ignored and rebuilt, never trusted.
+
+The guards' answers decide what apply writes, so the cache is private: its folders are made 0700
+and its files 0600 whatever the umask, and a file (or a folder above it, up to the cache folder)
+that is another user's, writable by group or others, or a link is ignored and said so in one line
+(`fsutil.read_trusted`). Verification never binds against a cached answer: it reads the source
+again (`StaticSignatures.get_many(fresh=True)`), so a wrong answer cannot both write a call and
+pass it.
 """
 
 from __future__ import annotations
@@ -30,9 +37,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from vllm_shim_patch.fsutil import private_folder, read_trusted, trusted_folder
 from vllm_shim_patch.vllm_source import LISTING, Stamp, VllmSource, listing, stamp
 
 __all__ = ["FORMAT", "SignatureCache", "default_cache_dir", "reader_digest"]
+
+_WHAT = "the signature cache"
 
 FORMAT = 1
 _READER_FILES = ("model.py", "static/__init__.py", "static/cache.py", "static/ctors.py",
@@ -79,6 +89,7 @@ class SignatureCache:
     def __init__(self, cache_dir: Path, root: Path):
         self.root = root.resolve()
         name = hashlib.sha256(str(self.root).encode()).hexdigest()[:20]
+        self.cache_dir = cache_dir
         self.path = cache_dir / "signatures" / f"{name}.json"
         self.deps: dict[str, Stamp | None] = {}
         self.tables: dict[str, dict[str, Any]] = {}
@@ -94,9 +105,12 @@ class SignatureCache:
     def _load(self) -> None:
         fixed = self._fixed_deps()
         self.deps = dict(fixed)
+        raw = read_trusted(self.cache_dir, self.path, _WHAT)
+        if raw is None:
+            return
         try:
-            data = json.loads(self.path.read_bytes())
-        except (OSError, ValueError):
+            data = json.loads(raw)
+        except ValueError:
             return
         if (
             not isinstance(data, dict)
@@ -134,8 +148,10 @@ class SignatureCache:
             "tables": self.tables,
         }
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
+            private_folder(self.path.parent)
+            if not trusted_folder(self.cache_dir, self.path.parent, _WHAT):
+                return  # another user's folder, or one others can write: nothing of ours goes there
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")  # 0600
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as f:
                     # dumps, not dump: dump streams through the pure-Python encoder (~5x slower).

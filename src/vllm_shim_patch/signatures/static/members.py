@@ -33,7 +33,7 @@ from vllm_shim_patch.signatures.model import Existence, Presence
 from vllm_shim_patch.signatures.static.names import NAMEDTUPLES, Names
 from vllm_shim_patch.signatures.static.scope import Class, Func, Missing, Module, Unknown, Unresolved
 from vllm_shim_patch.signatures.static.search import compiled, defined_somewhere, dynamic_module, relocated
-from vllm_shim_patch.vllm_source import unwrap_annotation
+from vllm_shim_patch.vllm_source import resolve_relative, unwrap_annotation
 
 __all__ = ["Members"]
 
@@ -47,6 +47,7 @@ _NO_INSTANCE_ATTRIBUTES = frozenset({
     "enum.Enum", "enum.IntEnum", "enum.StrEnum", "enum.Flag", "enum.IntFlag", "builtins.str", "builtins.int",
     "builtins.float", "builtins.bytes", "builtins.tuple", "typing.NamedTuple",
 })
+_TYPE_CHECKING = frozenset({"TYPE_CHECKING", "typing.TYPE_CHECKING", "typing_extensions.TYPE_CHECKING"})
 # Class decorators that add no public attributes (dataclass-like code generators).
 _PLAIN_CLASS_DECORATORS = frozenset({"dataclass", "config", "total_ordering", "final", "runtime_checkable",
                                      "unique", "dataclass_transform"})
@@ -162,7 +163,10 @@ class Members:
             if on_instance:
                 cls, why = self.instance_class(owner)
                 if cls is not None:
-                    return self._subclass_may_define(self._class_attr(cls, attr, True), cls, attr)
+                    answer = self._class_attr(cls, attr, True)
+                    # Not `declared`: the object is what vLLM built for that field (a worker's model
+                    # runner), of exactly the class the field is annotated with.
+                    return self._subclass_may_define(answer, cls, attr) if declared else answer
                 if why:
                     return None, why
             found, why = self.answer(owner)
@@ -194,7 +198,8 @@ class Members:
 
     def instance_class(self, path: str) -> tuple[Class | None, str]:
         """The class of the object `path` names: `a.b.C.f.g` is what field `g` of what field `f`
-        of a `C` is annotated as; `a.b.func.f` starts from `func`'s return annotation. (None, why)
+        of a `C` is annotated as (in the class body, or where a method sets it: `self.f: X = ...`);
+        `a.b.func.f` starts from `func`'s return annotation. (None, why)
         when an annotation is missing or names no class of vLLM's source; (None, "") when `path`
         does not start at a class or function."""
         parts = path.split(".")
@@ -221,6 +226,8 @@ class Members:
             for entry in [e for e in self._mro_classes(owner)]:
                 ann = next((st.annotation for st in entry.node.body if isinstance(st, ast.AnnAssign)
                             and isinstance(st.target, ast.Name) and st.target.id == field), None)
+                if ann is None:
+                    ann = _set_with_annotation(entry.node, field)
                 if ann is not None:
                     cls = self._annotated_class(entry.module, ann)
                     break
@@ -235,8 +242,36 @@ class Members:
         try:
             found = self.names.expr(module, target)
         except Unknown:
-            return None
+            # An annotation is read by type checkers, which see what `if TYPE_CHECKING:` imports
+            # (vLLM's GPU Worker imports its runner's class there); the runtime scope does not.
+            qual = self._type_checking_import(module, target) if isinstance(target, ast.Name) else None
+            if qual is None:
+                return None
+            try:
+                found = self.names.lookup(qual)
+            except Unknown:
+                return None
         return found if isinstance(found, Class) else None
+
+    def _type_checking_import(self, module: Module, name: ast.Name) -> str | None:
+        """What `from m import name` under the module's top-level `if TYPE_CHECKING:` names."""
+        data = self.names._read(module.path)
+        try:
+            tree = ast.parse(data or b"", filename=module.path)
+        except (SyntaxError, ValueError):
+            return None
+        package = module.name if module.is_package else module.name.rpartition(".")[0]
+        for stmt in tree.body:
+            if not (isinstance(stmt, ast.If) and ast.unparse(stmt.test) in _TYPE_CHECKING):
+                continue
+            for sub in stmt.body:
+                if not isinstance(sub, ast.ImportFrom):
+                    continue
+                base = resolve_relative(package, sub.level, sub.module)
+                for alias in sub.names:
+                    if base and (alias.asname or alias.name) == name.id:
+                        return f"{base}.{alias.name}"
+        return None
 
     def _mro(self, cls: Class) -> list[Class | str | Unresolved]:
         """`cls`'s MRO as attribute lookup walks it (`Names.attribute_mro`); a class whose order
@@ -384,6 +419,21 @@ class Members:
         if name not in self._moved:
             self._moved[name] = relocated(self.names.source, name)
         return self._moved[name][:limit]
+
+def _set_with_annotation(node: ast.ClassDef, field: str) -> ast.expr | None:
+    """The annotation of the first `self.field: X = ...` in a method of the class (vLLM's GPU
+    Worker annotates its model runner where init_device builds it)."""
+    for fn in node.body:
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not fn.args.args:
+            continue
+        me = fn.args.args[0].arg
+        for sub in ast.walk(fn):
+            if (isinstance(sub, ast.AnnAssign) and isinstance(sub.target, ast.Attribute)
+                    and sub.target.attr == field and isinstance(sub.target.value, ast.Name)
+                    and sub.target.value.id == me):
+                return sub.annotation
+    return None
+
 
 def _existence(name: str, answer: Answer) -> Existence:
     found, reason = answer

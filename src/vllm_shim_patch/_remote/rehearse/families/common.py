@@ -3,6 +3,7 @@ forward with hooks (the reference), weights wide enough that attention is not un
 
 import collections
 import copy
+import math
 
 # The tiny model's sizes. Heads and head size keep grouped-query attention (2 query heads per KV head).
 HIDDEN = 64
@@ -51,6 +52,33 @@ def shrink(config, max_model_len, *, vocab=None, layers=LAYERS):
     out["torch_dtype"] = "float32"
     out.pop("dtype", None)
     out.pop("quantization_config", None)
+    return out
+
+
+# The sizes vLLM splits across tensor parallel ranks (each rank a slice of the heads or of the
+# MLP's columns); the hidden size, the latent ranks and the vocabulary (padded) are not split.
+_SPLIT = ("num_attention_heads", "num_heads", "intermediate_size", "moe_intermediate_size")
+
+
+def for_ranks(config, ranks):
+    """The shrunk `config` with enough of every split size for `ranks` tensor parallel ranks (its
+    sub-configs too: a vision tower is sharded as the language model is): each widened to the
+    least multiple of `ranks`, so each rank holds a whole share as on the real model. Grouped KV
+    heads stay where vLLM can split or replicate them; KV heads equal to the query heads (multi-head,
+    MLA) are widened with them."""
+    out = copy.deepcopy(config)
+    for part in [out, *(v for v in out.values() if isinstance(v, dict))]:
+        heads = part.get("num_attention_heads")  # vision configs that say num_heads have no KV heads
+        for key in _SPLIT:
+            size = part.get(key)
+            if isinstance(size, int) and size > 0 and size % ranks:
+                part[key] = size * ranks // math.gcd(size, ranks)
+        kv = part.get("num_key_value_heads")
+        if isinstance(heads, int) and isinstance(kv, int) and kv > 0:
+            if kv == heads:
+                part["num_key_value_heads"] = part["num_attention_heads"]
+            elif kv % ranks and ranks % kv:
+                part["num_key_value_heads"] = kv * ranks // math.gcd(kv, ranks)
     return out
 
 

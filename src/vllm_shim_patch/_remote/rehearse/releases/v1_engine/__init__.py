@@ -74,3 +74,30 @@ def file_store():
     (CI's two workers) took the same one ("EADDRINUSE" at init_device). torch's gloo and vLLM
     0.12-0.33's init_distributed_environment take a file:// method as they take tcp://."""
     return "file://" + os.path.join(tempfile.mkdtemp(prefix="gloo-"), "store")
+
+
+# What an adapter with one in-process worker reads of it (v1-multiproc, v2-multiproc): the same
+# for either runner, since both run vLLM's own WorkerProc in this process.
+def worker_failure(standins):
+    fails = standins.created.worker_failures
+    return fails[-1] if fails else None
+
+
+def rank_failure(standins, outcome, failure):
+    """One rank, in this process: its failure is the one seen here."""
+    return outcome, failure
+
+
+def shutdown(standins):
+    import traceback
+
+    for ex in standins.created.executors:
+        try:
+            ex.shutdown()
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
+    for proc in standins.created.procs:
+        try:
+            proc.shutdown()  # real WorkerProc.shutdown: worker, model parallel, distributed env
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()

@@ -12,10 +12,10 @@ imports no vLLM (`fits()` runs first); `build()` imports the parts it shares wit
 
 import contextlib
 import dataclasses
-import traceback
 import types
 
 from ..v1_engine import missing_member, unset, worker_module
+from ..v1_engine import rank_failure as rank_failure, shutdown as shutdown, worker_failure as worker_failure
 
 NAME = "v1-multiproc"
 MULTI_RANK = False  # one in-process worker: tensor and pipeline parallel 1
@@ -177,26 +177,3 @@ def model_of(standins):
 def forward_of(standins):
     """The runner's model call: (input ids, positions, segments, KV history) -> hidden states."""
     return worker_of(standins).model_runner._forward
-
-
-def worker_failure(standins):
-    fails = standins.created.worker_failures
-    return fails[-1] if fails else None
-
-
-def rank_failure(standins, outcome, failure):
-    """One rank, in this process: its failure is the one seen here."""
-    return outcome, failure
-
-
-def shutdown(standins):
-    for ex in standins.created.executors:
-        try:
-            ex.shutdown()
-        except Exception:  # noqa: BLE001
-            traceback.print_exc()
-    for proc in standins.created.procs:
-        try:
-            proc.shutdown()  # real WorkerProc.shutdown: worker, model parallel, distributed env
-        except Exception:  # noqa: BLE001
-            traceback.print_exc()

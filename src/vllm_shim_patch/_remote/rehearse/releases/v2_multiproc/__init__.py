@@ -11,11 +11,11 @@ This face imports no vLLM (`fits()` runs first). It is built of shared parts:
 
 import contextlib
 import dataclasses
-import traceback
 import types
 
 from .. import v2_runner
 from ..v1_engine import missing_member, unset, worker_module
+from ..v1_engine import rank_failure as rank_failure, shutdown as shutdown, worker_failure as worker_failure
 
 NAME = "v2-multiproc"
 MULTI_RANK = False  # one in-process worker: tensor and pipeline parallel 1
@@ -173,25 +173,3 @@ def model_of(standins):
 
 def forward_of(standins):
     return worker_of(standins).model_runner._forward
-
-
-def worker_failure(standins):
-    fails = standins.created.worker_failures
-    return fails[-1] if fails else None
-
-
-def rank_failure(standins, outcome, failure):
-    return outcome, failure
-
-
-def shutdown(standins):
-    for ex in standins.created.executors:
-        try:
-            ex.shutdown()
-        except Exception:  # noqa: BLE001
-            traceback.print_exc()
-    for proc in standins.created.procs:
-        try:
-            proc.shutdown()
-        except Exception:  # noqa: BLE001
-            traceback.print_exc()
