@@ -5,7 +5,8 @@ ADAPTERS entry), and no adapter imports another: each imports what it shares fro
 This face imports no vLLM (the adapters' `fits()` run first). The parts, one concern a module:
 
 - here: the adapters' common plumbing (`missing_member` for `fits()`, `worker_module` and `unset`
-  for `install()`, `file_store` for a world this process makes alone);
+  for `install()`, `file_store` for a world this process makes alone), and what both in-process
+  adapters install and read (`install_in_process`, `worker_failure`, `rank_failure`, `shutdown`);
 - `queues`: the in-process MessageQueues (no vLLM: tested without it);
 - `executor`: MultiprocExecutor's start-up replaced by one in-process WorkerProc, the process
   handle stand-in, the tap that keeps a worker's exception;
@@ -76,11 +77,26 @@ def file_store():
     return "file://" + os.path.join(tempfile.mkdtemp(prefix="gloo-"), "store")
 
 
-# What an adapter with one in-process worker reads of it (v1-multiproc, v2-multiproc): the same
-# for either runner, since both run vLLM's own WorkerProc in this process.
+# What an adapter with one in-process worker installs and reads of it (v1-multiproc, v2-multiproc):
+# the same for either runner, since both run vLLM's own WorkerProc in this process.
 def worker_failure(standins):
     fails = standins.created.worker_failures
     return fails[-1] if fails else None
+
+
+def install_in_process(standins, unset_names):
+    """What both in-process adapters install: MultiprocExecutor._init_executor replaced (one
+    WorkerProc in this process), the tap on the executor module's logger, the worker's module
+    registered, `unset_names` taken out of the environment; `standins.undo` undoes each."""
+    s, undo = standins, standins.undo
+    executor_cls = s.mpe.MultiprocExecutor
+    original = executor_cls._init_executor
+    executor_cls._init_executor = s.init_executor
+    undo.callback(setattr, executor_cls, "_init_executor", original)
+    s.mpe.logger.addHandler(s.tap)
+    undo.callback(s.mpe.logger.removeHandler, s.tap)
+    worker_module(undo, s.worker_module, s.worker)
+    unset(undo, unset_names)
 
 
 def rank_failure(standins, outcome, failure):

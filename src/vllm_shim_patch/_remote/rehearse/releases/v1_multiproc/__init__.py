@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import types
 
-from ..v1_engine import missing_member, unset, worker_module
+from ..v1_engine import install_in_process, missing_member
 from ..v1_engine import rank_failure as rank_failure, shutdown as shutdown, worker_failure as worker_failure
 
 NAME = "v1-multiproc"
@@ -141,15 +141,7 @@ def install(standins):
     """Put the stand-ins in place: MultiprocExecutor._init_executor replaced, the tap on the
     executor module's logger, the worker's module registered, UNSET taken out of the
     environment. `restore` undoes each, in reverse."""
-    s, undo = standins, standins.undo
-    executor_cls = s.mpe.MultiprocExecutor
-    original = executor_cls._init_executor
-    executor_cls._init_executor = s.init_executor
-    undo.callback(setattr, executor_cls, "_init_executor", original)
-    s.mpe.logger.addHandler(s.tap)
-    undo.callback(s.mpe.logger.removeHandler, s.tap)
-    worker_module(undo, s.worker_module, s.worker)
-    unset(undo, UNSET)
+    install_in_process(standins, UNSET)
 
 
 def restore(standins):

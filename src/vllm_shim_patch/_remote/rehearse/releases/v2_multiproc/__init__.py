@@ -14,7 +14,7 @@ import dataclasses
 import types
 
 from .. import v2_runner
-from ..v1_engine import missing_member, unset, worker_module
+from ..v1_engine import install_in_process, missing_member
 from ..v1_engine import rank_failure as rank_failure, shutdown as shutdown, worker_failure as worker_failure
 
 NAME = "v2-multiproc"
@@ -134,16 +134,8 @@ def install(standins):
     undoes each."""
     from ..v2_runner import seams
 
-    s, undo = standins, standins.undo
-    executor_cls = s.mpe.MultiprocExecutor
-    original = executor_cls._init_executor
-    executor_cls._init_executor = s.init_executor
-    undo.callback(setattr, executor_cls, "_init_executor", original)
-    s.mpe.logger.addHandler(s.tap)
-    undo.callback(s.mpe.logger.removeHandler, s.tap)
-    worker_module(undo, s.worker_module, s.worker)
-    unset(undo, UNSET)
-    seams.install(undo, s.resolve)
+    install_in_process(standins, UNSET)
+    seams.install(standins.undo, standins.resolve)
 
 
 def restore(standins):
