@@ -71,6 +71,19 @@ def test_a_reply_is_a_copy_in_order_even_from_another_thread() -> None:
     sender.join()
 
 
+def test_the_queues_shut_down_as_vllm_034s_worker_proc_shuts_its_queues_down() -> None:
+    # WorkerProc.shutdown and MultiprocExecutor.shutdown call shutdown() on each queue from vLLM
+    # 0.34 (the real one wakes a reader spinning on shared memory); a queue used after it still
+    # delivers, as the real one does for a reader that is not spinning.
+    mq, reply = queues.BroadcastMQ(), queues.ResponseMQ()
+    mq.procs.append(Proc())
+    for q in (mq, mq.procs[0].rpc_broadcast_mq, reply):
+        assert q.shutdown() is None
+    mq.enqueue("after")
+    reply.enqueue("reply")
+    assert (mq.procs[0].seen, reply.dequeue(timeout=0)) == (["after"], "reply")
+
+
 def test_a_reply_that_does_not_come_is_the_real_queues_timeout_or_cancel() -> None:
     mq = queues.ResponseMQ()
     with pytest.raises(TimeoutError, match="^no reply from the in-process worker$"):

@@ -33,6 +33,10 @@ class WorkerInbox:
     def wait_until_ready(self):
         pass
 
+    def shutdown(self):
+        """MessageQueue.shutdown wakes a reader spinning on shared memory (vLLM 0.34's
+        WorkerProc and MultiprocExecutor shut their queues down): none spins on this one."""
+
 
 class BroadcastMQ:
     """The executor side of rpc_broadcast_mq. enqueue delivers a pickled copy to every
@@ -59,6 +63,10 @@ class BroadcastMQ:
 
     def wait_until_ready(self):
         pass
+
+    def shutdown(self):
+        """MessageQueue.shutdown wakes a reader spinning on shared memory (vLLM 0.34's
+        WorkerProc and MultiprocExecutor shut their queues down): none spins on this one."""
 
 
 class ResponseMQ:
@@ -92,3 +100,7 @@ class ResponseMQ:
 
     def wait_until_ready(self):
         pass
+
+    def shutdown(self):
+        """MessageQueue.shutdown wakes a reader spinning on shared memory (vLLM 0.34's
+        WorkerProc and MultiprocExecutor shut their queues down): none spins on this one."""

@@ -15,7 +15,7 @@ import types
 
 from .. import v2_runner
 from ..v1_engine import install_in_process, missing_member
-from ..v1_engine import rank_failure as rank_failure, shutdown as shutdown, worker_failure as worker_failure
+from ..v1_engine import rank_failure as rank_failure, shutdown as engine_shutdown, worker_failure as worker_failure
 
 NAME = "v2-multiproc"
 MULTI_RANK = False  # one in-process worker: tensor and pipeline parallel 1
@@ -165,3 +165,14 @@ def model_of(standins):
 
 def forward_of(standins):
     return worker_of(standins).model_runner._forward
+
+
+def shutdown(standins):
+    """The shared in-process shutdown, with the CUDA stand-ins back in place while it runs
+    (`restore` took them out before): V2's GPUModelRunner.shutdown synchronizes the device, which
+    without them asks CUDA for a driver and leaves WorkerProc.shutdown's distributed teardown undone."""
+    from ..v2_runner import cuda
+
+    with contextlib.ExitStack() as undo:
+        cuda.install(undo)
+        engine_shutdown(standins)
