@@ -35,6 +35,16 @@ BY_SLOT = "position = self.model_runner.req_states.req_id_to_index"
 BY_V1_BATCH = "position = self.model_runner.input_batch.req_id_to_index"
 # generator-kv-cache-up-front's argument.
 UP_FRONT = "            enable_extensible_kv_cache=False,\n"
+# What the rehearsal raises where a forward uses a block the extensible cache never committed.
+NOT_COMMITTED = (
+    r"KVCacheNotCommitted: KV cache block \d+ used past the committed memory: vLLM resolves "
+    r"enable_extensible_kv_cache to True on CUDA, so initialize_from_config committed 1 of \d+ blocks \(the "
+    r"null block\); the engine core commits the rest by finalize_extensible_kv_cache and extend_kv_cache, "
+    r"which speculators' generator never calls: on a GPU this forward reads and writes unbacked memory \(rule "
+    r"generator-kv-cache-up-front: CacheConfig\(enable_extensible_kv_cache=False\) allocates the KV cache up "
+    r"front\)")
+# The rule that fixes it: its edit still pending at the generator's CacheConfig(...) call.
+KV_FIX = {"rule": "generator-kv-cache-up-front", "path": GENERATOR, "line": 198, "action": "edited"}
 
 SELF_CHECKS = [
     "kernel_warmup stand-in vs kernel_warmup",
@@ -92,8 +102,8 @@ def install(sb: Sandbox, **changes: tuple[str, str]) -> None:
         (sb.site / path).write_text(text)
 
 
-def rehearse(sb: Sandbox) -> dict:
-    r = sb.run("rehearse", "--quick", "--json", timeout=900)
+def rehearse(sb: Sandbox, *args: str) -> dict:
+    r = sb.run("rehearse", "--quick", "--json", *args, timeout=900)
     assert r.stdout.strip(), r.stderr[-3000:]
     return json.loads(r.stdout)
 
@@ -134,16 +144,22 @@ def test_the_kv_cache_taken_back_to_vllms_default_fails_naming_its_rule(v2: Sand
                                                                      "Model Runner V2")
     assert [c["check"] for c in a["checks"]] == SELF_CHECKS and all(c["ok"] for c in a["checks"])
     failure = a["failure"]
-    assert re.fullmatch(
-        r"KVCacheNotCommitted: KV cache block \d+ used past the committed memory: vLLM resolves "
-        r"enable_extensible_kv_cache to True on CUDA, so initialize_from_config committed 1 of \d+ blocks \(the "
-        r"null block\); the engine core commits the rest by finalize_extensible_kv_cache and extend_kv_cache, "
-        r"which speculators' generator never calls: on a GPU this forward reads and writes unbacked memory \(rule "
-        r"generator-kv-cache-up-front: CacheConfig\(enable_extensible_kv_cache=False\) allocates the KV cache up "
-        r"front\)", failure["exception"]), failure["exception"]
+    assert re.fullmatch(NOT_COMMITTED, failure["exception"]), failure["exception"]
     assert (failure["side"], failure["speculators_frame"]["file"], failure["speculators_frame"]["function"]) == (
         "worker", GENERATOR, "generate")
+    # Raised in a forward, far from the CacheConfig(...) line the rule edits: named by its symptom.
+    assert a["fixes"] == [KV_FIX]
     assert any(s.startswith("TRITON_INTERPRET=1 and CUDA_VISIBLE_DEVICES=''") for s in a["stood_in"])
+
+
+def test_the_kv_cache_taken_back_fails_naming_its_rule_at_tensor_parallel_2(v2: Sandbox) -> None:
+    """A rank's failure, raised in its worker process: the same exception and the same rule."""
+    install(v2, vllm_hidden_states_generator=(UP_FRONT, ""))
+    a = rehearse(v2, "--tensor-parallel-size", "2")
+    assert (a["outcome"], a["stage"], a["adapter"], a["topology"]["workers"]) == (
+        "failed", "generate-1", "v2-multiproc-tp", "2 worker processes (fork)")
+    assert re.fullmatch(NOT_COMMITTED, a["failure"]["exception"]), a["failure"]["exception"]
+    assert a["fixes"] == [KV_FIX]
 
 
 def test_rows_placed_by_the_request_state_slots_fail(v2: Sandbox) -> None:
