@@ -4,15 +4,16 @@ CPUUnquantizedExperts, whose C++ kernels exist only in vLLM's CPU build. The ora
 the kernel once the weights exist; vLLM's CPU routing runs (0.28-0.29: the monolithic experts'
 select_experts; 0.30-: the CPURouter, which create_fused_moe_router picks only when
 current_platform.is_cpu(), answered True for that one call); the two C++ wrappers cpu_moe imported
-by name (cpu_prepack_moe_weight, cpu_fused_moe) answer in torch (`torch_experts`)."""
+by name (cpu_prepack_moe_weight, cpu_fused_moe; from vllm._custom_ops, and from 0.34 vllm._cpu_ops)
+answer in torch (`torch_experts`)."""
 
 from . import base, torch_experts
 
 STOOD_IN = (
     "mixture of experts: vLLM's real FusedMoE layers with vLLM's CPU backend (the oracle answers CPU with "
     "CPUUnquantizedExperts; vLLM's CPU routing and modular kernel run); the C++ kernels it calls "
-    "(vllm._custom_ops.cpu_prepack_moe_weight, cpu_fused_moe) stood in by a torch expert loop, the arithmetic "
-    "of vLLM's own torch path (vLLM's CPU build is not installed)"
+    "(cpu_prepack_moe_weight, cpu_fused_moe: vllm._custom_ops', from 0.34 vllm._cpu_ops') stood in by a torch "
+    "expert loop, the arithmetic of vLLM's own torch path (vLLM's CPU build is not installed)"
 )
 KERNELS = ("cpu_fused_moe", "cpu_prepack_moe_weight")
 _REAL = {}
@@ -86,12 +87,18 @@ def after_weights(layer, qm, vllm_config):
 
 
 def self_check(run):
-    from vllm import _custom_ops
+    """Against the kernels cpu_moe imported (install keeps them): vllm._custom_ops' up to 0.33,
+    vllm._cpu_ops' from 0.34, each named by its own module."""
+    import importlib
+
     from vllm.model_executor.layers.fused_moe.experts import cpu_moe
 
     for name in KERNELS:
-        real, ours = _parameters(getattr(_custom_ops, name)), _parameters(getattr(cpu_moe, name))
-        run.check(f"MoE stand-in {name} vs vllm._custom_ops.{name}", real == ours, f"{real} != {ours}")
+        home = _REAL[name].__module__ if name in _REAL else "vllm._custom_ops"
+        real = getattr(importlib.import_module(home), name, None)
+        ours = _parameters(getattr(cpu_moe, name))
+        wanted = _parameters(real) if real is not None else f"no {name} in {home}"
+        run.check(f"MoE stand-in {name} vs {home}.{name}", wanted == ours, f"{wanted} != {ours}")
     from ...selfcheck import code_names
 
     apply = cpu_moe.CPUUnquantizedExperts.apply
