@@ -36,6 +36,10 @@ FAMILY_SPECULATORS = (realdata.OLD_SPECULATORS, realdata.NEW_SPECULATORS)
 # Releases whose package cells do not all pass on main (a release lands with its measured row
 # before the rules for it: vLLM 0.34.0 did, until Model Runner V2's rules and adapter).
 NOT_PASSING_YET: tuple[str, ...] = ()
+# Family cells measured as "cannot rehearse" (a stand-in gap, not speculators'): on Model Runner V2
+# (vLLM 0.34.0) the MLA families, whose attention stand-in reads a per-request history, not V2's
+# paged KV cache.
+CANNOT_YET = {("0.34.0", preset) for preset in ("deepseek", "mistral-large-3", "kimi-k2.5")}
 
 
 def _cells(line: str) -> list[str]:
@@ -95,7 +99,8 @@ def test_the_package_grid_has_a_symbol_for_every_release_and_speculators_release
 
 def test_each_family_grid_holds_to_the_family_table() -> None:
     """A column per preset; each cell run is "no model class" exactly where the release predates
-    the first release with the preset's architecture (families' FIRST_RELEASE), a pass elsewhere."""
+    the first release with the preset's architecture (families' FIRST_RELEASE), "cannot rehearse"
+    exactly at CANNOT_YET, a pass elsewhere."""
     text = GRIDS.read_text()
     for spec in FAMILY_SPECULATORS:
         head = text.split(f"## Model families, speculators {spec}\n", 1)[1]
@@ -114,7 +119,8 @@ def test_each_family_grid_holds_to_the_family_table() -> None:
                 family, config = families.preset(preset)
                 arch = config["architectures"][0]
                 first = families.first_release(family, arch)
-                want = doc.NO_CLASS if _version(release) < _version(first) else doc.PASS
+                want = (doc.NO_CLASS if _version(release) < _version(first)
+                        else doc.CANNOT if (release, preset) in CANNOT_YET else doc.PASS)
                 assert cell == want, (spec, release, preset, cell)
 
 
