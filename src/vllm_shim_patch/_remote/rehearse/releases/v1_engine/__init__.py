@@ -17,7 +17,8 @@ This face imports no vLLM (the adapters' `fits()` run first). The parts, one con
   (what a GPU platform sets: worker_cls, float32 kept, torch.compile eager, fork), `rankworker`
   (each process's failure tap and the RPCs the run asks every rank), `ranks` (failures read, not
   waited for; no vLLM), `rankview` (the workers as the run reads them; no vLLM), `world` (the rank
-  failure, the shards, the shutdown), `reference` (the unsharded model in the parent).
+  failure, the shards, the shutdown, and what both world adapters install), `reference` (the
+  unsharded model in the parent).
 """
 
 import importlib

@@ -1,5 +1,9 @@
 """A world of worker processes as vLLM's own MultiprocExecutor runs it, read from the parent: the
-rank failure, the shards, the shutdown (imports vLLM's modules only through its arguments).
+rank failure, the shards, the shutdown (imports vLLM's modules only through its arguments). What
+both adapters over such a world (v1-multiproc-tp, v2-multiproc-tp) install and read, whichever
+runner each rank builds: `install`, `rank_failure`, `shutdown`, each given the adapter's stand-ins
+(`mpe`, `worker`, `worker_module`, `worker_qualname`, `folder`, `watcher`, `deaths`, `view`,
+`reference`, `undo`).
 """
 
 import gc
@@ -25,10 +29,27 @@ def check_shards(run, view, model):
               f"the whole shape assumed for {wrong[:3]} is not the unsharded model's")
 
 
-def rank_failure(folder, deaths, view, outcome, failure):
-    """The earliest rank failure left in `folder`, else the first worker that died (`deaths`: a
-    ranks.DeathTap) with its exit status, else what this process saw, with each rank's reply to the
-    capture read when the executor (`view`'s) answers."""
+def install(standins, unset_names):
+    """The platform's stand-ins, the worker's module registered (forked workers inherit it), the
+    death tap on the executor's logger, the watcher started, `unset_names` out of the environment;
+    `standins.undo` undoes each."""
+    from . import platform, unset, worker_module
+
+    s, undo = standins, standins.undo
+    platform.install(undo, s.worker_qualname)
+    worker_module(undo, s.worker_module, s.worker)
+    s.mpe.logger.addHandler(s.deaths)
+    undo.callback(s.mpe.logger.removeHandler, s.deaths)
+    s.watcher.start()
+    undo.callback(s.watcher.stop)
+    unset(undo, unset_names)
+
+
+def rank_failure(standins, outcome, failure):
+    """The earliest rank failure left in the ranks' folder, else the first worker that died (the
+    death tap) with its exit status, else what this process saw, with each rank's reply to the
+    capture read when the executor (the view's) answers."""
+    folder, deaths, view = standins.folder, standins.deaths, standins.view
     time.sleep(0.3)  # a tap that is writing now (the rank raised as this process saw the RPC fail)
     found = ranks.read(folder)
     procs = worker_processes()
@@ -52,7 +73,18 @@ def instances(cls):
     return [o for o in gc.get_objects() if issubclass(type(o), cls)]
 
 
-def shutdown(mpe, view):
+def shutdown(standins):
+    """vLLM's own shutdown of the world, then the reference's distributed state in this process
+    torn down."""
+    _stop_world(standins.mpe, standins.view)
+    if standins.reference is not None:
+        from . import reference
+
+        standins.reference = None
+        reference.teardown()
+
+
+def _stop_world(mpe, view):
     """vLLM's own shutdown of each executor (`view`'s, else every live one of `mpe`), then every
     worker process waited for and, past the deadline, killed by its pid."""
     executors = [view.executor] if view is not None else instances(mpe.MultiprocExecutor)

@@ -134,18 +134,11 @@ def self_check(run, standins):
 
 
 def install(standins):
-    """The platform stand-ins, the worker's module registered (forked workers inherit it), the
-    death tap, the watcher started, UNSET out of the environment. `restore` undoes each."""
-    from ..v1_engine import platform, unset, worker_module
+    """The world's stand-ins (`v1_engine.world.install`): platform, the worker's module, the death
+    tap, the watcher, UNSET out of the environment. `restore` undoes each."""
+    from ..v1_engine import world
 
-    s, undo = standins, standins.undo
-    platform.install(undo, s.worker_qualname)
-    worker_module(undo, s.worker_module, s.worker)
-    s.mpe.logger.addHandler(s.deaths)
-    undo.callback(s.mpe.logger.removeHandler, s.deaths)
-    s.watcher.start()
-    undo.callback(s.watcher.stop)
-    unset(undo, UNSET)
+    world.install(standins, UNSET)
 
 
 def restore(standins):
@@ -189,8 +182,7 @@ def rank_failure(standins, outcome, failure):
     what this process saw, with each rank's reply to the capture read when the executor answers."""
     from ..v1_engine import world
 
-    s = standins
-    return world.rank_failure(s.folder, s.deaths, s.view, outcome, failure)
+    return world.rank_failure(standins, outcome, failure)
 
 
 def shutdown(standins):
@@ -198,10 +190,4 @@ def shutdown(standins):
     reference's distributed state in this process torn down."""
     from ..v1_engine import world
 
-    s = standins
-    world.shutdown(s.mpe, s.view)
-    if s.reference is not None:
-        from ..v1_engine import reference
-
-        s.reference = None
-        reference.teardown()
+    world.shutdown(standins)

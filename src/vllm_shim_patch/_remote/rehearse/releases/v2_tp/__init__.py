@@ -121,18 +121,13 @@ def self_check(run, standins):
 
 
 def install(standins):
-    from ..v1_engine import platform, unset, worker_module
+    """The world's stand-ins (`v1_engine.world.install`) and V2's (`v2_runner.seams`), installed
+    before the fork so the worker processes inherit them. `restore` undoes each."""
+    from ..v1_engine import world
     from ..v2_runner import seams
 
-    s, undo = standins, standins.undo
-    platform.install(undo, s.worker_qualname)
-    worker_module(undo, s.worker_module, s.worker)
-    s.mpe.logger.addHandler(s.deaths)
-    undo.callback(s.mpe.logger.removeHandler, s.deaths)
-    seams.install(undo, s.resolve)
-    s.watcher.start()
-    undo.callback(s.watcher.stop)
-    unset(undo, UNSET)
+    world.install(standins, UNSET)
+    seams.install(standins.undo, standins.resolve)
 
 
 def restore(standins):
@@ -172,17 +167,10 @@ def worker_failure(standins):
 def rank_failure(standins, outcome, failure):
     from ..v1_engine import world
 
-    s = standins
-    return world.rank_failure(s.folder, s.deaths, s.view, outcome, failure)
+    return world.rank_failure(standins, outcome, failure)
 
 
 def shutdown(standins):
     from ..v1_engine import world
 
-    s = standins
-    world.shutdown(s.mpe, s.view)
-    if s.reference is not None:
-        from ..v1_engine import reference
-
-        s.reference = None
-        reference.teardown()
+    world.shutdown(standins)
