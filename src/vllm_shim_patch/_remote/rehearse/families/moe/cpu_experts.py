@@ -6,8 +6,6 @@ select_experts; 0.30-: the CPURouter, which create_fused_moe_router picks only w
 current_platform.is_cpu(), answered True for that one call); the two C++ wrappers cpu_moe imported
 by name (cpu_prepack_moe_weight, cpu_fused_moe) answer in torch (`torch_experts`)."""
 
-from typing import Any
-
 from . import base, torch_experts
 
 STOOD_IN = (
@@ -17,7 +15,7 @@ STOOD_IN = (
     "of vLLM's own torch path (vLLM's CPU build is not installed)"
 )
 KERNELS = ("cpu_fused_moe", "cpu_prepack_moe_weight")
-_REAL: dict[str, Any] = {}
+_REAL: dict[str, object] = {}  # the kernels cpu_moe imported, by name (install keeps them)
 
 
 def missing():
