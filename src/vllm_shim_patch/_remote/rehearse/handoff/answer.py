@@ -18,6 +18,7 @@ TIMEOUT = "timeout"  # the run ran out of time (a busy machine, or a hang): no v
 ERROR = "error"  # a bug of the rehearsal itself
 OUTCOMES = (PASSED, FAILED, CANNOT, NO_MODEL_CLASS, TIMEOUT, ERROR)
 
+
 @dataclass(frozen=True)
 class Check:
     """One self-check of a stand-in against the vLLM code it replaces; `detail` where it failed."""
@@ -178,7 +179,7 @@ class Answer:
     stage: str = "start"
     iterations: int = 0
     captured: dict[str, list[list[int]]] = field(default_factory=dict)  # layer id: each result's shape
-    failure: JSONObject | None = None  # frames.describe's fields and where the run failed (see above)
+    failure: JSONObject | None = None  # frames.describe's fields and where the run failed (see the package)
     real: tuple[str, ...] = ()
     stood_in: tuple[str, ...] = ()
     checks: tuple[Check, ...] = ()

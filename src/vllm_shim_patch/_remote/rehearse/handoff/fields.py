@@ -6,11 +6,13 @@ from typing import Any
 
 JSONObject = dict[str, Any]
 
+
 class HandoffError(ValueError):
     """A request or answer that is not what the other side sends: which field, and what it held."""
 
 
 def get(data: JSONObject, key: str, kind: type | tuple[type, ...], what: str, *, optional: bool = False) -> Any:
+    """`data[key]`, of type `kind` (None where `optional` and it is absent or null)."""
     if key not in data:
         if optional:
             return None

@@ -8,6 +8,7 @@ from typing import Any
 
 from .fields import HandoffError, JSONObject, get, ints, known, json_object, strs
 
+# What a hand-written request leaves out (the tool sends every field).
 DEFAULT_LAYERS = (1, 2)
 DEFAULT_BATCHES = ((37, 21), (53, 18))
 DEFAULT_MAX_MODEL_LEN = 512
