@@ -76,7 +76,7 @@ def main() -> int:
 
         (root / "session.json").write_text(json.dumps({
             "imports": {"modules": MODULES, "own": "speculators"}, "signatures": CALLEES,
-            "rehearse": request()}))
+            "rehearse": request().to_json()}))
         env = bl.tool_env(PYTHONDONTWRITEBYTECODE="1")
         contenders = [
             bl.Contender("import", [str(target), "-c", f"import {GENERATOR}"], env=env, cwd=tmp),

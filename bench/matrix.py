@@ -197,6 +197,7 @@ def presets() -> list[str]:
 
 def rehearse_family(python: Path, state: Path, preset: str) -> FamilyRun:
     """`rehearse --arch PRESET --json` on the package as apply left it."""
+    from vllm_shim_patch.analysis.handoff import Answer, HandoffError
     from vllm_shim_patch.analysis.rehearse import interpret
     from vllm_shim_patch.report.rehearse import headline
 
@@ -206,10 +207,16 @@ def rehearse_family(python: Path, state: Path, preset: str) -> FamilyRun:
     except ValueError:
         return FamilyRun(preset, "?", step.rc, "error", f"no JSON answer: {step.verdict}", step.seconds,
                          step.stderr_tail[-500:])
+    try:
+        # The command's JSON is the answer's with the command's own keys beside it.
+        answer = Answer.from_json({k: v for k, v in data.items() if k in Answer.__dataclass_fields__})
+    except HandoffError as exc:
+        return FamilyRun(preset, "?", step.rc, "error", f"no rehearsal answer: {exc}", step.seconds,
+                         step.stderr_tail[-500:])
     failure = data.get("failure") or {}
     checks = data.get("checks") or []
     return FamilyRun(preset, str(data.get("architecture") or "?"), step.rc, str(data.get("outcome")),
-                     headline(interpret(data, None)), step.seconds,
+                     headline(interpret(answer, None)), step.seconds,
                      "" if step.rc == 0 else str(failure.get("exception") or ""),
                      data.get("max_rel_diff"), f"{sum(1 for c in checks if c.get('ok'))}/{len(checks)}")
 

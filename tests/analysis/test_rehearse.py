@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from vllm_shim_patch._remote.rehearse import families
+from vllm_shim_patch.analysis.handoff import Answer
+from wire import on_the_wire
 from vllm_shim_patch.analysis.rehearse import SUPPORTED, interpret, refusal, request
 from vllm_shim_patch.errors import TargetError
 from packaging.version import Version
@@ -47,7 +49,7 @@ def test_one_process_answers_imports_and_signatures_in_one_json_object() -> None
 
 
 def test_rehearsal_without_speculators_cannot_run_and_cleans_up(tmp_path: Path) -> None:
-    proc, answer = session({"imports": None, "signatures": None, "rehearse": request(timeout=60)}, tmp_path)
+    proc, answer = session({"imports": None, "signatures": None, "rehearse": request(timeout=60).to_json()}, tmp_path)
     assert proc.returncode == 0, proc.stderr
     r = answer["rehearse"]
     assert (r["ok"], r["outcome"], r["stage"]) == (False, "cannot_rehearse", "import")
@@ -86,8 +88,12 @@ def _plan(*sites: Site) -> Plan:
     return Plan(TARGET, Version("0.16"), None, None, (), (result,))
 
 
+def reply(fields: dict) -> Answer:
+    return on_the_wire(fields)
+
+
 def _failed(line: int, function: str) -> dict:
-    return {"outcome": "failed", "failure": {"speculators_frame": {
+    return {"outcome": "failed", "failure": {"exception": "TypeError: ...", "speculators_frame": {
         "file": GEN, "line": line, "code": "...", "function": function}}}
 
 
@@ -109,7 +115,7 @@ SITES = (
     (100, "_create_vllm_config", []),  # nothing pending matches: the report lists the pending rules
 ])
 def test_the_failing_site_names_the_rule(line: int, function: str, fixes: list[str]) -> None:
-    r = interpret(_failed(line, function), _plan(*SITES))
+    r = interpret(reply(_failed(line, function)), _plan(*SITES))
     assert [s.rule_id for s in r.fixes] == fixes
     assert r.pending == ("scheduler-add-block-size", "executor-sample-tokens", "collective-rpc-single-reply")
 
@@ -120,13 +126,14 @@ def test_running_out_of_time_names_no_rule_even_on_a_line_a_rule_edits() -> None
     run = answer.Run()
     run.stage = "init"
     timed_out = answer.timed_out(run, 900)
-    timed_out["failure"].update(_failed(149, "__init__")["failure"])  # a frame inside a pending edit
-    r = interpret(timed_out, _plan(*SITES))
+    assert timed_out.failure is not None
+    timed_out.failure["speculators_frame"] = _failed(149, "__init__")["failure"]["speculators_frame"]  # in an edit
+    r = interpret(reply(timed_out.to_json()), _plan(*SITES))
     assert (r.outcome, r.passed, r.failed, r.fixes, r.pending, r.opt_ins) == ("timeout", False, False, (), (), ())
 
 
 def test_a_rule_declined_in_review_is_named_as_declined() -> None:
-    r = interpret(_failed(149, "__init__"), _plan(*SITES), frozenset({"scheduler-add-block-size"}))
+    r = interpret(reply(_failed(149, "__init__")), _plan(*SITES), frozenset({"scheduler-add-block-size"}))
     assert [(s.rule_id, s.action) for s in r.fixes] == [("scheduler-add-block-size", Action.DECLINED)]
 
 
@@ -136,37 +143,37 @@ WRONG = {"outcome": "failed", "failure": {"exception": "WrongOutput: 3 of 40 seq
 
 
 def test_wrong_data_names_the_pending_rules_inside_the_code_that_produced_it() -> None:
-    r = interpret(WRONG, _plan(*SITES))
+    r = interpret(reply(WRONG), _plan(*SITES))
     # Each rule once, in plan order; an edit outside generate()'s lines is no fix.
     assert [s.rule_id for s in r.fixes] == ["executor-sample-tokens", "collective-rpc-single-reply"]
 
 
 def test_a_rule_left_out_by_skip_is_named_as_skipped() -> None:
-    r = interpret(WRONG, _plan(*SITES), skipped=frozenset({"collective-rpc-single-reply"}))
+    r = interpret(reply(WRONG), _plan(*SITES), skipped=frozenset({"collective-rpc-single-reply"}))
     assert [(s.rule_id, s.action) for s in r.fixes] == [("executor-sample-tokens", Action.EDITED),
                                                         ("collective-rpc-single-reply", Action.SKIPPED)]
-    r = interpret(_failed(149, "__init__"), _plan(*SITES), skipped=frozenset({"scheduler-add-block-size"}))
+    r = interpret(reply(_failed(149, "__init__")), _plan(*SITES), skipped=frozenset({"scheduler-add-block-size"}))
     assert [(s.rule_id, s.action) for s in r.fixes] == [("scheduler-add-block-size", Action.SKIPPED)]
 
 
 def test_the_parity_workload_is_speculators_own_and_chunks() -> None:
     from vllm_shim_patch.analysis.workloads import PARITY, QUICK
 
-    req = request()
+    req = request().to_json()
     assert (req["workload"], req["max_model_len"], len(req["calls"])) == ("parity", 2048, 6)
-    eight = [c for c in PARITY.calls if len(c[0]) == 8]
-    assert len(eight) == 3 and all(300 <= n <= 2047 for lengths, _ in eight for n in lengths)
+    eight = [c for c in PARITY.calls if len(c.lengths) == 8]
+    assert len(eight) == 3 and all(300 <= n <= 2047 for c in eight for n in c.lengths)
     # speculators 0.3.0's step budget is max(8192, max_model_len): each of these calls is more.
-    assert all(sum(lengths) > 8192 for lengths, _ in eight)
-    assert sorted({r for _, r in PARITY.calls if r}) == [1, 128]
-    assert max(len(c[0]) for c in PARITY.calls) == 12
-    assert request(quick=True)["calls"] == [{"lengths": [37, 21], "seed": 0, "reorder": None},
-                                           {"lengths": [53, 18], "seed": 1, "reorder": None}]
+    assert all(sum(c.lengths) > 8192 for c in eight)
+    assert sorted({c.reorder for c in PARITY.calls if c.reorder}) == [1, 128]
+    assert max(len(c.lengths) for c in PARITY.calls) == 12
+    assert request(quick=True).to_json()["calls"] == [{"lengths": [37, 21], "seed": 0, "reorder": None},
+                                                     {"lengths": [53, 18], "seed": 1, "reorder": None}]
     assert QUICK.max_model_len == 512
 
 
 def test_a_pass_needs_no_plan() -> None:
-    r = interpret({"outcome": "passed", "failure": None}, None)
+    r = interpret(reply({"outcome": "passed", "failure": None}), None)
     assert (r.passed, r.failed, r.fixes, r.pending) == (True, False, (), ())
 
 
@@ -206,7 +213,7 @@ def test_a_model_folder_or_its_config_is_sent_as_an_absolute_path(tmp_path: Path
     assert model_request("Kimi-K2/config.json", None) == {"model": str(folder / "config.json")}
     assert model_request(None, "mistral-large-3") == {"arch": "mistral-large-3"}
     assert model_request(None, None) == {}
-    assert request(model={"arch": "deepseek"})["arch"] == "deepseek"
+    assert request(model={"arch": "deepseek"}).arch == "deepseek"
 
 
 @pytest.mark.parametrize(("config", "arch", "message"), [
@@ -273,19 +280,19 @@ def test_a_rules_symptoms_name_it_where_no_edit_is_on_the_failing_line() -> None
     crash = {"outcome": "failed", "failure": {
         "exception": "TypeError: _patched_forward() got an unexpected keyword argument 'deepstack_input_embeds'",
         "speculators_frame": {"file": GEN, "line": 156, "code": "...", "function": "__init__"}}}
-    r = interpret(crash, _plan(*SITES, hooks), rules=rules, skipped=frozenset({"worker-capture-hooks"}))
+    r = interpret(reply(crash), _plan(*SITES, hooks), rules=rules, skipped=frozenset({"worker-capture-hooks"}))
     assert [(s.rule_id, s.action) for s in r.fixes] == [("worker-capture-hooks", Action.SKIPPED)]
     # An opt-in rule the run did not select: the report says which option runs it.
     refused = {"outcome": "failed", "failure": {
         "exception": "ValueError: The repository /tmp/m contains custom code which must be executed to correctly "
                      "load the model. Please pass the argument `trust_remote_code=True` to allow custom code to be run.",
         "speculators_frame": {"file": GEN, "line": 84, "code": "...", "function": "__init__"}}}
-    r = interpret(refused, _plan(*SITES), rules=rules)
+    r = interpret(reply(refused), _plan(*SITES), rules=rules)
     assert (r.fixes, r.opt_ins) == ((), (("tokenizer-trust-remote-code", "trust-remote-code"),))
     assert "  fix:         rule tokenizer-trust-remote-code (opt-in: run again with --trust-remote-code)" in lines(r)
     assert r.as_dict()["opt_in_fixes"] == [{"rule": "tokenizer-trust-remote-code", "option": "trust-remote-code"}]
     # With the option given the rule is in the plan; no hint to give it again.
-    r = interpret(refused, _plan(*SITES), rules=rules, options=frozenset({"trust-remote-code"}))
+    r = interpret(reply(refused), _plan(*SITES), rules=rules, options=frozenset({"trust-remote-code"}))
     assert r.opt_ins == ()
 
 
@@ -302,13 +309,13 @@ def test_a_rehearsal_that_could_not_run_names_the_rule_that_keeps_vllm_where_it_
                      "is unset): speculators' worker drives the V1 runner, and the rehearsal stands in for the V1 "
                      "runner only",
         "speculators_frame": {"file": GEN, "line": 124, "code": "...", "function": "__init__"}}}
-    r = interpret(v2, _plan(*SITES, pin), rules=rules, skipped=frozenset({"generator-v1-runner"}))
+    r = interpret(reply(v2), _plan(*SITES, pin), rules=rules, skipped=frozenset({"generator-v1-runner"}))
     assert [(s.rule_id, s.action) for s in r.fixes] == [("generator-v1-runner", Action.SKIPPED)]
     assert headline(r) == f"rehearsal could not run: {v2['failure']['exception']}"
     assert lines(r) == [f"  fix:         rule generator-v1-runner (skipped with --skip/--only: it would edit {GEN}:118)"]
     # A stand-in gap no rule's symptoms match: nothing is named, no fix line.
     gap = {"outcome": "cannot_rehearse", "failure": {"exception": "cannot rehearse: stand-in X no longer matches"}}
-    r = interpret(gap, _plan(*SITES, pin), rules=rules)
+    r = interpret(reply(gap), _plan(*SITES, pin), rules=rules)
     assert (r.fixes, lines(r)) == ((), [])
 
 
@@ -321,6 +328,6 @@ def test_the_verdict_names_the_runner_where_it_is_not_v1(runner: str | None, nam
               **({"runner": runner} if runner else {}), "failure": {
                   "exception": "KVCacheNotCommitted: KV cache block 5 used past the committed memory",
                   "speculators_frame": {"file": GEN, "line": 325, "code": "...", "function": "generate"}}}
-    r = interpret(failed, _plan(*SITES))
+    r = interpret(reply(failed), _plan(*SITES))
     assert headline(r) == (f"rehearsal failed in generate-1 at {GEN}:325: KVCacheNotCommitted: KV cache block 5 "
                            f"used past the committed memory{named}; on a tiny LlamaForCausalLM (--arch preset)")

@@ -12,6 +12,7 @@ import pytest
 from vllm_shim_patch._remote.rehearse import answer
 from vllm_shim_patch.analysis import rehearse as tool_side
 from vllm_shim_patch.analysis import session
+from wire import on_the_wire
 from vllm_shim_patch.commands.context import Context
 from vllm_shim_patch.commands.rehearse import rehearse
 from vllm_shim_patch.settings import RehearseOptions, Settings
@@ -23,12 +24,12 @@ TARGET = Target(python="/env/bin/python", python_version="3.11.7", package="spec
 TIMED_OUT = "cannot rehearse: timed out after 900 s (the machine is busy? pass --timeout)"
 
 
-def _run(monkeypatch: pytest.MonkeyPatch, reply: dict[str, Any], **options: Any) -> tuple[Any, list[dict[str, Any]]]:
+def _run(monkeypatch: pytest.MonkeyPatch, reply: dict[str, Any] | answer.Answer, **options: Any) -> tuple[Any, list[dict[str, Any]]]:
     asked: list[dict[str, Any]] = []
 
     def run_session(target: Target, **request: Any) -> session.SessionAnswer:
-        asked.append(request["rehearse"])
-        return session.SessionAnswer(None, None, reply)
+        asked.append(request["rehearse"].to_json())  # what goes on the wire
+        return session.SessionAnswer(None, None, on_the_wire(reply))
 
     monkeypatch.setattr(session, "run_session", run_session)
     ctx = Context(Settings(python=TARGET.python))

@@ -14,6 +14,7 @@ import pytest
 
 from vllm_shim_patch._remote.rehearse.families import FAMILIES
 from vllm_shim_patch.analysis import session, topology
+from wire import on_the_wire
 from vllm_shim_patch.commands.context import Context
 from vllm_shim_patch.commands.rehearse import rehearse
 from vllm_shim_patch.errors import UsageError
@@ -40,8 +41,8 @@ def _run(monkeypatch: pytest.MonkeyPatch, reply: dict[str, Any], memory: float =
     asked: list[dict[str, Any]] = []
 
     def run_session(target: Target, **request: Any) -> session.SessionAnswer:
-        asked.append(request["rehearse"])
-        return session.SessionAnswer(None, None, reply)
+        asked.append(request["rehearse"].to_json())  # what goes on the wire
+        return session.SessionAnswer(None, None, on_the_wire(reply))
 
     monkeypatch.setattr(session, "run_session", run_session)
     monkeypatch.setattr(topology, "available_memory", lambda: memory)

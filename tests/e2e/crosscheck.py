@@ -27,6 +27,9 @@ check = sys.modules['_vsp_remote_rehearse.check']
 sys.modules['_vsp_remote_rehearse.attention'].SCORES_BYTES = 64 << 10
 
 
+FOUND = {}  # what the crosscheck measured, beside the rehearsal's answer
+
+
 def crosscheck(run, work, family, adapter, S, config):
     """transformers' own implementation of the architecture, the same weights loaded into vLLM's
     model by vLLM's own loader: the stand-in attention / MoE / MLA must give the same states."""
@@ -67,14 +70,15 @@ def crosscheck(run, work, family, adapter, S, config):
     with torch.inference_mode():
         out = hf(torch.tensor([prompt]), output_hidden_states=True)
     theirs = {i: out.hidden_states[i + 1][0].float() for i in work.layers}
-    run.extra["crosscheck"] = {str(i): check.relative(ours[i], theirs[i]) for i in work.layers}
-    run.extra["loaded"] = len(loaded) if loaded is not None else None
+    FOUND["crosscheck"] = {str(i): check.relative(ours[i], theirs[i]) for i in work.layers}
+    FOUND["loaded"] = len(loaded) if loaded is not None else None
 
 
 run_mod._drive = crosscheck
-req = {"arch": sys.argv[2], "layers": [1, 2], "batches": [[37, 21]], "supported": ["0.3.0", "0.4.0", "0.4.0.1"]}
+req = rehearse.request({"arch": sys.argv[2], "layers": [1, 2], "batches": [[37, 21]],
+                        "supported": ["0.3.0", "0.4.0", "0.4.0.1"]})
 rehearse.prepare(req)
-ans = rehearse.rehearse(req)
+ans = {**rehearse.rehearse(req).to_json(), **FOUND}
 # Straight to the file descriptor: vLLM's worker set-up prefixes this process's sys.stdout lines.
 os.write(1, (json.dumps({k: ans.get(k) for k in ("outcome", "failure", "crosscheck", "loaded", "architecture")},
                         default=str) + "\n").encode())

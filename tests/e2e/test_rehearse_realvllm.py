@@ -397,9 +397,9 @@ def test_stand_ins_are_checked_against_the_code_they_replace(real: Sandbox, tmp_
         f"                                              submodule_search_locations=[{str(remote)!r}])\n"
         "rehearse = importlib.util.module_from_spec(spec); sys.modules[spec.name] = rehearse\n"
         "spec.loader.exec_module(rehearse)\n"
-        "req = {'timeout': 300, 'supported': ['0.3.0']}\n"
+        "req = rehearse.request({'timeout': 300, 'supported': ['0.3.0']})\n"
         "rehearse.prepare(req)\n" + patch +
-        "print(json.dumps(rehearse.rehearse(req), default=str))\n")
+        "print(json.dumps(rehearse.rehearse(req).to_json(), default=str))\n")
     out = subprocess.run([str(real.python), str(driver)], capture_output=True, text=True, timeout=600,
                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     answer = json.loads(out.stdout.strip().splitlines()[-1])

@@ -65,9 +65,9 @@ def test_the_rehearsal_knows_a_patched_build_of_a_supported_release() -> None:
     from vllm_shim_patch.analysis.rehearse import SUPPORTED, released, request
 
     assert released("0.3.0+vsp.vllm0.16") == "0.3.0" and released("0.3.0+cu121") == "0.3.0+cu121"
-    assert request(installed="0.3.0+vsp.vllm0.16")["supported"] == [*SUPPORTED, "0.3.0+vsp.vllm0.16"]
-    assert request(installed="0.2.0+vsp.vllm0.16")["supported"] == list(SUPPORTED)
-    assert request(installed="0.3.0")["supported"] == list(SUPPORTED)
+    assert request(installed="0.3.0+vsp.vllm0.16").supported == (*SUPPORTED, "0.3.0+vsp.vllm0.16")
+    assert request(installed="0.2.0+vsp.vllm0.16").supported == SUPPORTED
+    assert request(installed="0.3.0").supported == SUPPORTED
 
 
 @pytest.mark.parametrize(("recorded", "now", "same"), [

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from vllm_shim_patch._remote.rehearse import answer, families, frames, model_folder, releases, workload
-from vllm_shim_patch._remote.rehearse.answer import CannotRehearse, Run, WrongOutput
+from vllm_shim_patch._remote.rehearse.answer import CannotRehearse, Result, Run, WrongOutput
+from vllm_shim_patch._remote.rehearse.handoff import Call, Check, HandoffError, Request, Steps, Workload, WorkloadDone
 
 
 def raise_from(path: Path, source: str, exc_type: type[BaseException] = RuntimeError) -> BaseException:
@@ -99,16 +100,16 @@ def test_running_out_of_time_is_no_failure_wherever_the_run_was(stage: str) -> N
     run = Run()
     run.stage = stage
     ans = answer.timed_out(run, 300)
-    assert (ans["ok"], ans["outcome"], ans["stage"], ans["failure"]) == (False, "timeout", stage, {
+    assert (ans.ok, ans.outcome, ans.stage, ans.failure) == (False, "timeout", stage, {
         "exception": "cannot rehearse: timed out after 300 s (the machine is busy? pass --timeout)"})
-    assert answer.timed_out(run, 2.5)["failure"]["exception"].startswith("cannot rehearse: timed out after 2.5 s ")
+    assert (answer.timed_out(run, 2.5).failure or {})["exception"].startswith("cannot rehearse: timed out after 2.5 s ")
 
 
 def test_each_forward_the_runner_reports_is_an_iteration() -> None:
     run = Run()
     run.count_forward()
     run.count_forward()
-    assert answer.answer(run, True, answer.PASSED)["iterations"] == 2
+    assert answer.answer(run, True, answer.PASSED).iterations == 2
 
 
 def test_the_answer_is_json_and_names_what_ran() -> None:
@@ -116,8 +117,8 @@ def test_the_answer_is_json_and_names_what_ran() -> None:
     run.stage, run.iterations = "done", 3
     run.real.append("vllm.v1.request.Request")
     run.stood_in.append("the executor's processes")
-    run.extra["max_rel_diff"] = 0.0
-    ans = json.loads(json.dumps(answer.answer(run, True, answer.PASSED)))
+    run.result = Result(0.0, WorkloadDone("quick", 2, 4, 129), Steps(2, 0, 0))
+    ans = json.loads(json.dumps(answer.answer(run, True, answer.PASSED).to_json()))
     assert {k: ans[k] for k in ("ok", "outcome", "stage", "iterations", "real", "stood_in", "max_rel_diff")} == {
         "ok": True, "outcome": "passed", "stage": "done", "iterations": 3, "real": ["vllm.v1.request.Request"],
         "stood_in": ["the executor's processes"], "max_rel_diff": 0.0}
@@ -131,17 +132,8 @@ def test_a_failed_self_check_is_recorded_and_stops_the_run() -> None:
     with pytest.raises(CannotRehearse, match="^stand-in StandInAttention.forward no longer matches vLLM's "
                                              "LlamaAttention.forward: \\(self, x\\)$"):
         run.check("StandInAttention.forward vs LlamaAttention.forward", False, "(self, x)")
-    assert run.checks == [{"check": "StandInAttention.forward vs LlamaAttention.forward", "ok": True},
-                          {"check": "StandInAttention.forward vs LlamaAttention.forward", "ok": False,
-                           "detail": "(self, x)"}]
-
-
-def test_the_outcome_vocabulary_is_the_tools() -> None:
-    from vllm_shim_patch.analysis import rehearse as tool_side
-
-    assert (tool_side.PASSED, tool_side.FAILED, tool_side.TIMEOUT_OUTCOME, tool_side.ERROR) == (
-        answer.PASSED, answer.FAILED, answer.TIMEOUT, answer.ERROR)
-    assert (tool_side.CANNOT, tool_side.NO_MODEL_CLASS) == (answer.CANNOT, answer.NO_MODEL_CLASS)
+    assert run.checks == [Check("StandInAttention.forward vs LlamaAttention.forward", True),
+                          Check("StandInAttention.forward vs LlamaAttention.forward", False, "(self, x)")]
 
 
 def test_a_vllm_without_the_model_class_is_its_own_answer_naming_the_first_release_with_it() -> None:
@@ -150,7 +142,7 @@ def test_a_vllm_without_the_model_class_is_its_own_answer_naming_the_first_relea
                       "patched or not; first release with it: 0.15.0)")
     assert not isinstance(e, CannotRehearse)
     ans = answer.answer(Run(), False, answer.NO_MODEL_CLASS, e.failure())
-    assert (ans["outcome"], ans["failure"]) == ("no_model_class", {
+    assert (ans.outcome, ans.failure) == ("no_model_class", {
         "exception": str(e), "architecture": "KimiK25ForConditionalGeneration", "first_release": "0.15.0"})
 
 
@@ -164,16 +156,16 @@ def test_every_family_names_the_first_release_of_each_of_its_architectures() -> 
 
 
 def test_the_workload_is_a_value_built_from_the_request() -> None:
-    work = workload.from_request({"layers": [1, 2], "batches": [[37, 21], [53, 18]]})
-    assert work == workload.Workload((1, 2), (workload.Call((37, 21), 0), workload.Call((53, 18), 1)), 512)
+    work = Request.from_json({"layers": [1, 2], "batches": [[37, 21], [53, 18]]}).workload
+    assert work == Workload("custom", 512, (Call((37, 21), 0), Call((53, 18), 1)), (1, 2))
     assert (work.sequences, work.tokens) == (4, 129)
-    assert workload.from_request({}) == work  # the default is today's short workload
+    assert Request.from_json({}).workload == work  # the default is today's short workload
     first = workload.prompts(work.calls[0], vocab=128)
     assert [len(p) for p in first] == [37, 21]
     assert first == workload.prompts(work.calls[0], vocab=128)  # reproducible from the seed
     assert all(workload.FIRST_TOKEN <= t < 128 for p in first for t in p)
-    with pytest.raises(ValueError, match=r"prompt lengths \[600\] must be 1..511"):
-        workload.from_request({"batches": [[600]]})
+    with pytest.raises(HandoffError, match=r"^prompt lengths \[600\] must be 1..511$"):
+        Request.from_json({"batches": [[600]]})
 
 
 def test_the_tiny_model_folder_holds_the_familys_config_and_a_tokenizer(tmp_path: Path) -> None:

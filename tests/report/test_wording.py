@@ -92,20 +92,19 @@ def test_a_wrong_sequence_in_words(problem: dict[str, object], words: str) -> No
 
 
 def test_wrong_data_groups_prompts_wrong_alike_and_names_what_was_left_behind() -> None:
+    from vllm_shim_patch.analysis.handoff import Answer, WorkloadDone, WrongCall
     from vllm_shim_patch.report.rehearse import wrong_data
 
     shifted = {"expected": 600, "rows": 600, "segments": [], "input_ids_of": None}
-    answer = {"workload": {"sequences": 24}, "wrong": [
-        {"call": 1, "problems": [{**shifted, "prompt": 5, "input_ids_of": 5, "segments": [[5, 102, 600]]},
-                                 {**shifted, "prompt": 6, "input_ids_of": 6, "segments": [[6, 102, 600]]}],
-         "stale_requests": 0, "worker_holds": []},
-        {"call": 3, "problems": [{"prompt": 7, "expected": 300, "rows": 0, "input_ids_of": 7, "segments": []}],
-         "stale_requests": 2, "worker_holds": ["_captured_states"]},
-    ]}
+    answer = Answer(False, "failed", workload=WorkloadDone("parity", 6, 24, 9000), wrong=(
+        WrongCall(1, 8, ({**shifted, "prompt": 5, "input_ids_of": 5, "segments": [[5, 102, 600]]},
+                         {**shifted, "prompt": 6, "input_ids_of": 6, "segments": [[6, 102, 600]]}), 0, ()),
+        WrongCall(3, 8, ({"prompt": 7, "expected": 300, "rows": 0, "input_ids_of": 7, "segments": []},), 2,
+                  ("_captured_states",)),
+    ))
     assert wrong_data(answer) == (
         "3 of 24 sequences wrong (call 1: prompts 5-6 shifted by 102 rows; call 3: prompt 7 empty; the model "
         "runner still holds 2 requests of earlier calls; the worker still holds _captured_states)")
-    clean = {"workload": {"sequences": 4}, "wrong": [{"call": 2, "problems": [], "stale_requests": 1,
-                                                       "worker_holds": []}]}
+    clean = Answer(False, "failed", workload=WorkloadDone("quick", 2, 4, 129), wrong=(WrongCall(2, 2, (), 1, ()),))
     assert wrong_data(clean) == ("all 4 sequences right, but state is left behind between calls (call 2: the "
                                  "model runner still holds 1 request of earlier calls)")

@@ -54,7 +54,7 @@ def _requirements(own):
         found = metadata.requires(own) or []
     except Exception:  # noqa: BLE001  (no metadata: nothing to name)
         return {}
-    out = {}
+    out: dict[str, str] = {}
     for req in found:
         match = _NAME.match(req.strip())
         if match:

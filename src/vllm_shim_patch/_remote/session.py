@@ -7,7 +7,7 @@ interpreter: standard library only, nothing of vllm_shim_patch. Reads one JSON r
     {"imports": {"modules": [...], "own": "speculators"} | null,
      "packages": {"modules": {module: [name, ...]}, "own": "speculators"} | null,
      "signatures": [qualname, ...] | null,
-     "rehearse": {"timeout": s, "layers": [...], "batches": [[len, ...], ...], "verbose": b} | null}
+     "rehearse": the rehearsal's request (`rehearse/handoff.py`: Request.to_json) | null}
 
 (the rehearsal is the package `rehearse/`, loaded by path like the scripts)
 
@@ -16,6 +16,8 @@ import_check's list, package_imports' answer, signature_probe's {"fatal", "resul
 answer. The steps run in that order: the other packages are imported before vLLM can touch them,
 and the rehearsal patches vLLM classes, so it goes last.
 """
+
+from __future__ import annotations
 
 import os
 import sys
@@ -36,7 +38,7 @@ _OUT_FD = os.dup(1)
 os.dup2(2, 1)
 sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
 _LOCK = threading.Lock()
-_ANSWER = {"imports": None, "packages": None, "signatures": None, "rehearse": None}
+_ANSWER: dict[str, object] = {"imports": None, "packages": None, "signatures": None, "rehearse": None}
 
 
 def _sibling(name):
@@ -49,6 +51,7 @@ def _sibling(name):
                                                       submodule_search_locations=[path])
     else:
         spec = importlib.util.spec_from_file_location(private, path + ".py")
+    assert spec is not None and spec.loader is not None  # a path always has a spec and a loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[private] = module
     spec.loader.exec_module(module)
@@ -95,22 +98,25 @@ def _watch_parent(parent, poll=1.0):
 def main():
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True, name="vsp-parent").start()
     request = json.loads(sys.stdin.read() or "{}")
-    rehearse_req = request.get("rehearse")
-    rehearse = None
-    if rehearse_req is not None:
+    rehearse, rehearse_req = None, None
+    if request.get("rehearse") is not None:
         rehearse = _sibling("rehearse")
-        rehearse.prepare(rehearse_req)  # environment first: vLLM reads some of it at import
+        rehearse_req = rehearse.request(request["rehearse"])
+        if isinstance(rehearse_req, rehearse.Answer):  # a request it cannot read: that is its answer
+            _ANSWER["rehearse"], rehearse = rehearse_req.to_json(), None
+        else:
+            rehearse.prepare(rehearse_req)  # environment first: vLLM reads some of it at import
     if request.get("imports") is not None:
         _ANSWER["imports"] = _sibling("import_check").check(request["imports"])
     if request.get("packages") is not None:
         _ANSWER["packages"] = _sibling("package_imports").check(request["packages"])
     if request.get("signatures") is not None:
         _ANSWER["signatures"] = _sibling("signature_probe").probe_all(request["signatures"])
-    if rehearse is not None:
-        seconds = float(rehearse_req.get("timeout", 300))
+    if rehearse is not None and rehearse_req is not None:
+        seconds = rehearse_req.timeout
 
         def watchdog():
-            _ANSWER["rehearse"] = rehearse.timed_out(seconds)
+            _ANSWER["rehearse"] = rehearse.timed_out(seconds).to_json()
             _emit_and_exit(0)
 
         timer = threading.Timer(seconds, watchdog)
@@ -118,7 +124,7 @@ def main():
         timer.start()
         answer = rehearse.rehearse(rehearse_req)
         timer.cancel()
-        _ANSWER["rehearse"] = answer
+        _ANSWER["rehearse"] = answer.to_json()
     _emit_and_exit(0)
 
 

@@ -10,6 +10,8 @@ writes one JSON object to stdout:
 "fatal" means a top-level package (vllm) fails to import at all; per-name problems are errors.
 """
 
+from typing import Any
+
 import os
 import sys
 
@@ -101,7 +103,7 @@ def _probe(qualname):
 def probe_all(names):
     """{"fatal": ..., "results": {name: ...}} for the qualified names in `names`."""
     names = [n for n in names if isinstance(n, str) and n]
-    answer = {"fatal": None, "results": {}}
+    answer: dict[str, Any] = {"fatal": None, "results": {}}
     for top in dict.fromkeys(n.split(".")[0] for n in names):
         try:
             importlib.import_module(top)

@@ -16,7 +16,7 @@ from ..errors import TargetError, UsageError
 from ..kinds import Action
 from ..target import REMOTE
 from ..vllm_source import parse_scope
-from .topology import Topology
+from .handoff import CANNOT, FAILED, PASSED, Answer, Request, Topology
 from .workloads import PARITY, QUICK
 
 if TYPE_CHECKING:
@@ -34,18 +34,10 @@ SUPPORTED = ("0.3.0", "0.4.0", "0.4.0.1")
 # in docs/compatibility.md (vLLM 0.12.0, shared, measured before that change);
 # under load 300 s ran out two thirds of the way through: six times the slowest cell.
 TIMEOUT = 900.0
-# The layers whose hidden states speculators captures in the rehearsal.
-LAYERS = (1, 2)
 
 
 # How far below a scoped rule's edit a failure in the same function is still that edit's site.
 NEAR_LINES = 8
-
-# The answer's outcomes, as `_remote/rehearse/answer.py` spells them (a test holds them equal).
-PASSED, FAILED, CANNOT, TIMEOUT_OUTCOME, ERROR = "passed", "failed", "cannot_rehearse", "timeout", "error"
-# The installed vLLM has no model class for the architecture: it cannot load the model, patched or
-# not (exit 2 like CANNOT, worded apart: no stand-in is at fault).
-NO_MODEL_CLASS = "no_model_class"
 
 
 def refusal(target: Target) -> tuple[str, str] | None:
@@ -147,15 +139,16 @@ def released(version: str) -> str:
 
 def request(*, verbose: bool = False, timeout: float = TIMEOUT, quick: bool = False,
             model: dict[str, Any] | None = None, installed: str | None = None,
-            topology: Topology | None = None) -> dict[str, Any]:
-    """`installed`: the target's speculators version, named supported too when it is a patched
-    wheel's build of a supported release (the target compares the version string)."""
+            topology: Topology | None = None) -> Request:
+    """`model`: `model_request`'s answer. `installed`: the target's speculators version, named
+    supported too when it is a patched wheel's build of a supported release (the target compares
+    the version string)."""
     supported = list(SUPPORTED)
     if installed is not None and installed not in supported and released(installed) in SUPPORTED:
         supported.append(installed)
-    return {"timeout": timeout, "layers": list(LAYERS), **(QUICK if quick else PARITY).as_request(),
-            "verbose": verbose, "supported": supported, **(model or {}),
-            **(topology or Topology()).as_request()}
+    model = model or {}
+    return Request(QUICK if quick else PARITY, timeout, verbose, tuple(supported), model.get("model"),
+                   model.get("arch"), topology or Topology())
 
 
 def topology(tensor_parallel: int | None, pipeline_parallel: int | None, model: dict[str, Any],
@@ -171,14 +164,14 @@ def topology(tensor_parallel: int | None, pipeline_parallel: int | None, model: 
 class Rehearsal:
     """The target's answer, with the loaded rules' sites that match where it failed."""
 
-    answer: dict[str, Any]
+    answer: Answer
     fixes: tuple[Site, ...] = ()
     pending: tuple[str, ...] = ()  # rules that would still edit the package as it is now
     opt_ins: tuple[tuple[str, str], ...] = ()  # (rule, option): opt-in rules whose symptoms match
 
     @property
     def outcome(self) -> str:
-        return str(self.answer.get("outcome", ERROR))
+        return self.answer.outcome
 
     @property
     def passed(self) -> bool:
@@ -186,46 +179,45 @@ class Rehearsal:
 
     @property
     def failed(self) -> bool:
-        """A failure found in speculators' run. Running out of time is none (TIMEOUT_OUTCOME:
+        """A failure found in speculators' run. Running out of time is none (outcome TIMEOUT:
         the run could not finish, as CANNOT could not start)."""
         return self.outcome == FAILED
 
     @property
     def failure(self) -> dict[str, Any]:
-        return self.answer.get("failure") or {}
+        return self.answer.failure or {}
 
     def as_dict(self) -> dict[str, Any]:
-        return {**self.answer,
+        return {**self.answer.to_json(),
                 "fixes": [{"rule": s.rule_id, "path": s.path, "line": s.line, "action": str(s.action)}
                           for s in self.fixes],
                 "pending_rules": list(self.pending),
                 "opt_in_fixes": [{"rule": r, "option": o} for r, o in self.opt_ins]}
 
 
-def interpret(answer: dict[str, Any], plan: Plan | None, declined: frozenset[str] = frozenset(),
+def interpret(answer: Answer, plan: Plan | None, declined: frozenset[str] = frozenset(),
               skipped: frozenset[str] = frozenset(), rules: Sequence[Rule] = (),
               options: frozenset[str] = frozenset()) -> Rehearsal:
     """Attach the rule that matches the failing site, from `plan` (the rules on the files as they
     are now): pending sites that span the speculators frame's line, else a pending scoped edit in
     the same function at most NEAR_LINES above it. `declined`: rules the reviewer said no to in this
     run; `skipped`: rules --skip/--only left out (`plan` then holds them, so they can be named)."""
-    if plan is None or answer.get("outcome") not in (FAILED, CANNOT):
+    if plan is None or answer.outcome not in (FAILED, CANNOT):
         return Rehearsal(answer)
     pending = [s for s in plan.sites if s.action in (Action.EDITED, Action.NEEDS_HUMAN, Action.DECLINED)]
-    if answer.get("outcome") == CANNOT:
+    if answer.outcome == CANNOT:
         # A stand-in that cannot follow where vLLM went is no site of speculators' to fix; but a
         # rule may be what keeps vLLM on the path it can follow (the V1 runner): named by symptom.
         named, wanted = _by_symptom(answer, rules, pending, options)
         return Rehearsal(answer, tuple(_marked(named, declined, skipped)), (), tuple(wanted))
-    if answer.get("wrong"):
+    if answer.wrong:
         # Wrong data has no failing line: the fixes are the pending edits inside the code that
         # produced it (generate() and the worker's capture methods), one per rule.
-        spans = answer.get("data_frames") or []
-        inside = [s for s in pending if any(s.path == f["file"] and f["line"] <= s.line <= f["end_line"]
-                                            for f in spans)]
+        spans = answer.data_frames or ()
+        inside = [s for s in pending if any(s.path == f.file and f.line <= s.line <= f.end_line for f in spans)]
         fixes = _marked(list({s.rule_id: s for s in reversed(inside)}.values())[::-1], declined, skipped)
         return Rehearsal(answer, tuple(fixes), tuple(dict.fromkeys(s.rule_id for s in pending)))
-    frame = (answer.get("failure") or {}).get("speculators_frame") or {}
+    frame = (answer.failure or {}).get("speculators_frame") or {}
     line = int(frame.get("line") or 0)
     here = [s for s in pending if s.path == frame.get("file")]
     fixes = [s for s in here if s.line <= line <= s.end_line]
@@ -250,11 +242,11 @@ def interpret(answer: dict[str, Any], plan: Plan | None, declined: frozenset[str
     return Rehearsal(answer, tuple(fixes), tuple(dict.fromkeys(s.rule_id for s in pending)), tuple(opt_ins))
 
 
-def _by_symptom(answer: dict[str, Any], rules: Sequence[Rule], pending: list[Site],
+def _by_symptom(answer: Answer, rules: Sequence[Rule], pending: list[Site],
                 options: frozenset[str]) -> tuple[list[Site], list[tuple[str, str]]]:
     """The pending sites of the rules whose `symptoms` match the failure's exception, and the
     opt-in rules (with their option) that would fix it but were not asked for."""
-    text = str((answer.get("failure") or {}).get("exception") or "")
+    text = str((answer.failure or {}).get("exception") or "")
     fixes: list[Site] = []
     opt_ins: list[tuple[str, str]] = []
     for rule in rules:

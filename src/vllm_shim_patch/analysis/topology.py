@@ -11,11 +11,11 @@ cannot run is refused with one line (exit 2), never oversubscribed or skipped si
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from .handoff import Topology  # its `reason`: why this size, where the user did not give it (None: given, or 1)
 
 # What one GPU holds, for "what the model needs" (an 80 GB GPU at vLLM's default 0.9 utilisation).
 GPU_BYTES = 80e9 * 0.9
@@ -32,17 +32,6 @@ RANK_BYTES = 2 * MEASURED
 # Beyond any node (NODE_GPUS) a model spans nodes; the rehearsal's ranks stay on this machine.
 MOST_RANKS = 64
 GENERATOR = "speculators/data_generation/vllm_hidden_states_generator.py"
-
-
-@dataclass(frozen=True)
-class Topology:
-    tensor_parallel_size: int = 1
-    pipeline_parallel_size: int = 1
-    reason: str | None = None  # why this size, where the user did not give it (None: given, or 1)
-
-    def as_request(self) -> dict[str, Any]:
-        return {"tensor_parallel_size": self.tensor_parallel_size,
-                "pipeline_parallel_size": self.pipeline_parallel_size, "topology_reason": self.reason}
 
 
 def available_memory() -> float | None:

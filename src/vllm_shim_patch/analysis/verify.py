@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..signatures.model import BindResult
     from ..target import Target
     from .calls import CallRecord
+    from .handoff import Answer, Request
 
 # (callees, the live probe's answer or None) → (qualname → Signature | None, kind, note):
 # what `signatures.select.binding_signatures` answers.
@@ -39,7 +40,7 @@ class VerifyResult:
     verdict: str = FAILED  # passed | partial | failed
     not_checked: list[str] = field(default_factory=list)
     notable: list[str] = field(default_factory=list)  # `lines` less the calls that bind
-    rehearsal: dict[str, Any] | None = None  # the rehearsal's answer, when one ran
+    rehearsal: Answer | None = None  # the rehearsal's answer, when one ran
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ def _import_lines(results: list[dict[str, Any]]) -> list[str]:
 
 def run_checks(target: Target, bindings: Bindings, modules: list[str], calls: list[CallRecord],
                sites: Mapping[tuple[str, int], str] | None = None, *, live: bool = False,
-               rehearse: dict[str, Any] | None = None,
+               rehearse: Request | None = None,
                unscanned: Mapping[str, str] | None = None) -> VerifyResult:
     """Import `modules`, bind `calls` (live: asked in the same target process), and rehearse when
     `rehearse` is a request; fail on an import failure or a binding mismatch.
@@ -194,7 +195,7 @@ def _verdict(imports: list[dict[str, Any]], bound: list[Binding], kind: Any,
 
 
 def verify_plan(target: Target, plan: Plan, bindings: Bindings, *, live: bool = False,
-                rehearse: dict[str, Any] | None = None) -> VerifyResult:
+                rehearse: Request | None = None) -> VerifyResult:
     """Verification inside apply: the modules it changed; every call into vLLM in them; the
     calls at every site a rule matched but left as it was (declined in review, left for a human,
     a notice, not needed), wherever they are; and the rehearsal when asked."""

@@ -110,12 +110,11 @@ def rehearsal_trailers(rehearsal: Rehearsal | None, why_not: str | None) -> dict
         return {"Rehearsal": f"not run ({why_not})" if why_not else "not run"}
     a = rehearsal.answer
     how = {"folder": "built from the config given with --model", "arch": "the --arch preset"}.get(
-        str(a.get("model")), "the default tiny model; --model rehearses another architecture")
+        str(a.model), "the default tiny model; --model rehearses another architecture")
     out = {"Rehearsal": rehearsal.outcome}
-    if a.get("architecture"):
-        out["Rehearsal-Model"] = f"a tiny {a['architecture']} ({how})"
-        t = a.get("topology") or {}
-        tp, pp = int(t.get("tensor_parallel_size") or 1), int(t.get("pipeline_parallel_size") or 1)
+    if a.architecture:
+        out["Rehearsal-Model"] = f"a tiny {a.architecture} ({how})"
+        tp, pp = (a.topology.tensor_parallel_size, a.topology.pipeline_parallel_size) if a.topology else (1, 1)
         out["Rehearsal-Topology"] = (f"tensor parallel size {tp}, pipeline parallel {pp}"
                                      + ("" if tp * pp > 1 else ": one worker, rank logic beyond rank 0 not rehearsed"))
     return out

@@ -8,7 +8,8 @@ from .context import Context, Outcome
 
 def rehearse(ctx: Context, opts: RehearseOptions) -> Outcome:
     """Pass (exit 0), the first failure with the rule that fixes it (1), or why it cannot run (2)."""
-    from ..analysis.rehearse import CANNOT, ERROR, TIMEOUT, check_can_run, interpret, model_request, request, topology
+    from ..analysis.handoff import CANNOT, ERROR, Answer
+    from ..analysis.rehearse import TIMEOUT, check_can_run, interpret, model_request, request, topology
     from ..analysis.session import run_session
     from ..report.apply import rehearsed
     from ..report.rehearse import headline, lines
@@ -21,10 +22,10 @@ def rehearse(ctx: Context, opts: RehearseOptions) -> Outcome:
     answer = run_session(target, rehearse=request(verbose=verbose, timeout=opts.timeout or TIMEOUT,
                                                   quick=opts.quick, model=model,
                                                   installed=target.version, topology=world)).rehearsal
-    if not isinstance(answer, dict):
-        answer = {"ok": False, "outcome": ERROR, "failure": {"exception": "the target gave no rehearsal answer"}}
+    if answer is None:
+        answer = Answer(False, ERROR, failure={"exception": "the target gave no rehearsal answer"})
     result = interpret(answer, None)
-    if result.failed or answer.get("outcome") == CANNOT:  # a rule may name what it could not run
+    if result.failed or answer.outcome == CANNOT:  # a rule may name what it could not run
         skipped = frozenset(ctx.rules.skipped)
         result = interpret(answer, ctx.plan(ctx.files.installed(), everything=bool(skipped)), skipped=skipped,
                            rules=ctx.rules.full.rules, options=ctx.settings.rule_options)
@@ -33,7 +34,7 @@ def rehearse(ctx: Context, opts: RehearseOptions) -> Outcome:
     data = {"ok": result.passed, "package": ctx.who, "vllm": target.vllm_version, **result.as_dict()}
     if code == 2:
         # Exit 2 under --json always carries `error` and `kind` (README: exit codes).
-        data.update(error=text.splitlines()[-1], kind=_KINDS.get(str(answer.get("outcome")), "RehearsalError"))
+        data.update(error=text.splitlines()[-1], kind=_KINDS.get(answer.outcome, "RehearsalError"))
     return Outcome(text, data, code)
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..analysis.rehearse import NO_MODEL_CLASS
+from ..analysis.handoff import NO_MODEL_CLASS
 from ..words import listing, plural
 
 if TYPE_CHECKING:
+    from ..analysis.handoff import Answer
     from ..analysis.rehearse import Rehearsal
 
 
@@ -17,8 +18,8 @@ def _frame(frame: dict[str, Any] | None) -> str:
     return f"{frame['file']}:{frame['line']}: {frame.get('code') or ''}".rstrip()
 
 
-def _shapes(answer: dict[str, Any]) -> str:
-    captured = answer.get("captured") or {}
+def _shapes(answer: Answer) -> str:
+    captured = answer.captured
     return "; ".join(f"layer {layer}: " + ", ".join("x".join(map(str, s)) for s in shapes)
                      for layer, shapes in captured.items())
 
@@ -86,44 +87,45 @@ def _grouped(problems: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def wrong_data(a: dict[str, Any]) -> str:
+def wrong_data(a: Answer) -> str:
     """Which sequences came back wrong, call by call, and what each call left behind."""
-    calls = a.get("wrong") or []
-    total = sum(1 for w in calls for p in w["problems"] if p.get("prompt") is not None)
-    sequences = int((a.get("workload") or {}).get("sequences") or 0)
+    calls = a.wrong or ()
+    total = sum(1 for w in calls for p in w.problems if p.get("prompt") is not None)
+    sequences = a.workload.sequences if a.workload else 0
     per_call = []
     for w in calls:
-        items = _grouped(w["problems"])
+        items = _grouped(list(w.problems))
         if len(items) > 4:
             items = [*items[:4], f"{len(items) - 4} more"]
-        if w.get("stale_requests"):
-            items.append(f"the model runner still holds {plural(w['stale_requests'], 'request')} of earlier calls")
-        if w.get("worker_holds"):
-            items.append(f"the worker still holds {', '.join(w['worker_holds'])}")
-        per_call.append(f"call {w['call']}: " + "; ".join(items))
+        if w.stale_requests:
+            items.append(f"the model runner still holds {plural(w.stale_requests, 'request')} of earlier calls")
+        if w.worker_holds:
+            items.append(f"the worker still holds {', '.join(w.worker_holds)}")
+        per_call.append(f"call {w.call}: " + "; ".join(items))
     head = (f"{total} of {sequences} sequences wrong" if total
             else f"all {sequences} sequences right, but state is left behind between calls")
     return f"{head} ({'; '.join(per_call)})"
 
 
-def _workload(a: dict[str, Any]) -> str:
-    work = a.get("workload") or {}
-    steps = a.get("steps") or {}
-    text = (f"{plural(int(work.get('calls', 0)), 'call')}, {plural(int(work.get('sequences', 0)), 'sequence')} "
-            f"({int(work.get('tokens', 0)):,} tokens) match a per-prompt forward row by row; chunked prefill in "
-            f"{steps.get('chunked', 0)} of {plural(int(steps.get('total', 0)), 'step')}; runner order differed "
-            f"from scheduler order in {steps.get('reordered', 0)}")
-    if work.get("name") == "quick":
+def _workload(a: Answer) -> str:
+    work, steps = a.workload, a.steps
+    calls, sequences, tokens = (work.calls, work.sequences, work.tokens) if work else (0, 0, 0)
+    chunked, total, reordered = (steps.chunked, steps.total, steps.reordered) if steps else (0, 0, 0)
+    text = (f"{plural(calls, 'call')}, {plural(sequences, 'sequence')} "
+            f"({tokens:,} tokens) match a per-prompt forward row by row; chunked prefill in "
+            f"{chunked} of {plural(total, 'step')}; runner order differed "
+            f"from scheduler order in {reordered}")
+    if work and work.name == "quick":
         text += " (--quick: short prompts only, no chunked prefill; run without --quick for speculators' own workload)"
     return text
 
 
-def _model(a: dict[str, Any]) -> str:
+def _model(a: Answer) -> str:
     """Which architecture was rehearsed, and what that leaves unsaid."""
-    arch = a.get("architecture")
+    arch = a.architecture
     if not arch:
         return ""
-    how = a.get("model")
+    how = a.model
     if how == "folder":
         return f"; on a tiny {arch} built from your config (--model)"
     if how == "arch":
@@ -131,19 +133,19 @@ def _model(a: dict[str, Any]) -> str:
     return f"; rehearsed on a tiny {arch}; pass --model to rehearse your model's architecture"
 
 
-def topology(a: dict[str, Any]) -> str:
+def topology(a: Answer) -> str:
     """Where the rehearsal ran more than one rank, or says why it ran the size it did: the topology."""
-    t = a.get("topology") or {}
-    tp, pp, reason = int(t.get("tensor_parallel_size") or 1), int(t.get("pipeline_parallel_size") or 1), t.get("reason")
+    t = a.topology
+    tp, pp, reason = (t.tensor_parallel_size, t.pipeline_parallel_size, t.reason) if t else (1, 1, None)
     if tp * pp == 1 and not reason:
         return ""
     return f"; at tensor parallel size {tp}, pipeline parallel {pp}" + (f" ({reason})" if reason else "")
 
 
-def runner(a: dict[str, Any]) -> str:
+def runner(a: Answer) -> str:
     """The model runner rehearsed, where it is not Model Runner V1 (the runner of every release the
     rehearsal ran on before vLLM 0.34 removed it, and what its verdicts leave unsaid)."""
-    name = a.get("runner")
+    name = a.runner
     return f"; on {name}" if name and name != "Model Runner V1" else ""
 
 
@@ -157,21 +159,21 @@ def headline(r: Rehearsal) -> str:
     """One line: the verdict (used in apply's summary and as the rehearse command's last line)."""
     a = r.answer
     if r.passed:
-        if "workload" not in a:
-            return (f"rehearsal passed: {plural(int(a.get('iterations', 0)), 'scheduler iteration')}, "
+        if a.workload is None:
+            return (f"rehearsal passed: {plural(a.iterations, 'scheduler iteration')}, "
                     f"hidden states captured ({_shapes(a)})")
         return f"rehearsal passed: {_workload(a)}{topology(a)}{runner(a)}{_model(a)}"
     failure = r.failure
-    if r.failed and a.get("wrong"):
+    if r.failed and a.wrong:
         return f"rehearsal failed: {wrong_data(a)}{topology(a)}{runner(a)}{_model(a)}"
     if r.failed:
         where = failure.get("speculators_frame")
         at = f" at {where['file']}:{where['line']}" if where else ""
-        return (f"rehearsal failed in {a.get('stage')}{_on_rank(failure)}{at}: {failure.get('exception', '?')}"
+        return (f"rehearsal failed in {a.stage}{_on_rank(failure)}{at}: {failure.get('exception', '?')}"
                 f"{topology(a)}{runner(a)}{_model(a)}")
     if r.outcome == NO_MODEL_CLASS:
         return f"rehearsal not run: {failure.get('exception')}"
-    return f"rehearsal could not run: {failure.get('exception', a.get('outcome'))}{topology(a)}{runner(a)}"
+    return f"rehearsal could not run: {failure.get('exception', a.outcome)}{topology(a)}{runner(a)}"
 
 
 def _fixes(r: Rehearsal) -> list[str]:
@@ -220,10 +222,10 @@ def lines(r: Rehearsal, *, verbose: bool = False) -> list[str]:
     """The report a person acts on: the failure's frames and the rule that fixes it."""
     a, failure = r.answer, r.failure
     out: list[str] = []
-    if r.failed and a.get("wrong"):
+    if r.failed and a.wrong:
         out.append(f"  wrong data:  {wrong_data(a)}")
-        for frame in a.get("data_frames") or []:
-            out.append(f"  speculators: {frame['file']}:{frame['line']}-{frame['end_line']}: {frame['function']}")
+        for span in a.data_frames or ():
+            out.append(f"  speculators: {span.file}:{span.line}-{span.end_line}: {span.function}")
         out += _fixes(r)
     elif r.failed:
         out.append(f"  exception:   {failure.get('exception')}")
@@ -236,10 +238,9 @@ def lines(r: Rehearsal, *, verbose: bool = False) -> list[str]:
         out += _fixes(r)
     if verbose:
         out.append("real (as installed):")
-        out += [f"  {item}" for item in a.get("real") or []]
+        out += [f"  {item}" for item in a.real]
         out.append("stood in:")
-        out += [f"  {item}" for item in a.get("stood_in") or []]
+        out += [f"  {item}" for item in a.stood_in]
         out.append("stand-ins checked against the vLLM code they replace:")
-        out += [f"  {c['check']}: {'ok' if c['ok'] else 'MISMATCH ' + str(c.get('detail', ''))}"
-                for c in a.get("checks") or []]
+        out += [f"  {c.check}: {'ok' if c.ok else 'MISMATCH ' + (c.detail or '')}" for c in a.checks]
     return out

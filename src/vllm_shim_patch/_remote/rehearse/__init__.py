@@ -2,18 +2,12 @@
 
 Runs INSIDE the target interpreter, loaded by `session.py` (which owns stdout and the timeout):
 standard library plus what the target has (vllm, torch, transformers, speculators); nothing of
-vllm_shim_patch. `prepare(request)` runs before anything imports vLLM (environment, temp dir);
-`rehearse(request)` returns one JSON-able answer:
+vllm_shim_patch. `request(json)` reads the tool's request (`handoff.Request`), `prepare(request)`
+runs before anything imports vLLM (environment, temp dir), `rehearse(request)` returns the answer
+(`handoff.Answer`; the session writes its `to_json()`).
 
-    {"ok": bool, "outcome": "passed"|"failed"|"cannot_rehearse"|"no_model_class"|"timeout"|"error",
-     "stage": ..., "iterations": N, "captured": {layer: [[rows, hidden], ...]},
-     "failure": {"exception", "speculators_frame", "vllm_frame", "raised_frame",
-                 "side", "surfaced_as", "stand_in"}
-                | {"exception", "architecture", "first_release"} (no_model_class) | null,
-     "real": [...], "stood_in": [...], "checks": [...], "seconds": float,
-     "adapter": release adapter, "family": model family}
-
-The package, one concern a module: `answer` (outcomes, the run's state, the JSON), `frames`
+The package, one concern a module: `handoff` (the request, the workload and the answer, typed,
+shared with the tool), `answer` (the exceptions that end a run, the run's state, its answer), `frames`
 (where an exception was raised, the outcome it means), `workload` (the prompts, a value),
 `model_folder` (the tiny checkpoint), `device` (device stand-ins), `families/` (per model
 family: config, stand-ins, reference forward), `releases/` (per range of vLLM releases: executor,
@@ -22,6 +16,8 @@ worker and runner stand-ins), `selfcheck` (comparing stand-ins with vLLM's objec
 Never writes into site-packages (the session turns bytecode writing off); the model folder and
 vLLM's cache live in a temp dir removed at the end.
 """
+
+from __future__ import annotations
 
 import os
 import shutil
@@ -33,6 +29,7 @@ import traceback
 from . import answer as _answer
 from . import frames, releases, run as _run
 from .answer import CANNOT, NO_MODEL_CLASS, PASSED, CannotRehearse, NoModelClass, Run
+from .handoff import Answer, HandoffError, Request
 
 RUN = Run()
 
@@ -40,7 +37,15 @@ ENVIRONMENT = (("VLLM_NO_USAGE_STATS", "1"), ("DO_NOT_TRACK", "1"), ("HF_HUB_OFF
                ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false"))
 
 
-def prepare(req):
+def request(data: object) -> Request | Answer:
+    """The tool's request, or the answer to one this rehearsal cannot read."""
+    try:
+        return Request.from_json(data)
+    except HandoffError as e:
+        return _answer.malformed(e)
+
+
+def prepare(req: Request) -> None:
     """Before anything imports vLLM: one temp dir for everything the rehearsal writes (the model
     folder and vLLM's own cache), so it leaves no trace in the user's ~/.cache/vllm."""
     RUN.t0 = time.monotonic()
@@ -55,7 +60,7 @@ def prepare(req):
     # A model's remote code (a --model folder's tokenizer, a config stand-in) is copied into
     # transformers' module cache: ours, not ~/.cache/huggingface/modules.
     os.environ["HF_MODULES_CACHE"] = os.path.join(tmp, "hf-modules")
-    if not req.get("verbose"):
+    if not req.verbose:
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     for k, v in ENVIRONMENT:
         os.environ.setdefault(k, v)
@@ -70,21 +75,21 @@ def _cleanup_tmp():
         RUN.tmpdir = None
 
 
-def _roots():
-    def root(name):
+def _roots() -> tuple[str | None, str | None]:
+    def root(name: str) -> str | None:
         f = getattr(sys.modules.get(name), "__file__", None)
         return os.path.dirname(os.path.abspath(f)) if f else None
 
     return root("speculators"), root("vllm")
 
 
-def timed_out(seconds):
+def timed_out(seconds: float) -> Answer:
     """The answer when the session's watchdog fires (the run is abandoned, the process exits)."""
     _cleanup_tmp()
     return _answer.timed_out(RUN, seconds)
 
 
-def rehearse(req):
+def rehearse(req: Request) -> Answer:
     """Run the rehearsal; always returns an answer (a failure of ours is outcome "error")."""
     if RUN.tmpdir is None:
         prepare(req)
@@ -100,11 +105,9 @@ def rehearse(req):
         outcome, failure = frames.classify(e, RUN.stage, *_roots(), worker_exc=_run.worker_failure(RUN))
         outcome, failure = _run.rank_failure(RUN, outcome, failure)
         ans = _answer.answer(RUN, False, outcome, failure)
-    ans["versions"] = dict(RUN.versions)
     try:
         _run.shutdown(RUN)
     except Exception:  # noqa: BLE001
         traceback.print_exc()
     _cleanup_tmp()
-    ans["seconds"] = round(time.monotonic() - RUN.t0, 2)
-    return ans
+    return _answer.finished(ans, RUN)

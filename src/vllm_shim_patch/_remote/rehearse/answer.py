@@ -1,19 +1,20 @@
-"""The rehearsal's answer: its outcome vocabulary, the state of one run, and the JSON it returns.
+"""The rehearsal's answer: the exceptions that end a run, the state of one run, and the answer
+built from it (`handoff.Answer`, the value the tool reads).
 
-Pure: no vLLM, no torch. The tool reads the same outcome strings (`analysis/rehearse.py`).
+Pure: no vLLM, no torch.
 """
 
-import time
+from __future__ import annotations
 
-PASSED = "passed"
-FAILED = "failed"  # speculators' code path raised, or returned wrong data
-CANNOT = "cannot_rehearse"  # a stand-in does not fit this vLLM, or speculators' code was not reached
-# The installed vLLM has no model class for the architecture: a fact about that vLLM (the model
-# does not load there, patched or not), neither speculators' fault nor a stand-in's.
-NO_MODEL_CLASS = "no_model_class"
-TIMEOUT = "timeout"  # the run ran out of time (a busy machine, or a hang): no verdict, like CANNOT
-ERROR = "error"  # a bug of the rehearsal itself
-OUTCOMES = (PASSED, FAILED, CANNOT, NO_MODEL_CLASS, TIMEOUT, ERROR)
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .handoff import (CANNOT, ERROR, FAILED, NO_MODEL_CLASS, OUTCOMES, PASSED, TIMEOUT, Answer, Check, CodeSpan,
+                      HandoffError, JSONObject, Steps, Topology, Versions, WorkloadDone, WrongCall)
+
+__all__ = ["CANNOT", "ERROR", "FAILED", "NO_MODEL_CLASS", "OUTCOMES", "PASSED", "TIMEOUT", "Answer", "Run",
+           "answer", "timed_out"]
 
 
 class CannotRehearse(Exception):
@@ -23,12 +24,12 @@ class CannotRehearse(Exception):
 class NoModelClass(Exception):
     """vLLM's model registry has no class for the architecture (told before anything is stood in)."""
 
-    def __init__(self, arch, first_release):
+    def __init__(self, arch: str, first_release: str | None) -> None:
         self.arch, self.first_release = arch, first_release
         super().__init__(f"this vLLM has no model class for {arch} (it cannot load your model, patched or not; "
                          f"first release with it: {first_release})")
 
-    def failure(self):
+    def failure(self) -> JSONObject:
         return {"exception": str(self), "architecture": self.arch, "first_release": self.first_release}
 
 
@@ -55,57 +56,91 @@ class Drained(BaseException):
     """
 
 
+@dataclass
+class Setup:
+    """What the run was set up with: the release adapter, the model runner it rehearses, the
+    model family and architecture, how the model was chosen, and the topology."""
+
+    adapter: str
+    runner: str
+    family: str
+    architecture: str
+    model: str  # "folder" (--model), "arch" (--arch) or "default"
+    topology: Topology
+
+
+@dataclass
+class Result:
+    """What the whole workload showed: the largest difference from the per-prompt forward, the
+    workload driven, and its steps."""
+
+    max_rel_diff: float
+    workload: WorkloadDone
+    steps: Steps
+
+
+@dataclass
 class Run:
-    """What one rehearsal has learnt so far; the answer is built from it at any point."""
+    """What one rehearsal has learnt so far; the answer is built from it at any point (the
+    session's watchdog builds one while the run is still going)."""
 
-    def __init__(self, t0=None):
-        self.t0 = time.monotonic() if t0 is None else t0
-        self.stage = "start"
-        self.iterations = 0
-        self.captured = {}
-        self.checks = []
-        self.real = []
-        self.stood_in = []
-        self.tmpdir = None
-        self.versions = {"speculators": None, "vllm": None}
-        self.extra = {}
-        # The live objects of the run (stand-ins, generator), released at shutdown.
-        self.standins = None
-        self.generator = None
+    t0: float = field(default_factory=time.monotonic)
+    stage: str = "start"
+    iterations: int = 0
+    captured: dict[str, list[list[int]]] = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
+    real: list[str] = field(default_factory=list)
+    stood_in: list[str] = field(default_factory=list)
+    tmpdir: str | None = None
+    versions: Versions = field(default_factory=Versions)
+    setup: Setup | None = None
+    layers: dict[str, int] | None = None
+    sensitivity: float | None = None
+    result: Result | None = None
+    wrong: tuple[WrongCall, ...] | None = None
+    data_frames: tuple[CodeSpan, ...] | None = None
+    # The live objects of the run (stand-ins, generator), released at shutdown.
+    standins: tuple[Any, Any] | None = None
+    generator: Any = None
 
-    def count_forward(self):
+    def count_forward(self) -> None:
         """One forward pass of the model over the scheduled tokens (the stand-in runner reports it)."""
         self.iterations += 1
 
-    def check(self, name, ok, detail=""):
+    def check(self, name: str, ok: object, detail: str = "") -> None:
         """Record one self-check; a mismatch means this vLLM cannot be rehearsed as it is."""
-        self.checks.append({"check": name, "ok": bool(ok), **({"detail": detail} if detail and not ok else {})})
+        self.checks.append(Check(name, bool(ok), str(detail) if detail and not ok else None))
         if not ok:
             raise CannotRehearse(f"stand-in {name.split(' vs ')[0]} no longer matches vLLM's "
                                  f"{name.split(' vs ')[-1]}: {detail}")
 
 
-def answer(run, ok, outcome, failure=None, **extra):
+def answer(run: Run, ok: bool, outcome: str, failure: JSONObject | None = None) -> Answer:
     if outcome not in OUTCOMES:
         raise ValueError(f"unknown outcome {outcome!r}")
-    ans = {
-        "ok": ok,
-        "outcome": outcome,
-        "stage": run.stage,
-        "iterations": run.iterations,
-        "captured": run.captured,
-        "failure": failure,
-        "real": list(run.real),
-        "stood_in": list(run.stood_in),
-        "checks": run.checks,
-        "seconds": round(time.monotonic() - run.t0, 2),
-    }
-    ans.update(run.extra)
-    ans.update(extra)
+    ans = Answer(ok, outcome, run.stage, run.iterations, run.captured, failure, tuple(run.real),
+                 tuple(run.stood_in), tuple(run.checks), round(time.monotonic() - run.t0, 2), layers=run.layers,
+                 sensitivity=run.sensitivity, wrong=run.wrong, data_frames=run.data_frames)
+    setup, result = run.setup, run.result
+    if setup is not None:
+        ans = replace(ans, adapter=setup.adapter, runner=setup.runner, family=setup.family,
+                      architecture=setup.architecture, model=setup.model, topology=setup.topology)
+    if result is not None:
+        ans = replace(ans, max_rel_diff=result.max_rel_diff, workload=result.workload, steps=result.steps)
     return ans
 
 
-def timed_out(run, seconds):
+def finished(ans: Answer, run: Run) -> Answer:
+    """The answer with the versions the run found, and its time until now (after shutdown)."""
+    return replace(ans, versions=run.versions, seconds=round(time.monotonic() - run.t0, 2))
+
+
+def malformed(error: HandoffError) -> Answer:
+    """The answer to a request this rehearsal cannot read (a bug of the tool that sent it)."""
+    return Answer(False, ERROR, failure={"exception": f"rehearsal error: {error}"})
+
+
+def timed_out(run: Run, seconds: float) -> Answer:
     """The answer when the session's watchdog fires (the run is abandoned, the process exits).
 
     Running out of time says nothing about speculators, wherever the run was (`stage` says where):

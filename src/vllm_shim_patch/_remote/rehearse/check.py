@@ -5,6 +5,8 @@ and row of the call it equals, so a report can say "prompt 4 has 1,945 own rows 
 prompt 5's". Imports torch only inside the functions (the module itself is pure).
 """
 
+from typing import Any
+
 # Largest relative difference from the per-prompt forward that still counts as the same states.
 TOLERANCE = 1e-3
 # Attributing a row to a prompt asks for the same numbers (batched and single forwards agree to
@@ -33,7 +35,7 @@ def segments(rows, refs, tolerance=SAME_ROW):
         starts.append(starts[-1] + r.shape[0])
     scale = float(table.abs().max()) or 1.0
     limit = tolerance * scale * (table.shape[1] ** 0.5)
-    out = []
+    out: list[Any] = []
     for lo in range(0, rows.shape[0], 512):
         dist = torch.cdist(rows[lo:lo + 512].double(), table)
         for k in range(dist.shape[0]):

@@ -1,5 +1,7 @@
 """The device stand-ins: enough of a CUDA platform for vLLM's configs on a machine without a GPU."""
 
+from typing import Any
+
 import contextlib
 
 STOOD_IN = [
@@ -109,7 +111,7 @@ def _no_pinned_memory():
     except ImportError:
         platform_utils = None
     cached = getattr(platform_utils, "is_pin_memory_available", None)
-    if hasattr(cached, "cache_clear"):
+    if cached is not None and hasattr(cached, "cache_clear"):
         cached.cache_clear()
     try:
         import vllm.utils.torch_utils  # noqa: F401  (so a module importing PIN_MEMORY later reads False)
@@ -117,10 +119,10 @@ def _no_pinned_memory():
         pass
     for name, module in list(sys.modules.items()):
         if name.startswith("vllm") and isinstance(getattr(module, "PIN_MEMORY", None), bool):
-            module.PIN_MEMORY = False
+            module.PIN_MEMORY = False  # type: ignore[attr-defined]  # a vLLM module's global, set in place
 
 
-_REAL = {}
+_REAL: dict[str, Any] = {}
 
 
 def _no_kernel_warmup():
@@ -159,7 +161,7 @@ def _node_memory():
     _REAL.setdefault("get_cpu_memory", real)
     for name, module in list(sys.modules.items()):
         if name.startswith("vllm") and getattr(module, "get_cpu_memory", None) is real:
-            module.get_cpu_memory = lambda: NODE_MEMORY
+            module.get_cpu_memory = lambda: NODE_MEMORY  # type: ignore[attr-defined]  # vLLM's name, rebound
 
 
 def self_check(run):
@@ -232,4 +234,4 @@ def _no_sleep_allocator():
     instance = NoPoolAllocator()
     for name, module in list(sys.modules.items()):
         if name.startswith("vllm") and getattr(module, "get_mem_allocator_instance", None) is real:
-            module.get_mem_allocator_instance = lambda: instance
+            module.get_mem_allocator_instance = lambda: instance  # type: ignore[attr-defined]  # vLLM's name, rebound

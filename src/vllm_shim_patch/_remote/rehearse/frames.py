@@ -11,6 +11,8 @@ arguments it does not take (the frame raising is the caller's; the message names
 the stand-in's as well.
 """
 
+from typing import Any
+
 import gc
 import os
 import re
@@ -24,7 +26,7 @@ OWN_ROOT = os.path.dirname(os.path.abspath(__file__))
 # Files the rehearsal wrote as stand-ins for a checkpoint's own (a model's remote code), by the
 # folder they run from (the run's temp folder: transformers copies them into its module cache
 # there) and their names: a --model folder's own files of the same name are the user's.
-WRITTEN = []
+WRITTEN: list[tuple[str, frozenset[str]]] = []
 
 
 def mark_written(root, names):
@@ -122,7 +124,7 @@ def functions_under(root):
     """{qualified name: (file, first line)} of every live function defined in a file under `root`
     (stand-ins are often classes built inside a function, so they are not module attributes;
     speculators' patched forward lives on a vLLM object)."""
-    found = {}
+    found: dict[str, Any] = {}
     if not root:
         return found
     for obj in gc.get_objects():

@@ -12,10 +12,12 @@ members (`install`); the prefill backend MLAAttention builds (0.21+) is `mla_pre
 self-checks are `mla_checks`'.
 """
 
+from typing import Any
+
 from .attention import StandInAttentionImpl, extend, query_blocks
 
 MLA_BACKEND_NAME = "TRITON_MLA"
-_ORIGINAL = {}
+_ORIGINAL: dict[str, Any] = {}
 
 
 class StandInMLAImpl(StandInAttentionImpl):
@@ -50,7 +52,7 @@ class StandInMLAImpl(StandInAttentionImpl):
 def backend(attention_backend):
     """The MLA backend: the stand-in attention backend, named as vLLM's Triton MLA one."""
 
-    class StandInMLABackend(attention_backend):
+    class StandInMLABackend(attention_backend):  # type: ignore[valid-type, misc]  # vLLM's class, found at run time
         accept_output_buffer = False  # MLAAttention.forward then returns the stand-in's result
 
         @staticmethod
@@ -157,7 +159,7 @@ def install():
     if base is not None and "do_kv_cache_update" in vars(base):
         # vLLM 0.17+: MLAAttention.forward stores the latent KV through the impl first. vLLM's own
         # method: it returns at once on the layer's empty KV tensor (the runner allocates none).
-        StandInMLAImpl.do_kv_cache_update = vars(base)["do_kv_cache_update"]
+        StandInMLAImpl.do_kv_cache_update = vars(base)["do_kv_cache_update"]  # type: ignore[attr-defined]  # where vLLM has it
     mla_layer = layer()
     if mla_layer is not None:
         _ORIGINAL.setdefault("forward_impl", mla_layer.forward_impl)

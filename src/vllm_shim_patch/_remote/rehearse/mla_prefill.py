@@ -4,8 +4,10 @@ SDPA on a CPU platform from 0.29). Its kernels run only inside forward_impl, whi
 (`mla`): the stand-in backend keeps the sizes (vLLM's own MLAPrefillBackend.__init__) and runs
 nothing."""
 
+from typing import Any
+
 MODULE = "vllm.model_executor.layers.attention.mla_attention"
-_ORIGINAL = {}
+_ORIGINAL: dict[str, Any] = {}
 
 
 def install():
@@ -38,7 +40,7 @@ def install():
     def get_mla_prefill_backend(vllm_config):
         return StandInMLAPrefillBackend
 
-    mla_attention.get_mla_prefill_backend = get_mla_prefill_backend
+    mla_attention.get_mla_prefill_backend = get_mla_prefill_backend  # type: ignore[attr-defined]  # vLLM's name
     return StandInMLAPrefillBackend
 
 

@@ -10,9 +10,10 @@ from .answer import CannotRehearse, NoModelClass
 
 
 def source(req):
-    """(family, its config as given, the user's folder or None): `model` (a checkpoint folder or
-    its config.json), `arch` (a family's published preset), or the default family's preset."""
-    path = req.get("model")
+    """(family, its config as given, the user's folder or None): the request's `model` (a
+    checkpoint folder or its config.json), `arch` (a family's published preset), or the default
+    family's preset."""
+    path = req.model
     if path:
         folder = path if os.path.isdir(path) else os.path.dirname(path)
         config_path = os.path.join(path, "config.json") if os.path.isdir(path) else path
@@ -26,7 +27,7 @@ def source(req):
             raise CannotRehearse(f"--model {path}: architecture {', '.join(archs) or '(none)'} has no stand-ins "
                                  f"here (supported: {', '.join(families.supported())})")
         return family, config, folder
-    name = req.get("arch") or families.DEFAULT
+    name = req.arch or families.DEFAULT
     found = families.preset(name)
     if found is None:
         raise CannotRehearse(f"--arch {name}: no such preset (known: {', '.join(families.presets())})")

@@ -1,12 +1,15 @@
 """The run: speculators' generator built and driven through the workload, every result checked
 against a forward of its own prompt through the same model."""
 
+from __future__ import annotations
+
 import importlib
 import os
 import sys
 
 from . import attention, backends, check, device, families, frames, model_folder, releases, workload
-from .answer import CannotRehearse, WrongOutput
+from .answer import CannotRehearse, Result, Run, Setup, WrongOutput
+from .handoff import CodeSpan, Installed, Request, Steps, Versions, WorkloadDone, WrongCall
 from .families import common, moe
 from .model import modules as model_modules, source as model_source
 
@@ -26,7 +29,7 @@ STOOD_IN = [
 ]
 
 
-def _import(run, req):
+def _import(run: Run, req: Request):
     run.stage = "import"
     try:
         import speculators
@@ -35,33 +38,34 @@ def _import(run, req):
         raise CannotRehearse(f"{type(e).__name__}: {e}") from None
     import importlib.metadata as md
 
+    spec_version: str | None
     try:
         spec_version = md.version("speculators")
     except md.PackageNotFoundError:
         spec_version = getattr(speculators, "__version__", None)
-    run.versions["speculators"] = {"version": spec_version, "file": speculators.__file__}
-    supported = req.get("supported") or []
+    run.versions = Versions(Installed(spec_version, speculators.__file__))
+    supported = req.supported
     if spec_version not in supported:
         raise CannotRehearse(f"speculators {spec_version} is not supported (supported: {', '.join(supported)})")
     # From here a failure is speculators' own (an import of a vLLM name that moved, say).
     from speculators.data_generation import vllm_hidden_states_generator as gen_mod
 
-    run.versions["vllm"] = {"version": getattr(vllm, "__version__", None)}
+    run.versions = Versions(run.versions.speculators, Installed(getattr(vllm, "__version__", None)))
     return gen_mod
 
 
-def topology(req):
+def topology(req: Request) -> tuple[int, int]:
     """(tensor parallel size, pipeline parallel size) asked for, pipeline stages refused (the tool
     refuses them first, and a size this machine's memory cannot hold). Ranks beyond the CPU count
     run, slower: the tiny model is widened for them (`common.for_ranks`)."""
-    tp, pp = int(req.get("tensor_parallel_size") or 1), int(req.get("pipeline_parallel_size") or 1)
+    tp, pp = req.topology.tensor_parallel_size, req.topology.pipeline_parallel_size
     if pp > 1:
         raise CannotRehearse(f"pipeline parallel size {pp}: speculators' generator takes no pipeline_parallel_size")
     return tp, pp
 
 
-def run(run, req):
-    work = workload.from_request(req)
+def run(run: Run, req: Request) -> None:
+    work = req.workload
     family, source, folder = model_source(req)
     tp, pp = topology(req)
     gen_mod = _import(run, req)
@@ -73,6 +77,7 @@ def run(run, req):
         raise CannotRehearse(why)
     config = common.for_ranks(family.shrink(source, work.max_model_len, vocab=None if folder else common.VOCAB), tp)
     arch = (config.get("architectures") or ["?"])[0]
+    assert run.tmpdir is not None  # prepare() made it
     model_dir = os.path.join(run.tmpdir, "model")
     os.mkdir(model_dir)
     # Stand-ins for what a checkpoint ships (remote code, processor configs) fill only what the
@@ -87,10 +92,8 @@ def run(run, req):
     run.stood_in[:] = ([model_folder.STOOD_IN.format(description=description, tokenizer=tokenizer)]
                        + device.STOOD_IN + [attention.STOOD_IN] + moe.stood_in(experts) + adapter.STOOD_IN
                        + family.STOOD_IN + STOOD_IN)
-    run.extra.update({"adapter": adapter.NAME, "runner": adapter.RUNNER, "family": family.NAME, "architecture": arch,
-                      "model": "folder" if folder else ("arch" if req.get("arch") else "default"),
-                      "topology": {"tensor_parallel_size": tp, "pipeline_parallel_size": pp,
-                                   "reason": req.get("topology_reason")}})
+    run.setup = Setup(adapter.NAME, adapter.RUNNER, family.NAME, arch,
+                      "folder" if folder else ("arch" if req.arch else "default"), req.topology)
     modules = model_modules(family, arch)
     device.install()
     backends.install()
@@ -117,18 +120,21 @@ def run(run, req):
         adapter.restore(S)
 
 
-def _drive(run, work, family, adapter, S, config):
+def _drive(run: Run, work, family, adapter, S, config) -> None:
     """Every generate() call of the workload, each result checked; wrong data is collected over
     all calls and raised at the end (a crash ends the run where it happens)."""
     view = adapter.workers(run, S, run.generator)
-    run.extra["topology"].update(view.topology)
+    assert run.setup is not None  # run() set it up before the generator
+    run.setup.topology = run.setup.topology.built(view.topology)
     model, forward = view.model, view.forward
     base = families.base_model(family, model)
     family.self_check(run, model)
-    run.extra["layers"] = _layer_kinds(model)
+    run.layers = _layer_kinds(model)
     run.iterations = 0  # count generate()'s forward passes only, not warm-up
     warm_up = len(view.steps())
-    worst, wrong, earlier, seen = 0.0, [], set(), warm_up
+    worst, seen = 0.0, warm_up
+    earlier: set[str] = set()
+    wrong: list[WrongCall] = []
     for b, call in enumerate(work.calls):
         run.stage = f"generate-{b + 1}"
         view.set_reorder(call.reorder)
@@ -151,32 +157,27 @@ def _drive(run, work, family, adapter, S, config):
         stale = sorted({r for st in steps for r in st["requests"]} & earlier)
         held = view.holds()
         if problems or stale or held:
-            wrong.append({"call": b + 1, "sequences": len(prompts), "problems": problems,
-                          "stale_requests": len(stale), "worker_holds": held})
+            wrong.append(WrongCall(b + 1, len(prompts), tuple(problems), len(stale), tuple(held)))
         earlier |= this_call
     steps = view.steps()[warm_up:]
-    run.extra.update({
-        "max_rel_diff": worst,
-        "workload": {"name": work.name, "calls": len(work.calls), "sequences": work.sequences,
-                     "tokens": work.tokens, "reorder": sorted({c.reorder for c in work.calls if c.reorder})},
-        "steps": {"total": len(steps), "chunked": sum(st["chunked"] for st in steps),
-                  "reordered": sum(st["runner"] != st["scheduler"] for st in steps)},
-    })
+    run.result = Result(worst, WorkloadDone.of(work),
+                        Steps(len(steps), sum(st["chunked"] for st in steps),
+                              sum(st["runner"] != st["scheduler"] for st in steps)))
     if wrong:
-        run.extra["wrong"] = wrong
-        run.extra["data_frames"] = _code_spans(sys.modules[type(run.generator).__module__], view.extension)
-        n = sum(len([p for p in w["problems"] if p.get("prompt") is not None]) for w in wrong)
-        leaks = [w for w in wrong if w["stale_requests"] or w["worker_holds"]]
+        run.wrong = tuple(wrong)
+        run.data_frames = tuple(_code_spans(sys.modules[type(run.generator).__module__], view.extension))
+        n = sum(len([p for p in w.problems if p.get("prompt") is not None]) for w in wrong)
+        leaks = [w for w in wrong if w.stale_requests or w.worker_holds]
         what = [f"{n} of {work.sequences} sequences wrong"] if n else []
         what += [f"state left behind after {len(leaks)} of {len(work.calls)} calls"] if leaks else []
         raise WrongOutput("; ".join(what))
     run.stage = "done"
 
 
-def _layer_kinds(model):
+def _layer_kinds(model) -> dict[str, int]:
     """How many of vLLM's attention layers (by class) and expert layers (by role, "MoE": vLLM
     0.24 made FusedMoE a factory, not a class) the model was built with."""
-    kinds = {}
+    kinds: dict[str, int] = {}
     for m in model.modules():
         name = "MoE" if moe.is_expert_layer(m) else type(m).__name__
         if name in ("Attention", "MLAAttention", "MoE"):
@@ -184,7 +185,7 @@ def _layer_kinds(model):
     return kinds
 
 
-def _sensitive(run, work, model, base, forward, prompts, results, refs):
+def _sensitive(run: Run, work, model, base, forward, prompts, results, refs) -> None:
     """The check proves itself on each run: a capture one row off must be caught, and the weights
     must make attention matter (a 5% change of every attention scale, what a dropped q scaling does,
     moves the states far beyond the tolerance). Otherwise "passed" would mean nothing."""
@@ -205,15 +206,15 @@ def _sensitive(run, work, model, base, forward, prompts, results, refs):
         for impl in impls:
             impl.scale /= 1.05
     moved = max(check.relative(scaled[lid], refs[0][lid]) for lid in work.layers)
-    run.extra["sensitivity"] = moved
+    run.sensitivity = moved
     run.check("per-sequence check vs attention numerics", impls and moved > 10 * check.TOLERANCE,
               f"a 5% change of the attention scale moved the states by {moved:.2g} only "
               f"(tolerance {check.TOLERANCE:g}): the weights leave attention uniform")
 
 
-def _code_spans(gen_mod, extension):
+def _code_spans(gen_mod, extension) -> list[CodeSpan]:
     """Where speculators' code that produced the data lives: generate() and the worker
-    extension's capture methods, as {file, line, end_line, function} (for the rule that fixes it)."""
+    extension's capture methods (for the rule that fixes it)."""
     import inspect
 
     spec_root = os.path.dirname(os.path.dirname(os.path.abspath(gen_mod.__file__)))
@@ -223,14 +224,17 @@ def _code_spans(gen_mod, extension):
         fn = getattr(extension, name, None)
         if fn is not None:
             funcs.append(fn)
-    spans = []
+    spans: list[CodeSpan] = []
     for fn in funcs:
         try:
             lines, first = inspect.getsourcelines(fn)
-            path = os.path.relpath(os.path.abspath(inspect.getsourcefile(fn)), base)
+            source = inspect.getsourcefile(fn)
         except (OSError, TypeError):
             continue
-        spans.append({"file": path, "line": first, "end_line": first + len(lines) - 1, "function": fn.__name__})
+        if source is None:
+            continue
+        path = os.path.relpath(os.path.abspath(source), base)
+        spans.append(CodeSpan(path, first, first + len(lines) - 1, fn.__name__))
     return spans
 
 

@@ -1,5 +1,7 @@
 """Helpers for the stand-ins' self-checks: compare with vLLM's objects, never its source text."""
 
+from typing import Any
+
 import inspect
 import types
 
@@ -29,7 +31,7 @@ def attrs_used(cls, methods, holder):
     """{X: methods} for every `....holder.X` the given methods of `cls` load, from their bytecode."""
     import dis
 
-    used = {}
+    used: dict[str, Any] = {}
     for m in methods:
         fn = getattr(cls, m, None)
         code = getattr(inspect.unwrap(fn), "__code__", None) if fn is not None else None

@@ -64,7 +64,7 @@ def load(model, seed, width):
     from vllm.model_executor.model_loader.weight_utils import default_weight_loader
 
     draw = functools.partial(full_tensor, seed=seed, width=width)
-    seen = set()
+    seen: set[int] = set()
     with torch.no_grad():
         for mname, module in model.named_modules():
             if is_fused_moe(module):

@@ -128,7 +128,7 @@ def init_weights(model, model_config, by_name=False):
 
     init = getattr(weight_utils, "initialize_dummy_weights", None)
     params = inspect.signature(init).parameters if init is not None else {}
-    if "model_config" in params:
+    if init is not None and "model_config" in params:
         init(model, model_config, low=-WIDTH, high=WIDTH, seed=SEED)
     elif init is not None and "low" in params:
         init(model, low=-WIDTH, high=WIDTH, seed=SEED)

@@ -1,6 +1,8 @@
 """gpt-oss: vLLM's GptOssForCausalLM: sliding-window and full attention layers in turn (two KV
 cache specs), attention sinks, biased experts with the clamped SwiGLU, through vLLM's CPU path."""
 
+from typing import Any
+
 from . import common
 
 NAME = "gpt-oss"
@@ -21,14 +23,14 @@ PRESET = {
     "pad_token_id": 199999, "hidden_act": "silu", "initial_context_length": 4096, "torch_dtype": "bfloat16",
 }
 SUMMARY = "sliding-window and full layers in turn (two KV cache specs), attention sinks, biased experts"
-PRESETS = {}  # no --arch name besides NAME
+PRESETS: dict[str, dict[str, Any]] = {}  # no --arch name besides NAME
 WRAPPER = False  # its decoder stack is model.model
 TOKENIZER_CLASS = None  # the tiny tokenizer's default class
 REAL = [
     "vllm.model_executor.models.gpt_oss: GptOssForCausalLM, GptOssModel, TransformerBlock, OAIAttention "
     "(vLLM's Attention layer with sinks and per-layer sliding window), MLPBlock (vLLM's FusedMoE with biases)",
 ]
-STOOD_IN = []
+STOOD_IN: list[str] = []
 
 # What protocols.Family leaves optional, at its defaults here.
 files = common.no_files

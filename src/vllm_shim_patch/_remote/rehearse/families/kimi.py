@@ -2,6 +2,8 @@
 projector) around a DeepSeek-V3 language model with MLA and mixture-of-experts. speculators
 captures from the language model, reached through get_language_model()."""
 
+from typing import Any
+
 import copy
 import json
 
@@ -35,7 +37,7 @@ PRESET = {
 }
 WRAPPER = True  # speculators captures from get_language_model()
 SUMMARY = "the multimodal wrapper (MoonViT tower built, not run) around Kimi-K2's DeepSeek-V3"
-PRESETS = {}  # no --arch name besides NAME
+PRESETS: dict[str, dict[str, Any]] = {}  # no --arch name besides NAME
 TOKENIZER_CLASS = None  # the tiny tokenizer's default class
 REAL = [
     "vllm.model_executor.models.kimi_k25: KimiK25ForConditionalGeneration (vLLM's MoonViT vision tower and "

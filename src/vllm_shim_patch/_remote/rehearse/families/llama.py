@@ -1,6 +1,8 @@
 """Llama (and Mistral): vLLM's LlamaForCausalLM as its model code builds it; nothing of the
 model stood in (attention runs through the stand-in attention backend)."""
 
+from typing import Any
+
 from . import common
 
 NAME = "llama"
@@ -20,14 +22,14 @@ PRESET = {
     "attention_bias": False, "mlp_bias": False, "torch_dtype": "bfloat16",
 }
 SUMMARY = "Llama-3.1-8B's config: GQA, llama3 rope scaling"
-PRESETS = {}  # no --arch name besides NAME
+PRESETS: dict[str, dict[str, Any]] = {}  # no --arch name besides NAME
 WRAPPER = False  # its decoder stack is model.model
 TOKENIZER_CLASS = None  # the tiny tokenizer's default class
 REAL = [
     "vllm.model_executor.models.llama: LlamaForCausalLM, LlamaModel, LlamaDecoderLayer, LlamaAttention (with "
     "vLLM's Attention layer), LlamaMLP, built by vLLM's model registry under set_current_vllm_config",
 ]
-STOOD_IN = []
+STOOD_IN: list[str] = []
 
 # What protocols.Family leaves optional, at its defaults here.
 files = common.no_files

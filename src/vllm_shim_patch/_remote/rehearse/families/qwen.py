@@ -1,6 +1,8 @@
 """Qwen2 and Qwen3 (dense): vLLM's Qwen2ForCausalLM / Qwen3ForCausalLM as their model code
 builds them (Qwen3's per-head q/k norms included)."""
 
+from typing import Any
+
 from . import common
 
 NAME = "qwen"
@@ -19,14 +21,14 @@ PRESET = {
     "torch_dtype": "bfloat16",
 }
 SUMMARY = "Qwen3-8B's config: per-head q/k norms"
-PRESETS = {}  # no --arch name besides NAME
+PRESETS: dict[str, dict[str, Any]] = {}  # no --arch name besides NAME
 WRAPPER = False  # its decoder stack is model.model
 TOKENIZER_CLASS = None  # the tiny tokenizer's default class
 REAL = [
     "vllm.model_executor.models.qwen2 / qwen3: Qwen2ForCausalLM, Qwen3ForCausalLM, their models, decoder layers, "
     "attention (with vLLM's Attention layer) and MLPs, built by vLLM's model registry",
 ]
-STOOD_IN = []
+STOOD_IN: list[str] = []
 
 # What protocols.Family leaves optional, at its defaults here.
 files = common.no_files

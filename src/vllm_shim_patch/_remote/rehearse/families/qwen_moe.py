@@ -1,6 +1,8 @@
 """Qwen3-MoE: vLLM's Qwen3MoeForCausalLM, its sparse layers' real FusedMoE (softmax top-k routing)
 through vLLM's own CPU expert path."""
 
+from typing import Any
+
 from . import common
 
 NAME = "qwen3-moe"
@@ -20,14 +22,14 @@ PRESET = {
     "hidden_act": "silu", "torch_dtype": "bfloat16",
 }
 SUMMARY = "Qwen3-30B-A3B's config: softmax top-k experts"
-PRESETS = {}  # no --arch name besides NAME
+PRESETS: dict[str, dict[str, Any]] = {}  # no --arch name besides NAME
 WRAPPER = False  # its decoder stack is model.model
 TOKENIZER_CLASS = None  # the tiny tokenizer's default class
 REAL = [
     "vllm.model_executor.models.qwen3_moe: Qwen3MoeForCausalLM, Qwen3MoeModel, its decoder layers, attention "
     "(vLLM's Attention layer) and sparse MoE blocks (vLLM's FusedMoE and router gate)",
 ]
-STOOD_IN = []
+STOOD_IN: list[str] = []
 
 # What protocols.Family leaves optional, at its defaults here.
 files = common.no_files

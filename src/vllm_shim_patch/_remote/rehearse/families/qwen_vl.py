@@ -2,6 +2,8 @@
 deepstack) around a Qwen3 language model that always passes `deepstack_input_embeds` to its
 text model. speculators captures from the language model, reached through get_language_model()."""
 
+from typing import Any
+
 import copy
 import json
 
@@ -33,7 +35,7 @@ PRESET = {
 }
 WRAPPER = True  # speculators captures from get_language_model()
 SUMMARY = "the wrapper whose text model takes `deepstack_input_embeds`; MRoPE"
-PRESETS = {}  # no --arch name besides NAME
+PRESETS: dict[str, dict[str, Any]] = {}  # no --arch name besides NAME
 REAL = [
     "vllm.model_executor.models.qwen3_vl: Qwen3VLForConditionalGeneration (vision tower and deepstack mergers "
     "built, not run: the prompts are text), Qwen3LLMForCausalLM / Qwen3LLMModel (its forward passes "

@@ -18,6 +18,8 @@ is one place vLLM has kept its CPU expert path, chosen by what the installed vLL
 only at module level, like the family modules.
 """
 
+from typing import Any
+
 from . import apply_monolithic, cpu_experts, forward_cpu, monolithic_cpu
 
 PATHS = (forward_cpu, monolithic_cpu, apply_monolithic, cpu_experts)
@@ -25,7 +27,7 @@ NONE_FITS = ("mixture of experts: vLLM's real FusedMoE layers, but this vLLM kee
              "stand-in fits (the self-check names what is missing)")
 # Config keys that give a model routed experts (Qwen-MoE, DeepSeek/Kimi, gpt-oss and Mixtral).
 EXPERT_KEYS = ("num_experts", "n_routed_experts", "num_local_experts")
-_INSTALLED = []
+_INSTALLED: list[Any] = []
 
 
 def path():

@@ -16,7 +16,7 @@ STOOD_IN = (
     "expert loop, the arithmetic of vLLM's own torch path (vLLM's CPU build is not installed)"
 )
 KERNELS = ("cpu_fused_moe", "cpu_prepack_moe_weight")
-_REAL = {}
+_REAL: dict[str, object] = {}  # the kernels cpu_moe imported, by name (install keeps them)
 
 
 def missing():

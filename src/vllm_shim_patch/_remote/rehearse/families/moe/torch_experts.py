@@ -14,7 +14,8 @@ def kernel(in_place):
                           skip_weighted=False):
             out.copy_(experts(input, w13, w2, w13_bias, w2_bias, topk_weights, topk_ids, act, skip_weighted))
     else:
-        def cpu_fused_moe(input, w13, w2, w13_bias, w2_bias, topk_weights, topk_ids, act, isa,
+        # Two signatures on purpose, one per vLLM calling convention (mypy wants one).
+        def cpu_fused_moe(input, w13, w2, w13_bias, w2_bias, topk_weights, topk_ids, act, isa,  # type: ignore[misc]
                           skip_weighted=False):
             return experts(input, w13, w2, w13_bias, w2_bias, topk_weights, topk_ids, act, skip_weighted)
     return cpu_fused_moe
