@@ -93,6 +93,9 @@ def main() -> int:
             bl.die(f"--also {extra!r}: give NAME=PATH of a patch-speculators script")
         contenders.insert(2, bl.Contender(name, [script, *ours_cmd[1:]], fresh_dir=True, ok_codes=(0, 1),
                                           env=bl.tool_env(VSP_CACHE_DIR=str(scratch / f"{name}-cache"))))
+        # Its first run too (the headline of issue 41 is ours, empty cache, against Bowler).
+        contenders.insert(3, bl.Contender(f"{name}, empty cache", [script, *ours_cmd[1:]], fresh_dir=True,
+                                          fresh_cache=True, ok_codes=(0, 1), env=bl.tool_env(VSP_CACHE_DIR="{cache}")))
     if args.no_bowler_builtin:
         contenders = [c for c in contenders if c.name != "bowler-builtin"]
     if args.no_libcst_cli:
