@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import sys
 import typing
-from collections.abc import Callable
 from dataclasses import Field, fields, replace
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -87,10 +86,10 @@ def fail(message: str, code: int = 2) -> NoReturn:
     sys.exit(code)
 
 
-def _click(f: Field[Any], spelled: Opt, kind: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _param(f: Field[Any], spelled: Opt, kind: Any) -> click.Parameter:
     """The click option (or argument) of one options field, as `spelled`."""
     if spelled.argument:
-        return click.argument(f.name, nargs=-1 if kind == tuple[str, ...] else 1, type=click.Path())
+        return click.Argument([f.name], nargs=-1 if kind == tuple[str, ...] else 1, type=click.Path())
     flags = spelled.flags or ("--" + f.name.replace("_", "-"),)
     how: dict[str, Any] = {"help": spelled.help, "default": None}
     if spelled.metavar is not None:
@@ -106,28 +105,49 @@ def _click(f: Field[Any], spelled: Opt, kind: Any) -> Callable[[Callable[..., An
         how["type"] = click.FloatRange(min=spelled.at_least)
     elif kind == int | None:
         how["type"] = click.IntRange(min=None if spelled.at_least is None else int(spelled.at_least))
-    return click.option(*flags, f.name, **how)
+    return click.Option([*flags, f.name], **how)
+
+
+_FIELDS: dict[type, dict[str, tuple[Field[Any], Opt, Any]]] = {}
 
 
 def _fields(kind: type) -> dict[str, tuple[Field[Any], Opt, Any]]:
-    hints = typing.get_type_hints(kind)
-    return {f.name: (f, spelling(f), hints[f.name]) for f in fields(kind)}
+    if kind not in _FIELDS:  # Settings' hints once, not once per command
+        hints = typing.get_type_hints(kind)
+        _FIELDS[kind] = {f.name: (f, spelling(f), hints[f.name]) for f in fields(kind)}
+    return _FIELDS[kind]
 
 
-def _options(entry: Command) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _params(entry: Command) -> list[click.Parameter]:
     """The options of `entry`'s command, in the order --help lists them: the settings its entry
     names, its own, then the common ones."""
     settings = _fields(Settings)
     chosen = [settings[name] for name in entry.settings]
     chosen += _fields(entry.options).values()
     chosen += [s for s in settings.values() if s[1].common]
+    return [_param(*option) for option in chosen]
 
-    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
-        for option in reversed(chosen):
-            f = _click(*option)(f)
-        return f
 
-    return decorate
+class _Command(click.Command):
+    """A command whose options are made when they are first asked for (its own --help, or a run):
+    `patch-speculators --help` lists each command by its help alone, and making every command's
+    options took more of its time than importing click."""
+
+    _params: list[click.Parameter]
+
+    def __init__(self, entry: Command, **attrs: Any):
+        self._entry: Command | None = entry
+        super().__init__(entry.name.split()[-1], help=entry.help, **attrs)
+
+    @property
+    def params(self) -> list[click.Parameter]:
+        if self._entry is not None:
+            self._params, self._entry = _params(self._entry) + self._params, None
+        return self._params
+
+    @params.setter
+    def params(self, value: list[click.Parameter]) -> None:
+        self._params = value
 
 
 OptionsT = TypeVar("OptionsT", bound=CommandOptions)
@@ -219,14 +239,14 @@ def _command(entry: Command) -> click.Command:
         c, opts = _context(ctx, options, entry.options)
         emit(c.settings, entry.load()(c, opts))
 
-    return click.command(entry.name.split()[-1], help=entry.help)(_options(entry)(click.pass_context(run)))
+    return _Command(entry, callback=click.pass_context(run))
 
 
 _DEFAULT = next(entry for entry in COMMANDS if entry.name == DEFAULT)
 
 
-@click.group(cls=_Group, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
-@_options(_DEFAULT)
+@click.group(cls=_Group, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]},
+             params=_params(_DEFAULT))
 @click.version_option(package_name="vllm-shim-patch", prog_name=PROG)
 @click.pass_context
 def main(ctx: click.Context, /, **options: object) -> None:

@@ -54,6 +54,17 @@ CASES = [
                  id="f-string"),
     pytest.param("# header\n\nimport types\r\nx = 1\r\n", [_drop("types")], True, "# header\n\nx = 1\r\n",
                  id="crlf-and-header"),
+    pytest.param("x = 0\n\n# about types\nimport types\n\ny = 1\n", [_drop("types")], True,
+                 "x = 0\n\ny = 1\n", id="the-lines-above-go-with-it"),
+    pytest.param("import os\nfrom m import a  # a\nos.sep\n", [_drop("m", "a")], True,
+                 "import os\nos.sep\n", id="from-one-name"),
+    pytest.param("from m import (a,)\n", [_drop("m", "a")], True, "\n", id="from-one-name-trailing-comma"),
+    pytest.param("from .m import a\n", [_drop("m", "a")], True, "from .m import a\n", id="relative-kept"),
+    pytest.param("from m import a as b\n", [_drop("m", "a")], True, "from m import a as b\n",
+                 id="renamed-kept"),
+    pytest.param("import a.b as c\n", [_drop("a.b")], False, "import a.b as c\n", id="module-renamed-kept"),
+    pytest.param("import types\nfrom m import a, b\nb()\n", [_drop("types"), _drop("m", "a")], True,
+                 "from m import b\nb()\n", id="one-whole-one-of-two"),
 ]
 
 

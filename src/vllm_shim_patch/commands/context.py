@@ -85,9 +85,12 @@ class Context:
         if engine:
             import libcst  # noqa: F401  (the caller runs the engine next)
 
-            if any(op in ("codemod", "move") for r in self.rules.pack.rules for op, _ in r.ops):
-                # Their import edits need RemoveImportsVisitor, whose libcst.matchers is the largest
-                # import of libcst: while the target answers, not after.
+            moves = [r.since for r in self.rules.pack.rules if any(op == "move" for op, _ in r.ops)]
+            if moves and _may_move(self.settings.vllm_version, moves):
+                # A move's import edits need RemoveImportsVisitor, whose libcst.matchers is the
+                # largest import of libcst: while the target answers, not after. (A codemod's
+                # dropped import mostly goes without it: rewrite/scoped.py `remove_imports`; where
+                # it does not, or a guard applies a move early, the engine imports it then.)
                 import libcst.codemod.visitors  # noqa: F401
         preflight.check_version(self.settings.vllm_version, self.target, self.vllm.source_version)
         preflight.refuse_editable(self.target)
@@ -118,3 +121,17 @@ class Context:
 
         folder = default_cache_dir()
         return PlanCache(folder) if folder is not None else None
+
+
+def _may_move(vllm_version: str | None, since: list[Any]) -> bool:
+    """Whether a move rule (one of `since`) can apply to the --vllm-version asked for: any, where
+    none was asked (the target's vLLM decides) or it does not parse (preflight says why)."""
+    if vllm_version is None:
+        return True
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        asked = Version(vllm_version)
+    except InvalidVersion:
+        return True
+    return any(asked >= s for s in since)
