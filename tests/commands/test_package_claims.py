@@ -55,7 +55,7 @@ def rewrite(sb: Sandbox, files: dict[str, bytes | None]) -> None:
 @pytest.fixture
 def src(sandbox: Sandbox) -> Sandbox:
     """The sandbox with the real vLLM 0.16.0 source for signatures."""
-    sandbox.extra = ("--vllm-source", str(realdata.vllm_source("0.16.0")))
+    sandbox.extra = ("--vllm-source", str(realdata.vllm_source()))
     return sandbox
 
 
@@ -81,7 +81,7 @@ def test_audit_no_rules_sees_through_a_bom(src: Sandbox) -> None:
 @pytest.mark.slow
 def test_verify_binds_every_call_of_bom_files_and_apply_keeps_the_bom(src: Sandbox) -> None:
     _with_bom(src)
-    r = src.run("--vllm-version", "0.16")
+    r = src.run("--vllm-version", realdata.REFERENCE_SERIES)
     assert r.returncode == 0, r.stderr
     assert "verification partial: 22 calls bind (static); not checked: 2 imports" in r.stdout
     for path in FACING:
@@ -122,8 +122,8 @@ def test_audit_names_a_file_too_deep_to_scan_and_exits_1(src: Sandbox) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args", [["--vllm-version", "0.16"], ["--check", "--vllm-version", "0.16"],
-                                  ["--dry-run", "--vllm-version", "0.16"], ["audit"]], ids=" ".join)
+@pytest.mark.parametrize("args", [["--vllm-version", realdata.REFERENCE_SERIES], ["--check", "--vllm-version", realdata.REFERENCE_SERIES],
+                                  ["--dry-run", "--vllm-version", realdata.REFERENCE_SERIES], ["audit"]], ids=" ".join)
 def test_a_package_the_rules_are_not_for_is_refused_and_nothing_recorded(sandbox: Sandbox, args: list[str]) -> None:
     before = sandbox.snapshot()
     r = sandbox.run("--package", "pip", "--json", *args)
@@ -137,7 +137,7 @@ def test_a_package_the_rules_are_not_for_is_refused_and_nothing_recorded(sandbox
 
 @pytest.mark.slow
 def test_package_names_compare_as_pep_503_does(src: Sandbox) -> None:
-    r = src.run("--package", "Speculators", "--dry-run", "--vllm-version", "0.16")
+    r = src.run("--package", "Speculators", "--dry-run", "--vllm-version", realdata.REFERENCE_SERIES)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("--- a/speculators/")
 
@@ -147,15 +147,15 @@ def test_package_names_compare_as_pep_503_does(src: Sandbox) -> None:
 
 @pytest.mark.slow
 def test_a_dry_run_after_apply_says_nothing_would_be_written(src: Sandbox) -> None:
-    first = src.run("--dry-run", "--vllm-version", "0.16")
+    first = src.run("--dry-run", "--vllm-version", realdata.REFERENCE_SERIES)
     assert first.returncode == 0 and first.stdout.count("+++ b/") == 2
-    assert src.run("--vllm-version", "0.16").returncode == 0
-    again = src.run("--dry-run", "--vllm-version", "0.16")
+    assert src.run("--vllm-version", realdata.REFERENCE_SERIES).returncode == 0
+    again = src.run("--dry-run", "--vllm-version", realdata.REFERENCE_SERIES)
     assert (again.returncode, again.stdout) == (0, "")
     assert again.stderr.splitlines()[-1] == (
         "speculators 0.3.0 is already patched for vLLM 0.16 (21 edits in 2 files, all installed): apply would "
         "write nothing; patch-speculators diff --installed shows the patch")
-    data = json.loads(src.run("--json", "--dry-run", "--vllm-version", "0.16").stdout)
+    data = json.loads(src.run("--json", "--dry-run", "--vllm-version", realdata.REFERENCE_SERIES).stdout)
     assert (data["already_patched"], data["writes"]) == (True, [])
     # The patch stays visible: the installed files against the original, hunk for hunk the dry run's.
     shown = src.run("diff", "--installed")
@@ -201,7 +201,7 @@ def _shadow(sb: Sandbox, tmp_path: Path) -> tuple[dict[str, str], str, str]:
 def test_apply_fails_when_an_unpatched_copy_shadows_the_package(src: Sandbox, tmp_path: Path) -> None:
     env, reason, _ = _shadow(src, tmp_path)
     before = src.snapshot()
-    r = src.run("--vllm-version", "0.16", env=env)
+    r = src.run("--vllm-version", realdata.REFERENCE_SERIES, env=env)
     assert r.returncode == 1, r.stderr
     assert r.stdout.strip() == (f"verification failed: import speculators.data_generation.custom_worker: {reason}; "
                                 "restored 2 files, nothing recorded")
@@ -212,7 +212,7 @@ def test_apply_fails_when_an_unpatched_copy_shadows_the_package(src: Sandbox, tm
 @pytest.mark.slow
 def test_verify_after_apply_names_the_copy_that_was_imported(src: Sandbox, tmp_path: Path) -> None:
     env, reason, _ = _shadow(src, tmp_path)
-    assert src.run("--vllm-version", "0.16").returncode == 0
+    assert src.run("--vllm-version", realdata.REFERENCE_SERIES).returncode == 0
     r = src.run("verify", env=env)
     assert r.returncode == 1
     assert r.stdout.splitlines()[-1] == (
@@ -268,7 +268,7 @@ def _sourceless(sb: Sandbox) -> None:
                          ids=["check", "apply", "dry-run", "audit"])
 def test_a_sourceless_install_is_refused(src: Sandbox, args: list[str]) -> None:
     _sourceless(src)
-    r = src.run(*args, "--vllm-version", "0.16")
+    r = src.run(*args, "--vllm-version", realdata.REFERENCE_SERIES)
     assert (r.returncode, r.stdout) == (2, "")
     assert r.stderr == (f"{ERROR}speculators 0.3.0 in {src.site} is installed without its source (RECORD lists 44 "
                         ".pyc files and no .py file): the rules rewrite source; reinstall it from its wheel "
@@ -280,17 +280,17 @@ def test_a_sourceless_install_is_refused(src: Sandbox, args: list[str]) -> None:
 @pytest.mark.parametrize("applied", [False, True], ids=["unpatched", "after-apply"])
 def test_check_with_the_py_files_deleted_is_not_patched(src: Sandbox, applied: bool) -> None:
     if applied:
-        assert src.run("--vllm-version", "0.16").returncode == 0
+        assert src.run("--vllm-version", realdata.REFERENCE_SERIES).returncode == 0
     subprocess.run([str(src.python), "-m", "compileall", "-q", str(src.site / "speculators")], check=True)
     for path in src.site.joinpath("speculators").rglob("*.py"):
         path.unlink()
-    r = src.run("--check", "--vllm-version", "0.16")
+    r = src.run("--check", "--vllm-version", realdata.REFERENCE_SERIES)
     assert r.returncode == 1, r.stderr
     assert r.stdout == ("speculators 0.3.0 is not patched for vLLM 0.16: 44 source files RECORD lists are missing "
                         "(speculators/__init__.py, speculators/__main__.py, speculators/config.py, "
                         "speculators/convert/__init__.py, speculators/convert/eagle/__init__.py and 39 more); "
                         "reinstall speculators and patch it again\n")
-    assert len(json.loads(src.run("--json", "--check", "--vllm-version", "0.16").stdout)["missing"]) == 44
+    assert len(json.loads(src.run("--json", "--check", "--vllm-version", realdata.REFERENCE_SERIES).stdout)["missing"]) == 44
 
 
 @pytest.mark.slow
@@ -298,7 +298,7 @@ def test_check_with_the_py_files_deleted_is_not_patched(src: Sandbox, applied: b
 def test_an_editable_install_is_not_judged(src: Sandbox, args: list[str]) -> None:
     dist = next(src.site.glob("speculators-*.dist-info"))
     (dist / "direct_url.json").write_text(json.dumps({"url": "file:///src/speculators", "dir_info": {"editable": True}}))
-    r = src.run(*args, "--vllm-version", "0.16")
+    r = src.run(*args, "--vllm-version", realdata.REFERENCE_SERIES)
     assert (r.returncode, r.stdout) == (2, "")
     assert r.stderr == (f"{ERROR}speculators is installed in editable mode from file:///src/speculators: "
                         "patch that source checkout with git instead\n")
@@ -312,13 +312,13 @@ def _unrecord(sb: Sandbox, path: str) -> None:
 @pytest.mark.slow
 def test_a_file_missing_from_record_where_a_rule_applies_is_not_patched(src: Sandbox) -> None:
     _unrecord(src, WORKER)
-    r = src.run("--vllm-version", "0.16")
+    r = src.run("--vllm-version", realdata.REFERENCE_SERIES)
     assert r.returncode == 1, r.stderr
     assert (f"note: the rules apply to 1 file RECORD does not list, which apply does not edit: {WORKER} "
             "(worker-request-tracking, worker-no-eagle3-gate, worker-capture-hooks); "
             "reinstall speculators so RECORD lists it"
             ) in r.stderr.splitlines()
-    check = src.run("--check", "--vllm-version", "0.16")
+    check = src.run("--check", "--vllm-version", realdata.REFERENCE_SERIES)
     assert check.returncode == 1
     assert check.stdout == (f"speculators 0.3.0 is not patched for vLLM 0.16: the rules apply to 1 file RECORD does "
                             f"not list, which apply never edits: {WORKER} (worker-request-tracking, "
@@ -329,8 +329,8 @@ def test_a_file_missing_from_record_where_a_rule_applies_is_not_patched(src: San
 @pytest.mark.slow
 def test_an_unrecorded_file_no_rule_touches_does_not_matter(src: Sandbox) -> None:
     (src.site / "speculators" / "local_notes.py").write_text("NOTE = 'mine'\n")
-    assert src.run("--vllm-version", "0.16").returncode == 0
-    assert src.run("--check", "--vllm-version", "0.16").returncode == 0
+    assert src.run("--vllm-version", realdata.REFERENCE_SERIES).returncode == 0
+    assert src.run("--check", "--vllm-version", realdata.REFERENCE_SERIES).returncode == 0
 
 
 def _pyc(sb: Sandbox, source: bytes, rel: str, mode: str) -> Path:
@@ -350,18 +350,18 @@ def _pyc(sb: Sandbox, source: bytes, rel: str, mode: str) -> Path:
 @pytest.mark.slow
 def test_check_names_unchecked_hash_bytecode_of_the_old_source(src: Sandbox) -> None:
     original = (src.site / WORKER).read_bytes()
-    assert src.run("--vllm-version", "0.16").returncode == 0
+    assert src.run("--vllm-version", realdata.REFERENCE_SERIES).returncode == 0
     pyc = _pyc(src, original, WORKER, "CHECKED_HASH")
-    assert src.run("--check", "--vllm-version", "0.16").returncode == 0  # Python checks it: harmless
+    assert src.run("--check", "--vllm-version", realdata.REFERENCE_SERIES).returncode == 0  # Python checks it: harmless
     _pyc(src, original, WORKER, "UNCHECKED_HASH")
-    r = src.run("--check", "--vllm-version", "0.16")
+    r = src.run("--check", "--vllm-version", realdata.REFERENCE_SERIES)
     assert r.returncode == 1
     rel = pyc.relative_to(src.site)
     assert r.stdout == ("speculators 0.3.0 is patched for vLLM 0.16, but Python runs 1 unchecked-hash .pyc file "
                         f"instead of the patched source ({rel}): delete it\n")
     # Compiled from the patched bytes it is current: nothing to say.
     _pyc(src, (src.site / WORKER).read_bytes(), WORKER, "UNCHECKED_HASH")
-    assert src.run("--check", "--vllm-version", "0.16").returncode == 0
+    assert src.run("--check", "--vllm-version", realdata.REFERENCE_SERIES).returncode == 0
 
 
 @pytest.mark.slow
@@ -371,7 +371,7 @@ def test_bytecode_apply_cannot_delete_is_reported(src: Sandbox) -> None:
     cache = pyc.parent
     subprocess.run(["chattr", "+i", str(cache)], check=True)
     try:
-        r = src.run("--vllm-version", "0.16")
+        r = src.run("--vllm-version", realdata.REFERENCE_SERIES)
     finally:
         subprocess.run(["chattr", "-i", str(cache)], check=True)
     rel = pyc.relative_to(src.site)
@@ -381,7 +381,7 @@ def test_bytecode_apply_cannot_delete_is_reported(src: Sandbox) -> None:
             "the patched source: delete it") in lines
     gen = [ln for ln in lines if "vllm_hidden_states_generator" in ln and ln.startswith("note: could not delete")]
     assert gen and all(ln.endswith("Python checks it against the patched source, so it will not run") for ln in gen)
-    assert src.run("--check", "--vllm-version", "0.16").returncode == 1
+    assert src.run("--check", "--vllm-version", realdata.REFERENCE_SERIES).returncode == 1
 
 
 # ---------------------------------------------------------------- no RECORD, odd encodings, deep files, noisy codemods
@@ -390,7 +390,7 @@ def test_bytecode_apply_cannot_delete_is_reported(src: Sandbox) -> None:
 @pytest.mark.slow
 def test_a_package_without_record_is_one_line(sandbox: Sandbox) -> None:
     (next(sandbox.site.glob("speculators-*.dist-info")) / "RECORD").unlink()
-    r = sandbox.run("--check", "--vllm-version", "0.16")
+    r = sandbox.run("--check", "--vllm-version", realdata.REFERENCE_SERIES)
     assert (r.returncode, r.stdout) == (2, "")
     assert r.stderr == (f"{ERROR}speculators 0.3.0 in {sandbox.python} has no RECORD: not installed by a wheel "
                         "installer\n")
@@ -416,7 +416,7 @@ def test_a_file_with_a_coding_cookie_is_audited(src: Sandbox) -> None:
 @pytest.mark.slow
 def test_verify_all_names_a_file_it_could_not_scan(src: Sandbox) -> None:
     rewrite(src, {"speculators/deep.py": DEEP})
-    assert src.run("--vllm-version", "0.16").returncode == 0
+    assert src.run("--vllm-version", realdata.REFERENCE_SERIES).returncode == 0
     r = src.run("verify", "--all")
     assert r.returncode == 0, r.stdout
     assert r.stdout.splitlines()[-1] == (
@@ -429,7 +429,7 @@ def test_verify_all_names_a_file_it_could_not_scan(src: Sandbox) -> None:
 def test_a_file_too_deep_to_rewrite_is_skipped_and_named(src: Sandbox) -> None:
     rewrite(src, {"speculators/deep.py": b"from vllm.v1.request import Request\nRequest(eos_token_id=1)\n"
                   + DEEP.split(b"\n", 1)[1]})
-    r = src.run("--dry-run", "--vllm-version", "0.16")
+    r = src.run("--dry-run", "--vllm-version", realdata.REFERENCE_SERIES)
     assert r.returncode == 1
     assert ("speculators/deep.py: skipped: nested too deeply to rewrite (a generated expression?): its calls were "
             "not checked") in r.stderr.splitlines()
@@ -442,11 +442,11 @@ def test_a_codemod_printing_to_stdout_leaves_the_json_and_the_diff_clean(src: Sa
 
     rules = scoped_codemod_rule(tmp_path, "chatty", "speculators.data_generation.custom_worker",
                                 "print('saw', original_node.value); return updated_node", "print('loading')\n")
-    dry = src.run("--rules", str(rules), "--dry-run", "--vllm-version", "0.16")
+    dry = src.run("--rules", str(rules), "--dry-run", "--vllm-version", realdata.REFERENCE_SERIES)
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.startswith("--- a/speculators/") and "loading" not in dry.stdout
     assert "loading" in dry.stderr and "saw logging" in dry.stderr
-    r = src.run("--rules", str(rules), "--json", "--vllm-version", "0.16")
+    r = src.run("--rules", str(rules), "--json", "--vllm-version", realdata.REFERENCE_SERIES)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["changed"] is True
 
@@ -462,13 +462,13 @@ def test_the_import_check_accepts_a_namespace_package(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_check_says_when_the_target_imports_another_copy(src: Sandbox, tmp_path: Path) -> None:
     env, _, shadow = _shadow(src, tmp_path)
-    assert src.run("--vllm-version", "0.16").returncode == 0
-    assert src.run("--check", "--vllm-version", "0.16").returncode == 0
-    r = src.run("--check", "--vllm-version", "0.16", env=env)
+    assert src.run("--vllm-version", realdata.REFERENCE_SERIES).returncode == 0
+    assert src.run("--check", "--vllm-version", realdata.REFERENCE_SERIES).returncode == 0
+    r = src.run("--check", "--vllm-version", realdata.REFERENCE_SERIES, env=env)
     assert r.returncode == 1
     assert r.stdout == (f"speculators 0.3.0 in {src.site} is not what runs: the target imports speculators from "
                         f"{shadow}/speculators/__init__.py (a copy earlier on sys.path, e.g. PYTHONPATH or the "
                         "working folder, shadows it); remove that copy from the path\n")
-    data = json.loads(src.run("--json", "--check", "--vllm-version", "0.16", env=env).stdout)
+    data = json.loads(src.run("--json", "--check", "--vllm-version", realdata.REFERENCE_SERIES, env=env).stdout)
     assert (data["ok"], data["imported_from_elsewhere"]) == (
         False, [{"package": "speculators", "origin": f"{shadow}/speculators/__init__.py"}])
