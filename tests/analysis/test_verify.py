@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import realdata
-from conftest import GENERATOR, SANDBOX_IMPORTS, SANDBOX_IMPORTS_COUNT, WORKER, Sandbox
+from conftest import EDITS, GENERATOR, SANDBOX_IMPORTS, SANDBOX_IMPORTS_COUNT, WORKER, Sandbox
 
 from vllm_shim_patch.signatures.model import BindResult
 
@@ -188,7 +188,7 @@ def test_apply_verifies_every_call_in_the_files_it_rewrote(sandbox: Sandbox, ref
     assert r.returncode == 0, r.stderr
     # pydantic is not installed (--no-deps): the imports were not tested, so the verdict is partial.
     assert r.stdout.strip() == (
-        "patched speculators 0.3.0 for vLLM 0.16: 21 edits in 2 files; vLLM 0.16 (static); verification partial: "
+        f"patched speculators 0.3.0 for vLLM 0.16: {EDITS} edits in 2 files; vLLM 0.16 (static); verification partial: "
         "22 calls bind (static); not checked: 2 imports (pydantic missing in the target); "
         "rehearsal not run (no vLLM in the target)"
     )
@@ -256,7 +256,7 @@ def test_apply_keeps_and_records_the_files_but_exits_1_when_the_rehearsal_cannot
     r = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", realdata.REFERENCE_SERIES)
     assert r.returncode == 1, r.stderr
     assert r.stdout.strip() == (
-        "patched speculators 0.3.0 for vLLM 0.16: 21 edits in 2 files; vLLM 0.16 (static); verification partial: "
+        f"patched speculators 0.3.0 for vLLM 0.16: {EDITS} edits in 2 files; vLLM 0.16 (static); verification partial: "
         "22 calls bind (static); not checked: 2 imports (pydantic missing in the target); "
         "rehearsal could not run: cannot rehearse: ModuleNotFoundError: No module named 'pydantic'"
     )
@@ -272,7 +272,7 @@ def test_apply_keeps_and_records_the_files_but_exits_1_when_the_rehearsal_cannot
         "speculators 0.3.0 for vLLM 0.16")
     check = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", realdata.REFERENCE_SERIES, "--check")
     assert (check.returncode, check.stdout) == (1, (
-        "speculators 0.3.0 is patched for vLLM 0.16 (21 edits in place) but not rehearsed (cannot rehearse: "
+        f"speculators 0.3.0 is patched for vLLM 0.16 ({EDITS} edits in place) but not rehearsed (cannot rehearse: "
         "ModuleNotFoundError: No module named 'pydantic'): run patch-speculators rehearse, or pass "
         "--allow-unrehearsed to accept it\n")), check.stderr
     allowed = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", realdata.REFERENCE_SERIES, "--check",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import realdata
-from conftest import GENERATOR, Sandbox
+from conftest import EDITS, GENERATOR, Sandbox
 from inprocess import ERROR
 
 WORKER = "speculators/data_generation/custom_worker.py"
@@ -153,7 +153,7 @@ def test_a_dry_run_after_apply_says_nothing_would_be_written(src: Sandbox) -> No
     again = src.run("--dry-run", "--vllm-version", realdata.REFERENCE_SERIES)
     assert (again.returncode, again.stdout) == (0, "")
     assert again.stderr.splitlines()[-1] == (
-        "speculators 0.3.0 is already patched for vLLM 0.16 (21 edits in 2 files, all installed): apply would "
+        f"speculators 0.3.0 is already patched for vLLM 0.16 ({EDITS} edits in 2 files, all installed): apply would "
         "write nothing; patch-speculators diff --installed shows the patch")
     data = json.loads(src.run("--json", "--dry-run", "--vllm-version", realdata.REFERENCE_SERIES).stdout)
     assert (data["already_patched"], data["writes"]) == (True, [])
