@@ -23,6 +23,8 @@ CACHE = Path(os.environ.get("VSP_TEST_CACHE", Path.home() / ".cache" / "vllm-shi
 # The vLLM release the real-vLLM tier installs (tests/e2e/constraints-vllm-REFERENCE_VLLM.txt) and
 # the static tests read first.
 REFERENCE_VLLM = "0.16.0"
+# Its series, as `--vllm-version` names it and a patched wheel is built for.
+REFERENCE_SERIES = ".".join(REFERENCE_VLLM.split(".")[:2])
 # The real vLLM sources the static tests read (the reference first); a release to check is one
 # more value here.
 VLLM_SOURCES = (REFERENCE_VLLM, "0.17.0")

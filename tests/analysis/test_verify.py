@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import realdata
-from conftest import GENERATOR, SANDBOX_IMPORTS, SANDBOX_IMPORTS_COUNT, WORKER, Sandbox
+from conftest import EDITS, GENERATOR, SANDBOX_IMPORTS, SANDBOX_IMPORTS_COUNT, WORKER, Sandbox
 
 from vllm_shim_patch.signatures.model import BindResult
 
@@ -184,11 +184,11 @@ def test_the_017_source_alone_selects_and_guards_the_rules(sandbox: Sandbox, vll
 
 @pytest.mark.slow
 def test_apply_verifies_every_call_in_the_files_it_rewrote(sandbox: Sandbox, reference_vllm_source: Path) -> None:
-    r = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", "0.16")
+    r = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", realdata.REFERENCE_SERIES)
     assert r.returncode == 0, r.stderr
     # pydantic is not installed (--no-deps): the imports were not tested, so the verdict is partial.
     assert r.stdout.strip() == (
-        "patched speculators 0.3.0 for vLLM 0.16: 21 edits in 2 files; vLLM 0.16 (static); verification partial: "
+        f"patched speculators 0.3.0 for vLLM 0.16: {EDITS} edits in 2 files; vLLM 0.16 (static); verification partial: "
         "22 calls bind (static); not checked: 2 imports (pydantic missing in the target); "
         "rehearsal not run (no vLLM in the target)"
     )
@@ -240,10 +240,10 @@ def test_apply_verifies_every_call_in_the_files_it_rewrote(sandbox: Sandbox, ref
 def _fake_vllm(sandbox: Sandbox) -> None:
     """A vLLM distribution in the target that imports but has nothing the rehearsal needs."""
     (sandbox.site / "vllm").mkdir()
-    (sandbox.site / "vllm" / "__init__.py").write_text("__version__ = '0.16.0'\n")
-    dist = sandbox.site / "vllm-0.16.0.dist-info"
+    (sandbox.site / "vllm" / "__init__.py").write_text(f"__version__ = '{realdata.REFERENCE_VLLM}'\n")
+    dist = sandbox.site / f"vllm-{realdata.REFERENCE_VLLM}.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.16.0\n")
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {realdata.REFERENCE_VLLM}\n")
     (dist / "RECORD").write_text("vllm/__init__.py,,\n")
 
 
@@ -253,10 +253,10 @@ def test_apply_keeps_and_records_the_files_but_exits_1_when_the_rehearsal_cannot
     # vLLM is there, but speculators' generator cannot be imported (pydantic is not installed):
     # the files verified, so they stay and are recorded, yet a rehearsal that could not run is no pass.
     _fake_vllm(sandbox)
-    r = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", "0.16")
+    r = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", realdata.REFERENCE_SERIES)
     assert r.returncode == 1, r.stderr
     assert r.stdout.strip() == (
-        "patched speculators 0.3.0 for vLLM 0.16: 21 edits in 2 files; vLLM 0.16 (static); verification partial: "
+        f"patched speculators 0.3.0 for vLLM 0.16: {EDITS} edits in 2 files; vLLM 0.16 (static); verification partial: "
         "22 calls bind (static); not checked: 2 imports (pydantic missing in the target); "
         "rehearsal could not run: cannot rehearse: ModuleNotFoundError: No module named 'pydantic'"
     )
@@ -270,12 +270,12 @@ def test_apply_keeps_and_records_the_files_but_exits_1_when_the_rehearsal_cannot
     assert sandbox.run("status").stdout.startswith(
         "patched (not rehearsed: cannot rehearse: ModuleNotFoundError: No module named 'pydantic'): "
         "speculators 0.3.0 for vLLM 0.16")
-    check = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", "0.16", "--check")
+    check = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", realdata.REFERENCE_SERIES, "--check")
     assert (check.returncode, check.stdout) == (1, (
-        "speculators 0.3.0 is patched for vLLM 0.16 (21 edits in place) but not rehearsed (cannot rehearse: "
+        f"speculators 0.3.0 is patched for vLLM 0.16 ({EDITS} edits in place) but not rehearsed (cannot rehearse: "
         "ModuleNotFoundError: No module named 'pydantic'): run patch-speculators rehearse, or pass "
         "--allow-unrehearsed to accept it\n")), check.stderr
-    allowed = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", "0.16", "--check",
+    allowed = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", realdata.REFERENCE_SERIES, "--check",
                           "--allow-unrehearsed", "--json")
     assert allowed.returncode == 0, allowed.stdout + allowed.stderr
     assert {k: json.loads(allowed.stdout)[k] for k in ("ok", "rehearsed", "not_rehearsed")} == {
@@ -283,7 +283,7 @@ def test_apply_keeps_and_records_the_files_but_exits_1_when_the_rehearsal_cannot
         "not_rehearsed": "cannot rehearse: ModuleNotFoundError: No module named 'pydantic'"}
     # --no-rehearse: nothing was asked that could not run.
     sandbox.run("rollback")
-    again = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", "0.16", "--no-rehearse")
+    again = sandbox.run("--vllm-source", str(reference_vllm_source), "--vllm-version", realdata.REFERENCE_SERIES, "--no-rehearse")
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip().endswith("rehearsal not run (--no-rehearse)")
 
@@ -305,7 +305,7 @@ def test_verify_all_reports_every_remaining_mismatch(sandbox: Sandbox, reference
 
 @pytest.mark.slow
 def test_audit_names_the_fixing_rules(sandbox: Sandbox, reference_vllm_source: Path) -> None:
-    a = sandbox.run("--vllm-source", str(reference_vllm_source), "audit", "--vllm-version", "0.16")
+    a = sandbox.run("--vllm-source", str(reference_vllm_source), "audit", "--vllm-version", realdata.REFERENCE_SERIES)
     assert a.returncode == 0
     assert a.stdout.splitlines() == [
         "speculators 0.3.0 against no installed vLLM, rules for 0.16 (static signatures): 61 uses of vLLM "
@@ -358,7 +358,7 @@ def test_audit_suggests_a_rule_for_a_mismatch_no_rule_fixes(bound: BindResult, l
 
 @pytest.mark.slow
 def test_audit_with_the_opt_in_pack_leaves_nothing_mismatched(sandbox: Sandbox, reference_vllm_source: Path) -> None:
-    a = sandbox.run("--vllm-source", str(reference_vllm_source), "audit", "--vllm-version", "0.16")
+    a = sandbox.run("--vllm-source", str(reference_vllm_source), "audit", "--vllm-version", realdata.REFERENCE_SERIES)
     assert a.returncode == 0, a.stdout
     assert a.stdout.splitlines()[3] == (
         f"  {GENERATOR}:194: vllm.config.SchedulerConfig: mismatch "
@@ -385,7 +385,7 @@ def test_failed_verification_restores_byte_for_byte(sandbox: Sandbox, reference_
     rules = tmp_path / "bad.yaml"
     rules.write_text(BAD_RULE)
     before = sandbox.snapshot()
-    r = sandbox.run("--vllm-source", str(reference_vllm_source), "--rules", str(rules), "--vllm-version", "0.16",
+    r = sandbox.run("--vllm-source", str(reference_vllm_source), "--rules", str(rules), "--vllm-version", realdata.REFERENCE_SERIES,
                     "--no-guard")
     assert r.returncode == 1
     assert r.stdout.strip() == (
@@ -402,7 +402,7 @@ def test_guard_skips_an_add_the_callee_does_not_take(sandbox: Sandbox, reference
                                                      tmp_path: Path) -> None:
     rules = tmp_path / "bad.yaml"
     rules.write_text(BAD_RULE)
-    r = sandbox.run("--vllm-source", str(reference_vllm_source), "--rules", str(rules), "--vllm-version", "0.16",
+    r = sandbox.run("--vllm-source", str(reference_vllm_source), "--rules", str(rules), "--vllm-version", realdata.REFERENCE_SERIES,
                     "--dry-run")
     assert r.returncode == 0
     assert f"{GENERATOR}:148: scheduler-add-bogus [not-needed, guarded] not needed for this vLLM: " \

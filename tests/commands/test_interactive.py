@@ -54,7 +54,7 @@ def test_declining_a_needed_hunk_fails_verification_and_restores(sandbox: Sandbo
 
     sandbox.extra = ("--vllm-source", str(realdata.vllm_source(realdata.REFERENCE_VLLM)))
     before = sandbox.snapshot()
-    code, screen = run_on_tty(sandbox, "y\n" * 6 + "n\n" + "y\n" * 5, "--vllm-version", "0.16", "-i")
+    code, screen = run_on_tty(sandbox, "y\n" * 6 + "n\n" + "y\n" * 5, "--vllm-version", realdata.REFERENCE_SERIES, "-i")
     assert code == 1, screen
     assert "scheduler-add-block-size" in screen.split("(7/12) apply this hunk?")[0].rsplit("(6/12)", 1)[1]
     assert screen.strip().splitlines()[-1] == (

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+import realdata
 from conftest import Sandbox
 
 pytestmark = pytest.mark.slow
@@ -91,7 +92,7 @@ def test_a_command_with_a_target_session_leaves_nothing(holding: Sandbox, tmp_pa
 @pytest.mark.parametrize(("signum", "code", "words"), SIGNALS)
 def test_wheel_from_a_scratch_copy_leaves_nothing(sandbox: Sandbox, tmp_path: Path, reference_vllm_source: Path,
                                                   speculators_wheel: Path, signum: int, code: int, words: str) -> None:
-    args = ["--vllm-source", str(reference_vllm_source), "wheel", "--vllm-version", "0.16", "--no-rehearse",
+    args = ["--vllm-source", str(reference_vllm_source), "wheel", "--vllm-version", realdata.REFERENCE_SERIES, "--no-rehearse",
             "--wheel", str(speculators_wheel), "-o", str(tmp_path / "out")]
     rc, err, left = _interrupted(sandbox, tmp_path, args, "vsp-wheel-*", signum)
     assert (rc, err.strip().splitlines()[-1], left) == (code, f"patch-speculators: {words}", [])

@@ -46,7 +46,7 @@ def patched(tmp_path_factory: pytest.TempPathFactory, vllm_venv_python: Path, vl
     """speculators 0.3.0 after the full apply, rehearsed on DeepSeek-V3 (the seed box's family)."""
     root = tmp_path_factory.mktemp("patched")
     sb = real_sandbox(root, vllm_venv_python, vllm_site, realdata.speculators_wheel(realdata.OLD_SPECULATORS))
-    r = sb.run("--vllm-version", "0.16", "--model", str(model(root, "deepseek")), *TP1, timeout=900)
+    r = sb.run("--vllm-version", realdata.REFERENCE_SERIES, "--model", str(model(root, "deepseek")), *TP1, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip().endswith(verdict("deepseek")), r.stdout
     return sb
@@ -74,7 +74,7 @@ def test_each_family_passes_speculators_030_after_the_full_apply(patched: Sandbo
 
 def test_the_eagle3_gate_refuses_deepseek_when_its_rule_is_skipped(real: Sandbox, tmp_path: Path) -> None:
     before = real.snapshot()
-    r = real.run("--vllm-version", "0.16", "--model", str(model(tmp_path, "deepseek")), *TP1, "--skip",
+    r = real.run("--vllm-version", realdata.REFERENCE_SERIES, "--model", str(model(tmp_path, "deepseek")), *TP1, "--skip",
                  "worker-no-eagle3-gate", timeout=900)
     assert r.returncode == 1
     assert real.snapshot() == before
@@ -90,7 +90,7 @@ def test_the_eagle3_gate_refuses_deepseek_when_its_rule_is_skipped(real: Sandbox
 def test_without_the_capture_hooks_qwen3_vl_crashes_and_mistral_large_3_is_silently_wrong(
         real: Sandbox, tmp_path: Path) -> None:
     skip = ("--skip", "worker-capture-hooks")
-    assert real.run("--vllm-version", "0.16", "--no-rehearse", *skip, timeout=900).returncode == 0
+    assert real.run("--vllm-version", realdata.REFERENCE_SERIES, "--no-rehearse", *skip, timeout=900).returncode == 0
     r = real.run("rehearse", "--model", str(model(tmp_path, "qwen3-vl")), *TP1, *skip, timeout=900)
     assert r.returncode == 1
     assert r.stdout.splitlines()[-1] == (
@@ -116,13 +116,13 @@ def patched_040(tmp_path_factory: pytest.TempPathFactory, vllm_venv_python: Path
     root = tmp_path_factory.mktemp("patched-040")
     sb = real_sandbox(root, vllm_venv_python, vllm_site, realdata.speculators_wheel(realdata.NEW_SPECULATORS))
     skip = ("--skip", "worker-capture-hooks")
-    assert sb.run("--vllm-version", "0.16", "--no-rehearse", *skip, timeout=900).returncode == 0
+    assert sb.run("--vllm-version", realdata.REFERENCE_SERIES, "--no-rehearse", *skip, timeout=900).returncode == 0
     r = sb.run("rehearse", "--model", str(model(root, "mistral-large-3")), *TP1, *skip, timeout=900)
     assert r.returncode == 1
     assert ("rehearsal failed: 19 of 40 sequences wrong (call 1: prompt 0 has 512 own rows then 1,433 rows of no "
             "prompt; ") in r.stdout.splitlines()[-1]
     assert sb.run("rollback").returncode == 0
-    r = sb.run("--vllm-version", "0.16", "--model", str(root / "mistral-large-3"), *TP1, timeout=900)
+    r = sb.run("--vllm-version", realdata.REFERENCE_SERIES, "--model", str(root / "mistral-large-3"), *TP1, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip().endswith(verdict("mistral-large-3"))
     return sb
@@ -138,7 +138,7 @@ def test_each_family_passes_speculators_040_after_apply(patched_040: Sandbox, tm
 
 def test_speculators_0401_on_kimi_k25_after_apply(tmp_path: Path, vllm_venv_python: Path, vllm_site: Path) -> None:
     sb = real_sandbox(tmp_path, vllm_venv_python, vllm_site, realdata.speculators_wheel(realdata.SPECULATORS[2]))
-    r = sb.run("--vllm-version", "0.16", "--model", str(model(tmp_path, "kimi-k2.5")), *TP1, timeout=900)
+    r = sb.run("--vllm-version", realdata.REFERENCE_SERIES, "--model", str(model(tmp_path, "kimi-k2.5")), *TP1, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip().endswith(verdict("kimi-k2.5"))
 
@@ -163,12 +163,12 @@ def test_a_remote_code_tokenizer_needs_trust_remote_code(real: Sandbox, tmp_path
         **tok_cfg, "tokenizer_class": "KimiTokenizer",
         "auto_map": {"AutoTokenizer": ["tokenization_kimi.KimiTokenizer", None]}}))
     before = real.snapshot()
-    r = real.run("--vllm-version", "0.16", "--model", str(folder), *TP1, timeout=900)
+    r = real.run("--vllm-version", realdata.REFERENCE_SERIES, "--model", str(folder), *TP1, timeout=900)
     assert r.returncode == 1
     assert real.snapshot() == before
     assert f"rehearsal failed in init at {GENERATOR}:84: ValueError: " in r.stderr
     assert "  fix:         rule tokenizer-trust-remote-code (opt-in: run again with --trust-remote-code)" in r.stderr
-    r = real.run("--vllm-version", "0.16", "--model", str(folder), *TP1, "--trust-remote-code", timeout=900)
+    r = real.run("--vllm-version", realdata.REFERENCE_SERIES, "--model", str(folder), *TP1, "--trust-remote-code", timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip().endswith(verdict("kimi-k2.5"))
     assert "with --trust-remote-code" in real.run("status").stdout

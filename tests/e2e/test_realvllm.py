@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from realdata import REFERENCE_VLLM
+from realdata import REFERENCE_SERIES, REFERENCE_VLLM
 from conftest import DEFAULT_MODEL, EDITS, GENERATOR, PARITY_PASSED, Sandbox
 
 from vllm_shim_patch.signatures import LiveSignatures, StaticSignatures
@@ -47,7 +47,7 @@ def test_unpatched_imports_but_does_not_bind(real: Sandbox) -> None:
 
 def test_apply_verifies_live_then_rollback(real: Sandbox) -> None:
     before = real.snapshot()
-    r = real.run("--vllm-version", "0.16", timeout=900)
+    r = real.run("--vllm-version", REFERENCE_SERIES, timeout=900)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == (
         f"patched speculators 0.3.0 for vLLM 0.16: {EDITS} edits in 2 files; vLLM 0.16 (static); verification "
@@ -76,7 +76,7 @@ def test_apply_verifies_live_then_rollback(real: Sandbox) -> None:
         f"{GENERATOR}:166: vllm.config.CacheConfig: ok",
         f"{GENERATOR}:181: vllm.config.VllmConfig: ok",
     ]
-    again = real.run("--vllm-version", "0.16", timeout=900)
+    again = real.run("--vllm-version", REFERENCE_SERIES, timeout=900)
     assert again.returncode == 0 and "already patched" in again.stdout, again.stdout + again.stderr
     back = real.run("rollback")
     assert back.returncode == 0, back.stderr

@@ -77,7 +77,7 @@ def test_unpatched_stops_at_the_first_break_and_names_its_rule(real: Sandbox) ->
 
 def test_apply_rehearses_and_the_patched_package_passes(real: Sandbox) -> None:
     before = real.snapshot()
-    r = real.run("--vllm-version", "0.16", "--json", timeout=900)
+    r = real.run("--vllm-version", realdata.REFERENCE_SERIES, "--json", timeout=900)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["verify"].endswith(PASSED)
     files = tree(real.site)
@@ -183,7 +183,7 @@ def test_apply_restores_when_the_rehearsal_fails(real: Sandbox) -> None:
     before = real.snapshot()
     # custom_worker's hunks in order: imports (gate, hooks), hooks' helpers, request tracking, gate
     # and binding, request tracking; then the generator's 7. The second round: the embedding rename.
-    code, screen = run_on_tty(real, "n\nn\ny\nn\n" + "y\n" * 8 + "n\n", "--vllm-version", "0.16", "-i",
+    code, screen = run_on_tty(real, "n\nn\ny\nn\n" + "y\n" * 8 + "n\n", "--vllm-version", realdata.REFERENCE_SERIES, "-i",
                               timeout=900)
     assert code == 1, screen
     assert "the declined hunks make other edits needed: 1 more hunk to review" in screen
@@ -196,18 +196,18 @@ def test_apply_restores_when_the_rehearsal_fails(real: Sandbox) -> None:
 
 
 def test_no_rehearse_skips_it(real: Sandbox) -> None:
-    r = real.run("--vllm-version", "0.16", "--no-rehearse", timeout=900)
+    r = real.run("--vllm-version", realdata.REFERENCE_SERIES, "--no-rehearse", timeout=900)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().endswith("verification passed: 2 imports ok, 22 calls bind (live); rehearsal not run (--no-rehearse)")
     # Where vLLM is installed, a patch never rehearsed is no health-check pass (issue 38).
     assert real.run("status").stdout.startswith(
         "patched (not rehearsed: --no-rehearse): speculators 0.3.0 for vLLM 0.16 (installed 0.16.0), guarded by "
         "static signatures")
-    check = real.run("--vllm-version", "0.16", "--check")
+    check = real.run("--vllm-version", realdata.REFERENCE_SERIES, "--check")
     assert (check.returncode, check.stdout) == (1, (
         f"speculators 0.3.0 is patched for vLLM 0.16 ({EDITS} edits in place) but not rehearsed (--no-rehearse): "
         "run patch-speculators rehearse, or pass --allow-unrehearsed to accept it\n"))
-    allowed = real.run("--vllm-version", "0.16", "--check", "--allow-unrehearsed")
+    allowed = real.run("--vllm-version", realdata.REFERENCE_SERIES, "--check", "--allow-unrehearsed")
     assert (allowed.returncode, allowed.stdout) == (0, f"speculators 0.3.0 is patched for vLLM 0.16 ({EDITS} edits in place)\n")
 
 
@@ -224,7 +224,7 @@ def test_speculators_040_returns_results_out_of_order_until_patched(
     assert (f"  fix:         rule generator-results-in-input-order (not applied yet: it would edit "
             f"{GENERATOR}:335)") in r.stdout
     # Apply's own parity rehearsal of 0.4.0 is test_releases_realvllm.py's: here the package it wrote.
-    r = sb.run("--vllm-version", "0.16", "--no-rehearse", timeout=900)
+    r = sb.run("--vllm-version", realdata.REFERENCE_SERIES, "--no-rehearse", timeout=900)
     assert r.returncode == 0, r.stderr
     rc, data = rehearse(sb)
     assert rc == 0, data
@@ -237,12 +237,12 @@ def test_speculators_030_with_the_data_rules_skipped_returns_wrong_rows(real: Sa
     wrong, apply restores, and the report names the skipped rules as the fix."""
     skip = [a for rule in DATA_RULES for a in ("--skip", rule)]
     before = real.snapshot()
-    r = real.run("--vllm-version", "0.16", *skip, timeout=900)
+    r = real.run("--vllm-version", realdata.REFERENCE_SERIES, *skip, timeout=900)
     assert r.returncode == 1, r.stderr
     assert real.snapshot() == before  # restored
     for rule in DATA_RULES:
         assert f"  fix:         rule {rule} (skipped with --skip/--only: it would edit" in r.stdout + r.stderr, rule
-    assert real.run("--vllm-version", "0.16", "--no-rehearse", *skip, timeout=900).returncode == 0
+    assert real.run("--vllm-version", realdata.REFERENCE_SERIES, "--no-rehearse", *skip, timeout=900).returncode == 0
     r = real.run("rehearse", *skip, timeout=600)
     assert r.returncode == 1, r.stderr
     last = r.stdout.splitlines()[-1]
@@ -283,7 +283,7 @@ def test_each_data_fix_taken_back_fails(real: Sandbox, rule: str, words: str) ->
 
 def test_harder_chunking_than_the_default_still_passes(real: Sandbox) -> None:
     """The generator's token budget lowered by hand (2048 a step, not 8192): more prompts chunk."""
-    assert real.run("--vllm-version", "0.16", "--no-rehearse", timeout=900).returncode == 0
+    assert real.run("--vllm-version", realdata.REFERENCE_SERIES, "--no-rehearse", timeout=900).returncode == 0
     gen = real.site / GENERATOR
     text = gen.read_text()
     assert "MIN_MAX_BATCHED_TOKENS = 8192" in text
@@ -295,7 +295,7 @@ def test_harder_chunking_than_the_default_still_passes(real: Sandbox) -> None:
 
 
 def test_quick_keeps_the_short_workload_and_says_so(real: Sandbox) -> None:
-    assert real.run("--vllm-version", "0.16", "--no-rehearse", timeout=900).returncode == 0
+    assert real.run("--vllm-version", realdata.REFERENCE_SERIES, "--no-rehearse", timeout=900).returncode == 0
     r = real.run("rehearse", "--quick", timeout=600)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[-1] == (
@@ -327,7 +327,7 @@ def test_a_hang_in_speculators_code_path_runs_out_of_time_and_is_no_verdict(real
     leaves nothing behind."""
     import vllm_shim_patch
 
-    assert real.run("--vllm-version", "0.16", "--no-verify").returncode == 0  # speculators' init passes
+    assert real.run("--vllm-version", realdata.REFERENCE_SERIES, "--no-verify").returncode == 0  # speculators' init passes
     session = Path(vllm_shim_patch.__file__).parent / "_remote" / "session.py"
     driver = tmp_path / "hang.py"
     driver.write_text(

@@ -33,7 +33,7 @@ ARCHS = [name for name in families.presets() if name != "mistral-large-3"]
 def patched(tmp_path_factory: pytest.TempPathFactory, vllm_venv_python: Path, vllm_site: Path) -> Sandbox:
     root = tmp_path_factory.mktemp("standins")
     sb = real_sandbox(root, vllm_venv_python, vllm_site, realdata.speculators_wheel(realdata.OLD_SPECULATORS))
-    assert sb.run("--vllm-version", "0.16", "--no-rehearse", timeout=900).returncode == 0
+    assert sb.run("--vllm-version", realdata.REFERENCE_SERIES, "--no-rehearse", timeout=900).returncode == 0
     return sb
 
 

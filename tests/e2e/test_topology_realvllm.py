@@ -34,7 +34,7 @@ def applied(tmp_path_factory: pytest.TempPathFactory, vllm_venv_python: Path, vl
     """speculators 0.3.0 after apply with the rehearsal at tensor parallel size 2 (the parity workload)."""
     root = tmp_path_factory.mktemp("tp2")
     sb = real_sandbox(root, vllm_venv_python, vllm_site, realdata.speculators_wheel(realdata.OLD_SPECULATORS))
-    r = _run(sb, "--vllm-version", "0.16", "--tensor-parallel-size", "2")
+    r = _run(sb, "--vllm-version", realdata.REFERENCE_SERIES, "--tensor-parallel-size", "2")
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     return sb, r.stdout.strip().splitlines()[-1]
 

@@ -69,15 +69,15 @@ def test_the_wheel_installs_everywhere_and_check_recognises_it(
         tmp_path: Path, reference_vllm_source: Path, release: str, edits: str) -> None:
     sb, original = _box(tmp_path, release)
     src = ["--vllm-source", str(reference_vllm_source)]
-    applied = sb.run(*src, "--vllm-version", "0.16")
+    applied = sb.run(*src, "--vllm-version", realdata.REFERENCE_SERIES)
     assert applied.returncode == 0, applied.stderr
     assert f"patched speculators {release} for vLLM 0.16: {edits}" in applied.stdout
     patched = sb.snapshot()
     out1, out2 = tmp_path / "one", tmp_path / "two"
-    first = sb.run(*src, "wheel", "--vllm-version", "0.16", "--no-index", "-o", str(out1), "--json",
+    first = sb.run(*src, "wheel", "--vllm-version", realdata.REFERENCE_SERIES, "--no-index", "-o", str(out1), "--json",
                    env=_isolated(tmp_path))
     assert first.returncode == 0, first.stderr
-    second = sb.run(*src, "wheel", "--vllm-version", "0.16", "--wheel", str(original), "-o", str(out2))
+    second = sb.run(*src, "wheel", "--vllm-version", realdata.REFERENCE_SERIES, "--wheel", str(original), "-o", str(out2))
     assert second.returncode == 0, second.stderr
     name = f"speculators-{release}+vsp.vllm0.16-py3-none-any.whl"
     data = json.loads(first.stdout)["wheel"]
@@ -113,11 +113,11 @@ def test_the_wheel_installs_everywhere_and_check_recognises_it(
         wheel_words = (f"installed from the patched wheel {who} for vLLM 0.16, built for vLLM 0.16.0 by "
                        f"vllm-shim-patch 0.1.0: {len(data['rules'])} rules in 2 files, rehearsal not run (no vLLM in "
                        f"the target)")
-        ok = box.run("--check", "--vllm-version", "0.16")
+        ok = box.run("--check", "--vllm-version", realdata.REFERENCE_SERIES)
         assert (ok.returncode, ok.stdout) == (0, f"{who} is patched ({wheel_words}; RECORD verified; vLLM 0.16 asked "
                                                  f"for, in its series; no vLLM here to plan the bytes against "
                                                  f"(--vllm-source does))\n"), (kind, ok.stderr)
-        replanned = box.run(*src, "--check", "--vllm-version", "0.16")
+        replanned = box.run(*src, "--check", "--vllm-version", realdata.REFERENCE_SERIES)
         assert (replanned.returncode, replanned.stdout.splitlines()[-1]) == (
             0, f"{who} is patched ({wheel_words}; RECORD verified; the rules plan the same bytes for the vLLM "
                f"source {reference_vllm_source} (0.16.0))"), (kind, replanned.stderr)
@@ -135,7 +135,7 @@ def test_the_wheel_installs_everywhere_and_check_recognises_it(
             # never against the originals: with a rule left out, the diff takes its edit back and
             # `patch -p1` applies it to the box as it is.
             rule = data["rules"][0]
-            dry = box.run(*src, "--vllm-version", "0.16", "--dry-run", "--skip", rule)
+            dry = box.run(*src, "--vllm-version", realdata.REFERENCE_SERIES, "--dry-run", "--skip", rule)
             assert dry.returncode == 0 and dry.stdout.startswith("--- a/"), (dry.stdout, dry.stderr)
             assert dry.stderr.splitlines()[-1].startswith(
                 "the diff is against the files installed from the patched wheel for vLLM 0.16 ("), dry.stderr
@@ -144,7 +144,7 @@ def test_the_wheel_installs_everywhere_and_check_recognises_it(
             assert fits.returncode == 0, fits.stdout + fits.stderr
         # A hand edit after the install: drift, from the RECORD the installer wrote.
         (box.site / WORKER).write_bytes((box.site / WORKER).read_bytes() + b"# edited by hand\n")
-        drift = box.run("--check", "--vllm-version", "0.16")
+        drift = box.run("--check", "--vllm-version", realdata.REFERENCE_SERIES)
         assert (drift.returncode, drift.stdout) == (
             1, f"{who} has drifted: 1 file differs from the RECORD of the patched wheel it was installed from "
                f"({WORKER}; edited after the install?); reinstall it: pip install --force-reinstall --no-deps "
@@ -179,7 +179,7 @@ def test_apply_wheel_out_writes_the_same_wheel(tmp_path: Path, sandbox: Sandbox,
                                                speculators_wheel: Path) -> None:
     src = ["--vllm-source", str(reference_vllm_source)]
     out = tmp_path / "fleet"
-    applied = sandbox.run(*src, "--vllm-version", "0.16", "--wheel-out", str(out), "--wheel", str(speculators_wheel),
+    applied = sandbox.run(*src, "--vllm-version", realdata.REFERENCE_SERIES, "--wheel-out", str(out), "--wheel", str(speculators_wheel),
                           "--json")
     assert applied.returncode == 0, applied.stderr
     data = json.loads(applied.stdout)
@@ -187,7 +187,7 @@ def test_apply_wheel_out_writes_the_same_wheel(tmp_path: Path, sandbox: Sandbox,
     wheel = Path(data["wheel"]["file"])
     assert wheel == out / "speculators-0.3.0+vsp.vllm0.16-py3-none-any.whl"
     assert data["wheel"]["sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
-    again = sandbox.run(*src, "wheel", "--vllm-version", "0.16", "--wheel", str(speculators_wheel),
+    again = sandbox.run(*src, "wheel", "--vllm-version", realdata.REFERENCE_SERIES, "--wheel", str(speculators_wheel),
                         "-o", str(tmp_path / "again"))
     assert again.returncode == 0, again.stderr
     assert (tmp_path / "again" / wheel.name).read_bytes() == wheel.read_bytes()
@@ -199,14 +199,14 @@ def test_bad_inputs_are_one_line_and_write_nothing(tmp_path: Path, sandbox: Sand
     out = tmp_path / "out"
     before = sandbox.snapshot()
     # Not patched, and no vLLM to rehearse on.
-    r = sandbox.run(*src, "wheel", "--vllm-version", "0.16", "--wheel", str(speculators_wheel), "-o", str(out))
+    r = sandbox.run(*src, "wheel", "--vllm-version", realdata.REFERENCE_SERIES, "--wheel", str(speculators_wheel), "-o", str(out))
     assert (r.returncode, r.stdout) == (2, "")
     assert r.stderr == (
         f"patch-speculators: error: speculators 0.3.0 is not patched here, and no rehearsal is possible (no vLLM "
         f"installed in {sandbox.python}): apply the patch first (the wheel then carries its verdict), build where the "
         f"target's vLLM is installed, or pass --no-rehearse to build from a scratch copy verified without a "
         f"rehearsal; nothing was written\n")
-    j = sandbox.run(*src, "wheel", "--vllm-version", "0.16", "--wheel", str(speculators_wheel), "-o", str(out),
+    j = sandbox.run(*src, "wheel", "--vllm-version", realdata.REFERENCE_SERIES, "--wheel", str(speculators_wheel), "-o", str(out),
                     "--json")
     assert j.returncode == 2 and json.loads(j.stdout)["kind"] == "UsageError"
     assert list(out.iterdir()) == [] and sandbox.snapshot() == before
@@ -219,13 +219,13 @@ def test_bad_inputs_are_one_line_and_write_nothing(tmp_path: Path, sandbox: Sand
         f"-o {blocker / 'sub'}: cannot write a file in {blocker / 'sub'} (Not a directory); nothing was written")}
     # Another release's wheel as the original.
     other = realdata.speculators_wheel("0.4.0")
-    assert sandbox.run(*src, "--vllm-version", "0.16").returncode == 0
-    w = sandbox.run(*src, "wheel", "--vllm-version", "0.16", "--wheel", str(other), "-o", str(out))
+    assert sandbox.run(*src, "--vllm-version", realdata.REFERENCE_SERIES).returncode == 0
+    w = sandbox.run(*src, "wheel", "--vllm-version", realdata.REFERENCE_SERIES, "--wheel", str(other), "-o", str(out))
     assert w.returncode == 2
     assert w.stderr.startswith(f"patch-speculators: error: --wheel {other}: it holds no speculators-0.3.0.dist-info/RECORD;")
     # Drift: a patched file edited by hand after apply.
     (sandbox.site / WORKER).write_bytes((sandbox.site / WORKER).read_bytes() + b"# by hand\n")
-    d = sandbox.run(*src, "wheel", "--vllm-version", "0.16", "--wheel", str(speculators_wheel), "-o", str(out),
+    d = sandbox.run(*src, "wheel", "--vllm-version", realdata.REFERENCE_SERIES, "--wheel", str(speculators_wheel), "-o", str(out),
                     "--json")
     assert d.returncode == 1
     assert json.loads(d.stdout) == {"ok": False, "kind": "Refused", "error": (
@@ -238,7 +238,7 @@ def test_bad_inputs_are_one_line_and_write_nothing(tmp_path: Path, sandbox: Sand
 def test_a_scratch_copy_without_the_rehearsal_leaves_the_target_as_it_is(
         tmp_path: Path, sandbox: Sandbox, reference_vllm_source: Path, speculators_wheel: Path) -> None:
     before = sandbox.snapshot()
-    r = sandbox.run("--vllm-source", str(reference_vllm_source), "wheel", "--vllm-version", "0.16", "--no-rehearse",
+    r = sandbox.run("--vllm-source", str(reference_vllm_source), "wheel", "--vllm-version", realdata.REFERENCE_SERIES, "--no-rehearse",
                     "--wheel", str(speculators_wheel), "-o", str(tmp_path / "out"), "--json")
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)["wheel"]
@@ -256,7 +256,7 @@ def test_all_series_builds_what_it_has_sources_for_and_names_the_rest(
 
     sources = tmp_path / "sources"
     sources.mkdir()
-    (sources / "vllm-0.16.0").symlink_to(reference_vllm_source)
+    (sources / f"vllm-{realdata.REFERENCE_VLLM}").symlink_to(reference_vllm_source)
     # Issue 40, item 8: one source whose version is no version costs nothing but itself, named.
     evil = sources / "evil"
     (evil / "vllm").mkdir(parents=True)
@@ -272,10 +272,10 @@ def test_all_series_builds_what_it_has_sources_for_and_names_the_rest(
     assert [w["name"] for w in data["wheels"]] == ["speculators-0.3.0+vsp.vllm0.16-py3-none-any.whl"]
     assert data["wheels"][0]["matrix"].endswith("records speculators 0.3.0 on vLLM 0.16.0: apply and rehearsal "
                                                 "(the parity workload) passed, rollback RECORD-exact")
-    others = [".".join(v.split(".")[:2]) for v in releases("0.3.0") if not v.startswith("0.16.")]
+    others = [".".join(v.split(".")[:2]) for v in releases("0.3.0") if not v.startswith(f"{realdata.REFERENCE_SERIES}.")]
     assert data["not_built"] == [{"series": s, "why": f"no vLLM {s}.x source in {sources}"} for s in others]
     # The same inputs by another route (one series, a scratch copy): the same bytes.
-    one = sandbox.run("--vllm-source", str(reference_vllm_source), "wheel", "--vllm-version", "0.16", "--no-rehearse",
+    one = sandbox.run("--vllm-source", str(reference_vllm_source), "wheel", "--vllm-version", realdata.REFERENCE_SERIES, "--no-rehearse",
                       "--wheel", str(speculators_wheel), "-o", str(tmp_path / "one"))
     assert one.returncode == 0, one.stderr
     name = data["wheels"][0]["name"]
@@ -294,7 +294,7 @@ def test_wheel_out_whose_wheel_name_is_a_folder_is_refused_before_anything_is_wr
     taken = out / "speculators-0.3.0+vsp.vllm0.16-py3-none-any.whl"
     (taken / "inside").mkdir(parents=True)
     before = sandbox.snapshot()
-    r = sandbox.run(*src, "--vllm-version", "0.16", "--wheel-out", str(out), "--wheel", str(speculators_wheel),
+    r = sandbox.run(*src, "--vllm-version", realdata.REFERENCE_SERIES, "--wheel-out", str(out), "--wheel", str(speculators_wheel),
                     "--json")
     message = (f"--wheel-out {out}: {taken} is a folder, where the wheel would be written: move it away and run "
                f"again; nothing was written")

@@ -13,7 +13,7 @@ defaults of `common` where it needs none.
 FAMILIES is the one table: the tool reads it too (`analysis/rehearse.py`, which loads this
 package by path: every family module is standard library only at module level), and so do the
 README's family table and the `--arch`/`--model` messages. Adding a family: one module, one entry
-in FAMILIES.
+in FAMILIES, the two generated pages it shows in (ARCHITECTURE.md, "Where a change goes").
 """
 
 from . import deepseek, gpt_oss, kimi, llama, qwen, qwen_moe, qwen_vl

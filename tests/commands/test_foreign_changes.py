@@ -1,4 +1,5 @@
-"""Regressions from the safety review: other versions, later edits, foreign git state, busy locks."""
+"""Changes made by someone else are never overwritten or believed: another release installed under
+the overlay, edits after a crash or after apply, the caller's git environment, a busy lock."""
 
 from __future__ import annotations
 

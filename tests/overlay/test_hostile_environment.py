@@ -1,5 +1,5 @@
-"""Issue 20, groups 3 and 4 (the overlay's part): no git, a refused first run, no home folder, the C
-locale, a deleted working folder, an overlong state dir name, a state.json that lies."""
+"""The overlay in a hostile environment: no git, a refused first run, no home folder, the C locale,
+a deleted working folder, an overlong state dir name, a state.json that lies."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Sandbox
-from hardening import error, overlay_of
+from tampering import error, overlay_of
 from test_overlay import assert_pristine
 
 # Every test here runs the CLI on a sandbox venv with the real speculators wheel.

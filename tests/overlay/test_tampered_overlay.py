@@ -1,5 +1,5 @@
-"""Issue 20, the second adversarial round: cases of our own against the overlay (odd files where
-state files belong, links in the package, tampered refs, config and trees, a held lock)."""
+"""A tampered overlay or package is refused or reported, never followed: odd files where state files
+belong, links in the package, tampered refs, config and trees, a held lock."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import GENERATOR, Sandbox, write_tree
-from hardening import commit_object, damaged, error, overlay_of, tree_entry, write_object
+from tampering import commit_object, damaged, error, overlay_of, tree_entry, write_object
 from test_overlay import assert_pristine
 
 from vllm_shim_patch.errors import DamagedOverlayError, UnsafeWriteError

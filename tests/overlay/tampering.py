@@ -1,4 +1,4 @@
-"""Helpers shared by the hardening tests (issue 20): the overlay folder, git on it, one-line errors."""
+"""Helpers shared by the tests that tamper with the overlay: the overlay folder, git on it, one-line errors."""
 
 from __future__ import annotations
 
