@@ -217,7 +217,7 @@ def _command(entry: Command) -> click.Command:
 
     def run(ctx: click.Context, /, **options: object) -> None:
         c, opts = _context(ctx, options, entry.options)
-        emit(c.settings, entry.load()(c, opts))
+        emit(c.settings, entry.load(opts)(c, opts))
 
     return click.command(entry.name.split()[-1], help=entry.help)(_options(entry)(click.pass_context(run)))
 
