@@ -237,7 +237,7 @@ def _command(entry: Command) -> click.Command:
 
     def run(ctx: click.Context, /, **options: object) -> None:
         c, opts = _context(ctx, options, entry.options)
-        emit(c.settings, entry.load()(c, opts))
+        emit(c.settings, entry.load(opts)(c, opts))
 
     return _Command(entry, callback=click.pass_context(run))
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_shim_patch.commands import COMMANDS, DEFAULT, GROUPS, Command
+from vllm_shim_patch.commands import COMMANDS, DEFAULT, GROUPS, Command, command
 from vllm_shim_patch.settings import ApplyOptions, CliOptions, CommandOptions, Settings, spelling
 
 # Every command's options, read from the one table the CLI is built from.
@@ -50,6 +50,33 @@ def test_every_command_has_one_shape(entry: Command) -> None:
     assert signature.return_annotation == "Outcome"
     assert signature.parameters["opts"].annotation == entry.options.__name__
     assert issubclass(entry.options, CommandOptions)
+
+
+MODES = [(entry, option, function) for entry in COMMANDS for option, function in entry.modes]
+
+
+def test_apply_has_its_modes() -> None:
+    # The table, not apply, sends --dry-run to the diff, --check to the check, --wheel-out around apply.
+    assert [(e.name, o, f) for e, o, f in MODES] == [
+        ("apply", "dry_run", "diff:dry_run"), ("apply", "check", "check:check"),
+        ("apply", "wheel_out", "patched_wheel:apply_and_write")]
+    apply = command("apply")
+    assert apply.chosen(ApplyOptions()) == ("apply", "apply")
+    assert apply.chosen(ApplyOptions(dry_run=True, check=True, wheel_out="w")) == ("diff", "dry_run")
+    assert apply.chosen(ApplyOptions(check=True, wheel_out="w")) == ("check", "check")
+    assert apply.chosen(ApplyOptions(wheel_out="")) == ("patched_wheel", "apply_and_write")
+
+
+@pytest.mark.parametrize(("entry", "option", "function"), MODES, ids=lambda x: getattr(x, "name", str(x)))
+def test_every_mode_has_its_commands_shape(entry: Command, option: str, function: str) -> None:
+    assert option in {f.name for f in dataclasses.fields(entry.options)}
+    mode = entry.load(entry.options(**{option: True}))
+    signature = inspect.signature(mode)
+    assert (mode.__module__, mode.__name__) == (f"vllm_shim_patch.commands.{function.split(':')[0]}",
+                                                function.split(":")[1])
+    assert list(signature.parameters) == ["ctx", "opts"]
+    assert signature.return_annotation == "Outcome"
+    assert signature.parameters["opts"].annotation == entry.options.__name__
 
 
 def _click_commands() -> dict[str, set[str]]:

@@ -41,19 +41,29 @@ class Command:
     help: str  # what `--help` says of it
     settings: tuple[str, ...] = ()  # the `Settings` fields it takes beyond the common ones, in order
     function: str = ""  # "module:function" in this package; default: the name's first word, its words joined by _
+    # (option, "module:function"): the first whose option is given runs instead of `function`, with
+    # the same options (`apply --dry-run` is the diff, `--check` the check): the command never routes.
+    modes: tuple[tuple[str, str], ...] = ()
 
     @property
     def where(self) -> tuple[str, str]:
         """The module (in this package) and the function that run the command."""
         if self.function:
-            module, _, function = self.function.partition(":")
-            return module, function
+            return _split(self.function)
         words = self.name.split()
         return words[0], "_".join(words)
 
-    def load(self) -> Callable[[Context, Any], Outcome]:
-        """The command's function (its module imported now)."""
-        module, function = self.where
+    def chosen(self, opts: CommandOptions | None = None) -> tuple[str, str]:
+        """The module and function that run the command with `opts`: its first mode whose option
+        is given, else `where`."""
+        for option, function in self.modes:
+            if opts is not None and getattr(opts, option) not in (None, False):
+                return _split(function)
+        return self.where
+
+    def load(self, opts: CommandOptions | None = None) -> Callable[[Context, Any], Outcome]:
+        """The function that runs the command with `opts` (its module imported now)."""
+        module, function = self.chosen(opts)
         # __import__, not importlib.import_module: -X importtime (the startup test, bench/) sees
         # only the imports made through the interpreter's own import path.
         found: Callable[[Context, Any], Outcome] = getattr(__import__(f"{__name__}.{module}", fromlist=[function]),
@@ -61,12 +71,18 @@ class Command:
         return found
 
 
+def _split(function: str) -> tuple[str, str]:
+    module, _, name = function.partition(":")
+    return module, name
+
+
 DEFAULT = "apply"  # what runs when no command is named (the program takes its options too)
 GROUPS = {"rules": "List, validate and test rule files."}  # a group's help: its commands are "rules NAME"
 
 COMMANDS: tuple[Command, ...] = (
     Command("apply", ApplyOptions, "Write the planned edits, verify, record (the default command).",
-            settings=("vllm_version", "model", "arch", "tensor_parallel_size", "pipeline_parallel_size", "no_guard")),
+            settings=("vllm_version", "model", "arch", "tensor_parallel_size", "pipeline_parallel_size", "no_guard"),
+            modes=(("dry_run", "diff:dry_run"), ("check", "check:check"), ("wheel_out", "patched_wheel:apply_and_write"))),
     Command("diff", DiffOptions, "Print the diff apply would write, rule by hunk (--installed: the patch as installed).",
             settings=("vllm_version", "no_guard")),
     Command("status", NoOptions, "Original, patched, drifted, interrupted or not tracked."),

@@ -12,7 +12,7 @@ from ..faults import checkpoint
 from ..fsutil import hash_file
 from ..kinds import Action, FileStatus
 from ..report import apply as text
-from ..settings import ApplyOptions, DiffOptions
+from ..settings import ApplyOptions
 from . import preflight
 from .context import Context, Outcome, Review
 from .pending import desired_files, pending_writes, unrecorded_with_rules
@@ -24,24 +24,8 @@ if TYPE_CHECKING:
 
 def apply(ctx: Context, opts: ApplyOptions) -> Outcome:
     """Plan from the original bytes, write atomically, verify, then commit; restore on failure
-    (`opts.interactive`: each hunk is offered to `ctx.review` first). `opts.dry_run`: the diff
-    instead (`diff`), `opts.check`: whether it is patched (`check`), writing nothing;
-    `opts.wheel_out`: after a passing apply, the patched wheel too (`patched_wheel`)."""
-    if opts.dry_run:
-        from .diff import diff
-
-        return diff(ctx, DiffOptions())
-    if opts.check:
-        from .check import check
-
-        return check(ctx, opts)
-    if opts.wheel_out is not None:
-        from dataclasses import replace
-
-        from .patched_wheel import prepare_out, write_out
-
-        out = prepare_out(ctx, opts)  # the folder and the original wheel, before anything is written
-        return write_out(ctx, out, apply(ctx, replace(opts, wheel_out=None)))
+    (`opts.interactive`: each hunk is offered to `ctx.review` first). `--dry-run`, `--check` and
+    `--wheel-out` are modes of the command table (`commands.COMMANDS`), not routes here."""
     from ..analysis.rehearse import model_request, topology
     from ..overlay.baseline import prepare
     from ..overlay.pristine import check_wheel, finder

@@ -48,6 +48,8 @@ class Context:
     loaded on first use: `probe` (the target), `rules`, `vllm` (source, signatures, guard facts),
     `files` (overlay, original and installed bytes). `load` and `plan` compose them."""
 
+    _loaded: bool | None = None  # `load` has run: whether with the engine (None: not yet)
+
     def __init__(self, settings: Settings, log: Log = quiet, review: Review | None = None):
         self.settings = settings
         self.log = log
@@ -78,7 +80,10 @@ class Context:
     def load(self, engine: bool = True) -> None:
         """Target and rules for a command that runs the engine, checked before anything is read
         further: the target interpreter answers (`start_probe`) while the rules load and
-        (`engine`) libcst imports here."""
+        (`engine`) libcst imports here. Once a run: apply loads before its lock, and its plan
+        does not load again."""
+        if self._loaded is not None and (self._loaded or not engine):
+            return
         self.start_probe()
         # A bad rule file, or a package no rule is for, before the target's answer.
         preflight.check_package(self.settings.package, self.rules.pack)
@@ -95,6 +100,7 @@ class Context:
         preflight.check_version(self.settings.vllm_version, self.target, self.vllm.source_version)
         preflight.refuse_editable(self.target)
         preflight.refuse_sourceless(self.target)
+        self._loaded = engine
 
     def plan(self, files: dict[str, bytes] | None = None,
              declined: frozenset[tuple[str, int, str]] = frozenset(), reuse: bool = False,

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..settings import DiffOptions
+from ..settings import ApplyOptions, DiffOptions
 from .context import Context, Outcome
 from .pending import desired_files, pending_writes
 
 if TYPE_CHECKING:
     from ..rewrite.results import FileResult
+
+
+def dry_run(ctx: Context, opts: ApplyOptions) -> Outcome:
+    """`apply --dry-run`: the diff, as `diff` with its defaults; apply's other options change nothing."""
+    return diff(ctx, DiffOptions())
 
 
 def diff(ctx: Context, opts: DiffOptions) -> Outcome:

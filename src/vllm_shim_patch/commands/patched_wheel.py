@@ -216,6 +216,14 @@ class WheelOut:
     original: OriginalWheel
 
 
+def apply_and_write(ctx: Context, opts: ApplyOptions) -> Outcome:
+    """`apply --wheel-out`: the folder and the original wheel checked before anything is written,
+    then apply, then the wheel of the patch it committed (`write_out`)."""
+    from .apply import apply
+
+    return write_out(ctx, prepare_out(ctx, opts), apply(ctx, opts))
+
+
 def prepare_out(ctx: Context, opts: ApplyOptions) -> WheelOut:
     """The folder (writable) and the original wheel (found), else exit 2 before anything is written."""
     assert opts.wheel_out is not None
