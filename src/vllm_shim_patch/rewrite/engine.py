@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from .rule import Rule
 
 
-CODEMOD_SECONDS = 10.0  # the default limit of a scoped transform of one file; the real ones take milliseconds
+CODEMOD_SECONDS = 10.0  # the default CPU-time limit of a scoped transform of one file; the real ones take milliseconds
 
 
 @dataclass

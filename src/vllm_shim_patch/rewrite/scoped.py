@@ -209,7 +209,10 @@ class TimeLimit(Exception):
 
 @contextlib.contextmanager
 def time_limit(seconds: float | None) -> Iterator[None]:
-    """SIGALRM after `seconds` in the main thread (None, or elsewhere: no limit)."""
+    """SIGPROF after `seconds` of this process's CPU time in the main thread (None, or elsewhere:
+    no limit). CPU time, not the wall clock: a runaway transform spends CPU, and a box loaded by
+    other work (a model loading beside it, a parallel test run) must not fail a transform that
+    takes milliseconds of CPU."""
     if seconds is None or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -217,13 +220,13 @@ def time_limit(seconds: float | None) -> Iterator[None]:
     def expire(signum: int, frame: Any) -> None:
         raise TimeLimit(f"ran past its time limit ({seconds:g} s)")
 
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    previous = signal.signal(signal.SIGPROF, expire)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
 
 
 def _normal(source: str) -> str:
