@@ -26,6 +26,7 @@ import importlib
 import json
 import os
 import sys
+import time
 import traceback
 import types
 
@@ -121,12 +122,15 @@ def main():
     from speculators.data_generation.vllm_hidden_states_generator import VllmHiddenStatesGenerator
 
     calls = []
-    answer = {"calls": calls, "error": None}
+    answer = {"calls": calls, "error": None, "seconds": {}}
+    seconds = answer["seconds"]
+    begun = time.monotonic()
     generator = None
     held = 0
     try:
         generator = VllmHiddenStatesGenerator(model_path=model_dir, layer_ids=list(work.layers),
                                               max_model_len=work.max_model_len, gpu_memory_utilization=0.5)
+        seconds["engine_start"] = round(time.monotonic() - begun, 1)
         for call in work.calls:
             prompts = wl.prompts(call, VOCAB)
             results = generator.generate(prompts)
@@ -153,6 +157,7 @@ def main():
     finally:
         if generator is not None and hasattr(generator, "executor"):
             generator.executor.shutdown()
+    seconds["total"] = round(time.monotonic() - begun, 1)
     print(json.dumps(answer))
 
 
