@@ -36,10 +36,10 @@ FAMILY_SPECULATORS = (realdata.OLD_SPECULATORS, realdata.NEW_SPECULATORS)
 # Releases whose package cells do not all pass on main (a release lands with its measured row
 # before the rules for it: vLLM 0.34.0 did, until Model Runner V2's rules and adapter).
 NOT_PASSING_YET: tuple[str, ...] = ()
-# Family cells measured as "cannot rehearse" (a stand-in gap, not speculators'): on Model Runner V2
-# (vLLM 0.34.0) the MLA families, whose attention stand-in reads a per-request history, not V2's
-# paged KV cache.
-CANNOT_YET = {("0.34.0", preset) for preset in ("deepseek", "mistral-large-3", "kimi-k2.5")}
+# Family cells measured as "cannot rehearse" (a stand-in gap, not speculators'): none since the MLA
+# stand-in runs over Model Runner V2's paged cache (vLLM 0.34.0's deepseek, mistral-large-3,
+# kimi-k2.5 were).
+CANNOT_YET: set[tuple[str, str]] = set()
 
 
 def _cells(line: str) -> list[str]:

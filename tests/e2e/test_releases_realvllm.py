@@ -63,11 +63,6 @@ RULES_040_ON_034 = (
     "get-kv-cache-config-from-groups-move", "generator-kv-cache-up-front", "request-drop-eos-token-id",
     "generator-results-in-input-order", "kv-cache-resolve-layout", "pydantic-rebuild-torch-namespace",
 )
-# What the rehearsal cannot run yet on Model Runner V2 (exit 2, its own words, never "failed"):
-# multi-head latent attention (Kimi-K2.5; its stand-in reads a per-request history, not V2's paged
-# KV cache).
-NO_V2_MLA = ("rehearsal could not run: cannot rehearse: multi-head latent attention on Model Runner V2: the "
-             "rehearsal's MLA stand-in reads a per-request history, not V2's paged KV cache; on Model Runner V2")
 # V2 orders every batch itself (decodes first): the runner's order differs in every step here.
 V2_PARITY = PARITY_PASSED.replace("differed from scheduler order in 3", "differed from scheduler order in 9")
 V2_QUICK = QUICK_PASSED.replace("differed from scheduler order in 0", "differed from scheduler order in 2")
@@ -150,7 +145,7 @@ EXPECTED = {
         0, f"speculators 0.3.0 on vLLM 0.34.0: {V2_QUICK}; at tensor parallel size 2, pipeline parallel 1; "
         f"on Model Runner V2{DEFAULT_MODEL}",
         "rolled back speculators 0.3.0 to original: restored 3 files; sha256 equal to RECORD for all 52 files",
-        _families(("kimi-k2.5", 2, NO_V2_MLA),
+        _families(("kimi-k2.5", 0, f"{V2_QUICK}; on Model Runner V2; on a tiny KimiK25ForConditionalGeneration (--arch preset)"),
                   ("qwen3-moe", 0, f"{V2_QUICK}; on Model Runner V2; on a tiny Qwen3MoeForCausalLM (--arch preset)")),
     ),
     ("0.34.0", "0.4.0"): Outcome(
@@ -161,7 +156,7 @@ EXPECTED = {
         0, f"speculators 0.4.0 on vLLM 0.34.0: {V2_QUICK}; at tensor parallel size 2, pipeline parallel 1; "
         f"on Model Runner V2{DEFAULT_MODEL}",
         "rolled back speculators 0.4.0 to original: restored 3 files; sha256 equal to RECORD for all 54 files",
-        _families(("kimi-k2.5", 2, NO_V2_MLA),
+        _families(("kimi-k2.5", 0, f"{V2_QUICK}; on Model Runner V2; on a tiny KimiK25ForConditionalGeneration (--arch preset)"),
                   ("qwen3-moe", 0, f"{V2_QUICK}; on Model Runner V2; on a tiny Qwen3MoeForCausalLM (--arch preset)")),
     ),
 }

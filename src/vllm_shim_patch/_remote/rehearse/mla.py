@@ -82,9 +82,13 @@ def mla_forward_impl(self, q, k_c_normed, k_pe, kv_cache, attn_metadata, output=
         from .answer import CannotRehearse
 
         raise CannotRehearse(f"stand-in mla_forward_impl does not implement MLAAttention.forward_impl's {on}")
-    return attend(q, k_c_normed, k_pe, attn_metadata, output, self.layer_name,
-                  (self.num_heads, self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim),
-                  self.kv_b_proj, self.impl.scale)
+    sizes = (self.num_heads, self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim)
+    # Model Runner V2's metadata (its paged KV cache) attends itself, through the same arithmetic.
+    paged = getattr(attn_metadata, "attend_mla", None)
+    if paged is not None:
+        return paged(q, kv_cache, output, sizes, self.kv_b_proj, self.impl.scale)
+    return attend(q, k_c_normed, k_pe, attn_metadata, output, self.layer_name, sizes, self.kv_b_proj,
+                  self.impl.scale)
 
 
 def attend(q, k_c_normed, k_pe, attn_metadata, output, layer_name, sizes, kv_b_proj, scale):
@@ -102,18 +106,29 @@ def attend(q, k_c_normed, k_pe, attn_metadata, output, layer_name, sizes, kv_b_p
     flat = out.view(n_tok, heads * v_dim)
     for rid, row, start, n in attn_metadata.segments:
         latent, pe = extend(attn_metadata, layer_name, rid, start, (k_c_normed[row:row + n], k_pe[row:row + n]))
-        kv = kv_b_proj(latent)[0].view(latent.shape[0], heads, nope + v_dim)
-        k_nope, v = kv.split([nope, v_dim], dim=-1)
-        k = torch.cat([k_nope, pe.unsqueeze(1).expand(-1, heads, rope)], dim=-1).double()
-        v = v.double()
-        for first, rows in query_blocks(n, heads, start):
-            at, top = start + first, start + first + rows
-            scores = torch.einsum("qhd,khd->hqk", q[row + first:row + first + rows].double(), k[:top]) * scale
-            q_pos = torch.arange(at, top).unsqueeze(1)
-            scores = scores.masked_fill(torch.arange(top).unsqueeze(0) > q_pos, float("-inf"))
-            o = torch.einsum("hqk,khd->qhd", torch.softmax(scores, dim=-1), v[:top])
-            flat[row + first:row + first + rows] = o.reshape(rows, heads * v_dim).to(out.dtype)
+        attend_request(q, latent, pe, (row, start, n), flat, sizes, kv_b_proj, scale)
     return out
+
+
+def attend_request(q, latent, pe, where, flat, sizes, kv_b_proj, scale):
+    """One request's query rows (`where`: first row, first position, rows; q viewed [tokens,
+    heads, nope + rope]) over its whole latent history and rope keys, into `flat` [tokens, heads *
+    v head size]."""
+    import torch
+
+    heads, nope, rope, v_dim = sizes
+    row, start, n = where
+    kv = kv_b_proj(latent)[0].view(latent.shape[0], heads, nope + v_dim)
+    k_nope, v = kv.split([nope, v_dim], dim=-1)
+    k = torch.cat([k_nope, pe.reshape(-1, rope).unsqueeze(1).expand(-1, heads, rope)], dim=-1).double()
+    v = v.double()
+    for first, rows in query_blocks(n, heads, start):
+        at, top = start + first, start + first + rows
+        scores = torch.einsum("qhd,khd->hqk", q[row + first:row + first + rows].double(), k[:top]) * scale
+        q_pos = torch.arange(at, top).unsqueeze(1)
+        scores = scores.masked_fill(torch.arange(top).unsqueeze(0) > q_pos, float("-inf"))
+        o = torch.einsum("hqk,khd->qhd", torch.softmax(scores, dim=-1), v[:top])
+        flat[row + first:row + first + rows] = o.reshape(rows, heads * v_dim).to(flat.dtype)
 
 
 def layer():

@@ -53,7 +53,14 @@ def full_tensor(name, shape, dtype, seed, width):
 
 
 def is_fused_moe(module):
-    return any(c.__name__ == "FusedMoE" for c in type(module).__mro__)
+    # vLLM 0.34's FusedMoEFactory builds RoutedExperts, which has no FusedMoE in its classes.
+    return any(c.__name__ in ("FusedMoE", "RoutedExperts") for c in type(module).__mro__)
+
+
+def moe_tp_size(module):
+    """The ranks a MoE layer's intermediate size is split over (RoutedExperts: in its moe_config)."""
+    size = getattr(module, "tp_size", None)
+    return size if size is not None else module.moe_config.tp_size
 
 
 def load(model, seed, width):
@@ -82,7 +89,7 @@ def load(model, seed, width):
 def _load_experts(module, mname, seen, draw):
     """FusedMoE keeps w13 = [gate; up] and w2 for every expert, each rank a slice of the
     intermediate size; its loader takes one checkpoint tensor per (expert, w1|w2|w3)."""
-    inter = module.intermediate_size_per_partition * module.tp_size
+    inter = module.intermediate_size_per_partition * moe_tp_size(module)
     hidden = module.hidden_size
     for pname, param in module.named_parameters(recurse=False):
         seen.add(id(param))
@@ -107,7 +114,7 @@ def full_shapes(model):
         for pname, param in module.named_parameters(recurse=False):
             full = list(full_shape(module, param))
             if is_fused_moe(module):
-                inter = module.intermediate_size_per_partition * module.tp_size
+                inter = module.intermediate_size_per_partition * moe_tp_size(module)
                 full = ([module.global_num_experts, 2 * inter, module.hidden_size] if pname == "w13_weight"
                         else [module.global_num_experts, module.hidden_size, inter] if pname == "w2_weight"
                         else list(param.shape))

@@ -96,16 +96,16 @@ def register(base_backend):
     return f"{module.__name__}.{BACKEND}"
 
 
-def selecting(select, plain, paged):
-    """The platform's get_attn_backend_cls (the rehearsal's, `select`) answering `paged` where it
-    answers the plain CPU backend `plain`; MLA has no paged stand-in on V2 yet."""
+def selecting(select, stood_in):
+    """The platform's get_attn_backend_cls (the rehearsal's, `select`) answering, where it answers
+    one of the stand-in backends V2 cannot use as they are (the plain CPU one, MLA's), the paged
+    one `stood_in` maps it to."""
 
     def get_attn_backend_cls(*args, **kwargs):
         chosen = select(*args, **kwargs)
-        if chosen == plain:
-            return paged
-        raise CannotRehearse("multi-head latent attention on Model Runner V2: the rehearsal's MLA stand-in reads a "
-                             "per-request history, not V2's paged KV cache")
+        if chosen in stood_in:
+            return stood_in[chosen]
+        raise CannotRehearse(f"the attention backend {chosen} has no stand-in over Model Runner V2's paged KV cache")
 
     return get_attn_backend_cls
 

@@ -111,6 +111,10 @@ class Reference:
         self.vllm_config, self.model, self.kv_history = vllm_config, None, {}
 
     def load_model(self):
+        # As the Worker before its runner: MoE's modular kernels take their scratch from the
+        # workspace manager, and the parent has no Worker.
+        if hasattr(gpu_worker, "init_workspace_manager"):
+            gpu_worker.init_workspace_manager(torch.device("cpu"))
         self.model = build_model(self.vllm_config, by_name=True)
 
     def _forward(self, input_ids, positions, segments=None, history=None):
