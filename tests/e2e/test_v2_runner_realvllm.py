@@ -67,6 +67,8 @@ SELF_CHECKS = [
     "NoStream.wait_stream vs torch.cuda.Stream/Event.wait_stream",
     "NoStream.synchronize vs torch.cuda.Stream/Event.synchronize", "NoStream.query vs torch.cuda.Stream/Event.query",
     "PagedBuilder.build vs AttentionMetadataBuilder.build", "PagedAttentionImpl vs CommonAttentionMetadata",
+    "PagedMLAImpl.do_kv_cache_update vs MLAAttentionImpl.do_kv_cache_update",
+    "cache_rows vs MLAAttention.bind_kv_cache",
     "RehearsalV2Worker.init_device vs Worker.init_device",
     "RehearsalV2Worker._make_model_runner vs Worker._make_model_runner",
     "RehearsalV2Worker.initialize_from_config vs Worker.initialize_from_config",
