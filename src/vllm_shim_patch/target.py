@@ -17,6 +17,25 @@ from typing import Any
 from .errors import TargetError, UsageError
 
 REMOTE = Path(__file__).parent / "_remote"
+
+
+def load_remote_package(private_name: str, *parts: str) -> Any:
+    """A standard-library package of `_remote/` (`parts` below it) loaded by path under a private
+    name, once a process: the tool reads the target's own definitions without importing the
+    rehearsal's package (its `__init__` and vLLM stay on the target's side)."""
+    import importlib.util
+
+    loaded = sys.modules.get(private_name)
+    if loaded is not None:
+        return loaded
+    folder = REMOTE.joinpath(*parts)
+    spec = importlib.util.spec_from_file_location(private_name, folder / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[private_name] = module  # its relative imports find their package
+    spec.loader.exec_module(module)
+    return module
 PROBE_TIMEOUT = 60.0
 
 

@@ -14,26 +14,9 @@ if TYPE_CHECKING:
                                             Answer, Call, Check, CodeSpan, HandoffError, Request, Steps, Topology,
                                             Workload, WorkloadDone, WrongCall)
 else:
-    import importlib.util
-    import sys
+    from ..target import load_remote_package
 
-    from ..target import REMOTE
-
-    _NAME = "_vsp_rehearse_handoff"
-
-    def _load():
-        loaded = sys.modules.get(_NAME)
-        if loaded is not None:
-            return loaded
-        folder = REMOTE / "rehearse" / "handoff"
-        spec = importlib.util.spec_from_file_location(_NAME, folder / "__init__.py",
-                                                      submodule_search_locations=[str(folder)])
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[_NAME] = module  # its relative imports find their package
-        spec.loader.exec_module(module)
-        return module
-
-    _handoff = _load()
+    _handoff = load_remote_package("_vsp_rehearse_handoff", "rehearse", "handoff")
     (CANNOT, ERROR, FAILED, NO_MODEL_CLASS, OUTCOMES, PASSED, TIMEOUT, Answer, Call, Check, CodeSpan, HandoffError,
      Request, Steps, Topology, Workload, WorkloadDone, WrongCall) = (
         getattr(_handoff, name) for name in (

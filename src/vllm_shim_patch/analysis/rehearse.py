@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import TargetError, UsageError
 from ..kinds import Action
-from ..target import REMOTE
+from ..target import load_remote_package
 from ..vllm_source import parse_scope
 from .handoff import CANNOT, FAILED, PASSED, Answer, Request, Topology
 from .workloads import PARITY, QUICK
@@ -66,20 +66,7 @@ def families() -> Any:
     """The rehearsal's one family table (`_remote/rehearse/families/`: FAMILIES, `presets()`,
     `supported()`), loaded by path under a private name: its modules are standard library only at
     module level, so nothing of the rehearsal or of vLLM runs in the tool."""
-    import importlib.util
-    import sys
-
-    loaded = sys.modules.get(_FAMILIES_MODULE)
-    if loaded is not None:
-        return loaded
-    folder = REMOTE / "rehearse" / "families"
-    spec = importlib.util.spec_from_file_location(_FAMILIES_MODULE, folder / "__init__.py",
-                                                  submodule_search_locations=[str(folder)])
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[_FAMILIES_MODULE] = module  # its relative imports find their package
-    spec.loader.exec_module(module)
-    return module
+    return load_remote_package(_FAMILIES_MODULE, "rehearse", "families")
 
 
 _FAMILIES_MODULE = "_vsp_rehearse_families"
