@@ -4,8 +4,9 @@ CI's releases (realdata.CI_RELEASES: 0.12.0, the reference, 0.34.0) are built on
 `tests/e2e/build_env.py --vllm X` (from a cold cache in CI: one shared uv cache, so each costs
 little more than its own packages) and their outcome is asserted exactly, from the EXPECTED table
 below: apply (the parity workload at tensor parallel size 1), the short workload at tensor
-parallel size 2 (two worker processes of vLLM's executor), the short rehearsal of two model
-families (Kimi-K2.5, Qwen3-MoE; the reference release's families are test_families_realvllm.py's)
+parallel size 2 (two worker processes of vLLM's executor), the short rehearsal of two MoE model
+families at tensor parallel size 2 (Kimi-K2.5, Qwen3-MoE; the reference release's families are
+test_families_realvllm.py's, its Kimi-K2.5 at sizes 2 and 8 test_topology_realvllm.py's)
 and rollback through the CLI in a small venv that sees the release's vLLM, the verdict lines
 included. Where a break no rule fixes yet stops the run, the table names that
 break (it documents the state; a change in it, better or worse, fails the test until the table is
@@ -68,13 +69,15 @@ V2_PARITY = PARITY_PASSED.replace("differed from scheduler order in 3", "differe
 V2_QUICK = QUICK_PASSED.replace("differed from scheduler order in 0", "differed from scheduler order in 2")
 
 # Each CI release also rehearses Kimi-K2.5 (MLA, MoE, a multimodal wrapper) and Qwen3-MoE (plain
-# MoE) after apply, the short workload (the stand-ins fit or not at build and first forward; every
+# MoE) after apply at tensor parallel size 2 (experts, and MLA's heads, split across two ranks),
+# the short workload (the stand-ins fit or not at build and first forward; every
 # family's full workload is docs/compatibility.md's). The reference release's families are
 # tests/e2e/test_families_realvllm.py's, every preset on both speculators.
 FAMILIES = ("kimi-k2.5", "qwen3-moe")
 QUICK = QUICK_PASSED
 # `rehearse --tensor-parallel-size 2 --quick` after apply: two worker processes of vLLM's executor.
-TP2 = f"{QUICK}; at tensor parallel size 2, pipeline parallel 1{DEFAULT_MODEL}"
+AT_TP2 = "; at tensor parallel size 2, pipeline parallel 1"
+TP2 = f"{QUICK}{AT_TP2}{DEFAULT_MODEL}"
 NO_KIMI = ("rehearsal not run: this vLLM has no model class for KimiK25ForConditionalGeneration (it cannot load "
            "your model, patched or not; first release with it: 0.15.0)")
 
@@ -85,8 +88,8 @@ def _families(*verdicts: tuple[str, int, str]) -> tuple[tuple[str, int, str], ..
 
 
 PASSING_FAMILIES = _families(
-    ("kimi-k2.5", 0, f"{QUICK}; on a tiny KimiK25ForConditionalGeneration (--arch preset)"),
-    ("qwen3-moe", 0, f"{QUICK}; on a tiny Qwen3MoeForCausalLM (--arch preset)"))
+    ("kimi-k2.5", 0, f"{QUICK}{AT_TP2}; on a tiny KimiK25ForConditionalGeneration (--arch preset)"),
+    ("qwen3-moe", 0, f"{QUICK}{AT_TP2}; on a tiny Qwen3MoeForCausalLM (--arch preset)"))
 
 
 @dataclass(frozen=True)
@@ -145,8 +148,8 @@ EXPECTED = {
         0, f"speculators 0.3.0 on vLLM 0.34.0: {V2_QUICK}; at tensor parallel size 2, pipeline parallel 1; "
         f"on Model Runner V2{DEFAULT_MODEL}",
         "rolled back speculators 0.3.0 to original: restored 3 files; sha256 equal to RECORD for all 52 files",
-        _families(("kimi-k2.5", 0, f"{V2_QUICK}; on Model Runner V2; on a tiny KimiK25ForConditionalGeneration (--arch preset)"),
-                  ("qwen3-moe", 0, f"{V2_QUICK}; on Model Runner V2; on a tiny Qwen3MoeForCausalLM (--arch preset)")),
+        _families(("kimi-k2.5", 0, f"{V2_QUICK}{AT_TP2}; on Model Runner V2; on a tiny KimiK25ForConditionalGeneration (--arch preset)"),
+                  ("qwen3-moe", 0, f"{V2_QUICK}{AT_TP2}; on Model Runner V2; on a tiny Qwen3MoeForCausalLM (--arch preset)")),
     ),
     ("0.34.0", "0.4.0"): Outcome(
         0,
@@ -156,8 +159,8 @@ EXPECTED = {
         0, f"speculators 0.4.0 on vLLM 0.34.0: {V2_QUICK}; at tensor parallel size 2, pipeline parallel 1; "
         f"on Model Runner V2{DEFAULT_MODEL}",
         "rolled back speculators 0.4.0 to original: restored 3 files; sha256 equal to RECORD for all 54 files",
-        _families(("kimi-k2.5", 0, f"{V2_QUICK}; on Model Runner V2; on a tiny KimiK25ForConditionalGeneration (--arch preset)"),
-                  ("qwen3-moe", 0, f"{V2_QUICK}; on Model Runner V2; on a tiny Qwen3MoeForCausalLM (--arch preset)")),
+        _families(("kimi-k2.5", 0, f"{V2_QUICK}{AT_TP2}; on Model Runner V2; on a tiny KimiK25ForConditionalGeneration (--arch preset)"),
+                  ("qwen3-moe", 0, f"{V2_QUICK}{AT_TP2}; on Model Runner V2; on a tiny Qwen3MoeForCausalLM (--arch preset)")),
     ),
 }
 
@@ -217,7 +220,9 @@ def _apply_rehearse_rollback(vllm: str, spec: str, tmp_path: Path, *, build: boo
     status = json.loads(sb.run("status", "--json").stdout)
     # Apply rehearsed the parity workload at size 1; the package as it left it, at size 2.
     rehearsed = sb.run("rehearse", "--tensor-parallel-size", "2", "--quick", timeout=900)
-    each = tuple((name, sb.run("rehearse", "--arch", name, "--quick", timeout=900)) for name in families)
+    # The MoE families at size 2: the experts and (Kimi-K2.5) MLA split across two ranks.
+    each = tuple((name, sb.run("rehearse", "--arch", name, "--tensor-parallel-size", "2", "--quick", timeout=900))
+                 for name in families)
     rolled = sb.run("rollback")
     # RECORD's hashed files but the console script in bin/ (outside the package's folder, which is
     # what rollback compares).
