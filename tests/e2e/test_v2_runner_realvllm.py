@@ -13,6 +13,7 @@ that venv cannot be built.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -78,12 +79,17 @@ SELF_CHECKS = [
 
 
 @pytest.fixture(scope="module")
-def v2(tmp_path_factory: pytest.TempPathFactory) -> Sandbox:
+def python034() -> Path:
     proc = subprocess.run([sys.executable, str(E2E / "build_env.py"), "--vllm", VLLM, "--print-path"],
                           capture_output=True, text=True, timeout=3600)
     if proc.returncode != 0:
         pytest.skip(f"the vLLM {VLLM} venv cannot be built here: {proc.stderr.strip()[-500:]}")
-    python = Path(proc.stdout.strip().splitlines()[-1])
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def v2(tmp_path_factory: pytest.TempPathFactory, python034: Path) -> Sandbox:
+    python = python034
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                                capture_output=True, text=True, check=True).stdout.strip())
     sb = real_sandbox(tmp_path_factory.mktemp("v2"), python, site, realdata.speculators_wheel(realdata.NEW_SPECULATORS))
@@ -190,3 +196,26 @@ def test_rollback_restores_the_release_record_exact(v2: Sandbox) -> None:
     r = v2.run("rollback")
     assert (r.returncode, r.stdout) == (0, "rolled back speculators 0.4.0 to original: restored 3 files; sha256 equal "
                                            "to RECORD for all 54 files\n"), r.stderr
+
+
+# The paged stand-in's store, in the target (it imports vLLM 0.34's attention backend): three
+# tokens into 3 blocks of 4 slots, the second a padding slot (PAD_SLOT_ID, -1).
+STORE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import torch
+from _remote.rehearse.releases.v2_runner.paged import store
+keys, values = torch.zeros(3, 4, 1, 2), torch.zeros(3, 4, 1, 2)
+k = torch.arange(1.0, 7.0).view(3, 1, 2)
+store(keys, values, k, -k, torch.tensor([0, -1, 5]))
+print([[b, o] for b, o, _, _ in keys.nonzero().tolist()[::2]], keys[0, 0, 0].tolist(), keys[1, 1, 0].tolist(),
+      values[1, 1, 0].tolist())
+"""
+
+
+def test_the_paged_store_skips_padding_slots_as_vllms_kernel_does(python034: Path) -> None:
+    # reshape_and_cache_flash skips a negative slot; -1 // 4 would be the last block's last row.
+    src = Path(__file__).resolve().parents[2] / "src" / "vllm_shim_patch"
+    r = subprocess.run([str(python034), "-c", STORE, str(src)], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert r.stdout.strip() == "[[0, 0], [1, 1]] [1.0, 2.0] [5.0, 6.0] [-5.0, -6.0]", r.stderr[-3000:]

@@ -47,11 +47,7 @@ class PagedAttentionImpl(attention.StandInAttentionImpl):
         v = value[:n].view(n, kv_heads, -1)
         keys, values = cache_views(kv_cache, kv_heads, k.shape[-1], v.shape[-1])
         block_size = keys.shape[1]
-        slots = m.slot_mapping[:n].long()
-        # A slot is block * block size + offset: its block's row at that offset (strided views).
-        blocks_of, offsets = slots // block_size, slots % block_size
-        keys[blocks_of, offsets] = k
-        values[blocks_of, offsets] = v
+        store(keys, values, k, v, m.slot_mapping[:n])
         out = output[:n].view(n, heads, -1)
         starts = m.query_start_loc_cpu.tolist()
         lens = m.seq_lens.tolist()
@@ -69,6 +65,19 @@ class PagedAttentionImpl(attention.StandInAttentionImpl):
                 out[a + first:a + first + rows] = self.attend(q[a + first:a + first + rows], kk[:at + rows],
                                                               vv[:at + rows], at)
         return output
+
+
+def store(keys, values, k, v, slot_mapping):
+    """reshape_and_cache_flash's effect in torch: each token's key and value at its slot. Padding
+    slots (negative, PAD_SLOT_ID) are skipped, as the kernel skips them: -1 // block size would
+    write the last block's last row, another request's."""
+    slots = slot_mapping.long()
+    keep = slots >= 0
+    block_size = keys.shape[1]
+    # A slot is block * block size + offset: its block's row at that offset (strided views).
+    blocks_of, offsets = slots[keep] // block_size, slots[keep] % block_size
+    keys[blocks_of, offsets] = k[keep]
+    values[blocks_of, offsets] = v[keep]
 
 
 def cache_views(kv_cache, kv_heads, key_size, value_size):
