@@ -148,5 +148,5 @@ def test_the_adapters_face_and_the_shared_pure_parts_import_no_vllm() -> None:
     assert "vllm" not in sys.modules
     assert {m for m in sys.modules if m.startswith(v1_multiproc.__name__ + ".")} == set()
     assert {m for m in sys.modules if m.startswith(v1_engine.__name__ + ".")} <= {
-        f"{v1_engine.__name__}.{pure}" for pure in ("queues", "checks", "ranks", "rankview", "view")}
+        f"{v1_engine.__name__}.{pure}" for pure in ("queues", "checks", "ranks", "rankview", "view", "world")}
     assert {m for m in sys.modules if m.startswith(v1_runner.__name__ + ".")} <= {f"{v1_runner.__name__}.checks"}

@@ -1,8 +1,9 @@
 """A world of worker processes as vLLM's own MultiprocExecutor runs it, read from the parent: the
 rank failure, the shards, the shutdown (imports vLLM's modules only through its arguments). What
 both adapters over such a world (v1-multiproc-tp, v2-multiproc-tp) install and read, whichever
-runner each rank builds: `install`, `rank_failure`, `shutdown`, each given the adapter's stand-ins
-(`mpe`, `worker`, `worker_module`, `worker_qualname`, `folder`, `watcher`, `deaths`, `view`,
+runner each rank builds: `install`, `workers`, `rank_failure`, `shutdown` and the protocol's
+answers both give alike (`model_of`, `forward_of`, `worker_failure`), each given the adapter's
+stand-ins (`mpe`, `worker`, `worker_module`, `worker_qualname`, `folder`, `watcher`, `deaths`, `view`,
 `reference`, `undo`).
 """
 
@@ -43,6 +44,38 @@ def install(standins, unset_names):
     s.watcher.start()
     undo.callback(s.watcher.stop)
     unset(undo, unset_names)
+
+
+def workers(run, standins, generator, runner):
+    """The generator's worker processes as the run reads them: the unsharded reference (built on
+    `runner`, the adapter's runner class) in this process once they exist, each rank's shards
+    checked against it."""
+    from vllm.utils.import_utils import resolve_obj_by_qualname
+
+    from . import reference
+    from .platform import METHOD
+    from .rankview import RankWorkers
+
+    s = standins
+    s.reference = reference.build(runner, generator.vllm_config)
+    extension = resolve_obj_by_qualname(generator.vllm_config.parallel_config.worker_extension_cls)
+    s.view = RankWorkers(generator.executor, s.reference, extension, s.folder, METHOD)
+    check_shards(run, s.view, s.reference.model)
+    return s.view
+
+
+def model_of(standins):
+    """The rows are checked against the reference in this process, not a rank's shards."""
+    return standins.reference.model
+
+
+def forward_of(standins):
+    return standins.reference._forward
+
+
+def worker_failure(standins):
+    """The workers are other processes: their failures are `rank_failure`'s."""
+    return None
 
 
 def rank_failure(standins, outcome, failure):

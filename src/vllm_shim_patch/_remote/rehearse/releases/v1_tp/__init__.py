@@ -21,6 +21,10 @@ import dataclasses
 import tempfile
 import types
 
+# The protocol's answers alike for every adapter over a world of rank processes (rows checked
+# against the reference in this process; a rank's failure read from the ranks' folder).
+from ..v1_engine.world import forward_of, model_of, rank_failure, worker_failure  # noqa: F401
+
 NAME = "v1-multiproc-tp"
 MULTI_RANK = True  # one worker process per rank
 RUNNER = "Model Runner V1"
@@ -147,42 +151,10 @@ def restore(standins):
 
 
 def workers(run, standins, generator):
-    """The generator's worker processes as the run reads them; the unsharded reference is built
-    here, in this process, once they exist, and each rank's shards checked against it."""
-    from vllm.utils.import_utils import resolve_obj_by_qualname
-
-    from ..v1_engine import reference, world
-    from ..v1_engine.platform import METHOD
-    from ..v1_engine.rankview import RankWorkers
-
-    s = standins
-    executor = generator.executor
-    s.reference = reference.build(s.runner, generator.vllm_config)
-    extension = resolve_obj_by_qualname(generator.vllm_config.parallel_config.worker_extension_cls)
-    s.view = RankWorkers(executor, s.reference, extension, s.folder, METHOD)
-    world.check_shards(run, s.view, s.reference.model)
-    return s.view
-
-
-def model_of(standins):
-    return standins.reference.model
-
-
-def forward_of(standins):
-    return standins.reference._forward
-
-
-def worker_failure(standins):
-    """The workers are other processes: their failures are `rank_failure`'s."""
-    return None
-
-
-def rank_failure(standins, outcome, failure):
-    """The earliest rank failure, else the first worker that died (with its exit status), else
-    what this process saw, with each rank's reply to the capture read when the executor answers."""
+    """The generator's worker processes and the unsharded reference on V1's runner (`world.workers`)."""
     from ..v1_engine import world
 
-    return world.rank_failure(standins, outcome, failure)
+    return world.workers(run, standins, generator, standins.runner)
 
 
 def shutdown(standins):

@@ -20,6 +20,10 @@ import types
 from .. import v2_runner
 from ..v1_engine import missing_member
 
+# The protocol's answers alike for every adapter over a world of rank processes (rows checked
+# against the reference in this process; a rank's failure read from the ranks' folder).
+from ..v1_engine.world import forward_of, model_of, rank_failure, worker_failure  # noqa: F401
+
 NAME = "v2-multiproc-tp"
 MULTI_RANK = True  # one worker process per rank
 RUNNER = v2_runner.RUNNER
@@ -135,39 +139,11 @@ def restore(standins):
 
 
 def workers(run, standins, generator):
-    """The generator's worker processes as the run reads them; the unsharded reference built here,
-    once they exist, and each rank's shards checked against it."""
-    from vllm.utils.import_utils import resolve_obj_by_qualname
-
-    from ..v1_engine import reference, world
-    from ..v1_engine.platform import METHOD
-    from ..v1_engine.rankview import RankWorkers
+    """The generator's worker processes and the unsharded reference on V2's runner (`world.workers`)."""
+    from ..v1_engine import world
     from ..v2_runner.worker import Reference
 
-    s = standins
-    s.reference = reference.build(Reference, generator.vllm_config)
-    extension = resolve_obj_by_qualname(generator.vllm_config.parallel_config.worker_extension_cls)
-    s.view = RankWorkers(generator.executor, s.reference, extension, s.folder, METHOD)
-    world.check_shards(run, s.view, s.reference.model)
-    return s.view
-
-
-def model_of(standins):
-    return standins.reference.model
-
-
-def forward_of(standins):
-    return standins.reference._forward
-
-
-def worker_failure(standins):
-    return None
-
-
-def rank_failure(standins, outcome, failure):
-    from ..v1_engine import world
-
-    return world.rank_failure(standins, outcome, failure)
+    return world.workers(run, standins, generator, Reference)
 
 
 def shutdown(standins):
