@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from vllm_shim_patch.rewrite.positions import positions
 from vllm_shim_patch.rewrite.scoped import ScopedTransform, method_call
 
 RECEIVER = "self.executor"  # the executor speculators' generator holds
@@ -43,7 +44,8 @@ def _names(module: cst.Module) -> set[str]:
 def _unused_name(module: cst.Module) -> str:
     """`model_output`, else the first `model_output_N` that no name in the module is."""
     candidates = ("model_output", *(f"model_output_{k}" for k in range(1, 100)))
-    if candidates[0] not in module.code:
+    # The module's positions, not just its code: the edit that names it asks for them next.
+    if candidates[0] not in positions(module).code:
         return candidates[0]  # no name can be any of them: no visit of every node needed
     used = _names(module)
     return next(n for n in candidates if n not in used)
@@ -51,6 +53,7 @@ def _unused_name(module: cst.Module) -> str:
 
 class Codemod(ScopedTransform):
     region_only = True  # reads the rest of the module through self.module only
+    _unused: str | None = None  # _unused_name(self.module), once: every node of it visited
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
                             ) -> cst.IndentedBlock:
@@ -76,7 +79,9 @@ class Codemod(ScopedTransform):
             if following is not None and _calls_sample_tokens(following):
                 continue
             if target is None:
-                target = _unused_name(self.module)
+                if self._unused is None:
+                    self._unused = _unused_name(self.module)
+                target = self._unused
                 assign = cst.Assign(targets=[cst.AssignTarget(target=cst.Name(target))], value=small.value)
                 out[-1] = stmt.with_changes(body=[assign])
             indent = self.module.default_indent

@@ -125,7 +125,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("rewrite",),  # rewrite/rule.py: the frozen Rule the engine compiles
     ("signatures",),
     ("target",),
-    ("settings", "kinds", "errors", "fsutil", "faults", "interrupts", "versions", "words", "vllm_source", ""),
+    ("settings", "options", "kinds", "errors", "fsutil", "faults", "interrupts", "versions", "words", "vllm_source", ""),
 ]
 
 
@@ -289,6 +289,7 @@ def test_the_bottom_imports_nothing_of_ours() -> None:
     graph = import_graph()
     assert graph[f"{NAME}.kinds"] == set()
     assert graph[f"{NAME}.settings"] == {f"{NAME}.kinds"}  # RuleOption: the opt-ins a setting gives
+    assert graph[f"{NAME}.options"] == {f"{NAME}.settings"}  # CommandOptions, option()
     assert graph[f"{NAME}.errors"] == set()
     assert graph[f"{NAME}.words"] == set()
     assert graph[f"{NAME}.vllm_source"] == set()

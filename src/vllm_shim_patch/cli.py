@@ -9,7 +9,6 @@ this module but `__main__`.
 
 from __future__ import annotations
 
-import json
 import sys
 import typing
 from dataclasses import Field, fields, replace
@@ -54,7 +53,7 @@ class _Group(click.Group):
             where = exc.ctx.command_path if isinstance(exc, click.UsageError) and exc.ctx else PROG
             message = f"{exc.format_message()} (see {where} --help)"
             if as_json:
-                click.echo(json.dumps({"ok": False, "error": message, "kind": "UsageError"}))
+                click.echo(_json({"ok": False, "error": message, "kind": "UsageError"}))
             fail(message, exc.exit_code)
         except click.Abort:
             # Ctrl-C (or EOF at a prompt), or SIGTERM: not a failed check, so not exit 1; 130 or 143
@@ -64,7 +63,7 @@ class _Group(click.Group):
 
             words, code = ("terminated", 143) if terminated else ("interrupted", 130)
             if "--json" in argv:
-                click.echo(json.dumps({"ok": False, "error": words, "kind": "Interrupted"}))
+                click.echo(_json({"ok": False, "error": words, "kind": "Interrupted"}))
             click.echo(f"{PROG}: {words}", err=True)
             sys.exit(code)
         sys.exit(rv if isinstance(rv, int) else 0)
@@ -77,8 +76,14 @@ class _Group(click.Group):
         except PatchError as exc:
             if isinstance(ctx.obj, CliOptions) and ctx.obj.settings.as_json:
                 # A script reading --json gets JSON on every path, errors included.
-                click.echo(json.dumps({"ok": False, "error": str(exc), "kind": type(exc).__name__}))
+                click.echo(_json({"ok": False, "error": str(exc), "kind": type(exc).__name__}))
             fail(str(exc), 2)
+
+
+def _json(data: object, **how: Any) -> str:
+    import json  # here: --help and a run without --json never pay its import
+
+    return json.dumps(data, **how)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -189,7 +194,7 @@ def emit(settings: Settings, outcome: Outcome) -> NoReturn:
             # command, whatever its own data says.
             last = (outcome.text.strip().splitlines() or [""])[-1]
             data = {**data, "error": data.get("error") or last, "kind": data.get("kind") or "Error"}
-        click.echo(json.dumps(data, indent=2, default=str))
+        click.echo(_json(data, indent=2, default=str))
     else:
         text = outcome.text
         if outcome.diff and sys.stdout.isatty():

@@ -1,4 +1,6 @@
-"""The bottom layer: typed settings and each command's options.
+"""The bottom layer: typed settings, how an option is spelled, and the options `--help` lists
+(apply's: the program's own) or a command without options takes; every other command's are in
+`options.py`, read when it runs.
 
 Standard library only, and nothing of the package but the bottom's `kinds` imported: the CLI
 builds `Settings`, every other module reads it, and `--help`/`status` stay fast.
@@ -10,8 +12,6 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import Field, dataclass, field, fields, replace
 from typing import Any, TypeVar
-
-from .kinds import RuleOption
 
 Log = Callable[[str], None]
 
@@ -115,6 +115,8 @@ class Settings:
     @property
     def rule_options(self) -> frozenset[str]:
         """The opt-ins given (`RuleOption` values): rules with one of them in `option:` run."""
+        from .kinds import RuleOption  # here: its enums cost --help, which never asks (bench_startup.py)
+
         return frozenset({RuleOption.TRUST_REMOTE_CODE.value} if self.trust_remote_code else ())
 
     @classmethod
@@ -190,67 +192,6 @@ class ApplyOptions(CommandOptions):
     # After a passing apply, write the patched wheel (commands/wheel.py) into this folder.
     wheel_out: str | None = option(None, "after a passing apply, write the patched wheel for this vLLM series "
                                    "into DIR", metavar="DIR")
-
-
-@dataclass(frozen=True)
-class WheelOptions(CommandOptions):
-    # Where the wheel goes; None: the current folder.
-    out_dir: str | None = option(None, "write the wheel here (created if need be); default: the current folder",
-                                 flags=("-o", "--out-dir"), metavar="DIR")
-    # One wheel per series the compatibility matrix rehearsed.
-    all_series: bool = option(False, "one wheel per vLLM series the compatibility matrix rehearsed (with "
-                              "--vllm-sources)")
-    # --all-series: a folder of vLLM sources (folders or wheels), one per release.
-    vllm_sources: str | None = option(None, "with --all-series: a folder of vLLM source folders or wheels, one "
-                                      "per release", metavar="DIR")
-    # The original release's wheel (else the installed-from file, the caches, the index).
-    wheel: str | None = option(None, "the installed release's original wheel (default: the file it was "
-                               "installed from, the pip and uv caches, the index)", metavar="PATH")
-    no_index: bool = option(False, "do not ask the package index for the original wheel")
-    # A scratch apply without the rehearsal (the wheel says so).
-    no_rehearse: bool = option(False, "patch a scratch copy without the rehearsal (the wheel says so)")
-
-
-@dataclass(frozen=True)
-class DiffOptions(CommandOptions):
-    # The installed files against their original, not the planned diff.
-    installed: bool = option(False, "print the installed files' diff against their original instead")
-
-
-@dataclass(frozen=True)
-class RollbackOptions(CommandOptions):
-    # An earlier state; None: the original.
-    to: str | None = option(None, "an earlier state (commit or tag); default: original", metavar="REF")
-    wait: bool = option(False, "wait for another running patch-speculators")
-
-
-@dataclass(frozen=True)
-class VerifyOptions(CommandOptions):
-    all_calls: bool = option(False, "import every module and bind every call into vLLM", flags=("--all",))
-
-
-@dataclass(frozen=True)
-class RehearseOptions(CommandOptions):
-    # Seconds; None: the default.
-    timeout: float | None = option(None, "give up after this long (default: 900)", metavar="SECONDS",
-                                   at_least=1)
-    # The short calls only, not speculators' own workload.
-    quick: bool = option(False, "short prompts only (a smoke run; no chunked prefill)")
-
-
-@dataclass(frozen=True)
-class AuditOptions(CommandOptions):
-    emit_rules: str | None = option(None, "write draft rules for the mismatches no rule fixes (fill their "
-                                    "TODOs, then rules test)", metavar="FILE")
-    # As installed only.
-    no_rules: bool = option(False, "check the package as installed only: do not plan the rules (faster)")
-
-
-@dataclass(frozen=True)
-class RulesOptions(CommandOptions):
-    # Rule files or folders instead of the bundled ones.
-    paths: tuple[str, ...] = option((), "rule files or folders (default: the bundled ones and --rules)",
-                                    argument=True)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,15 @@ def test_help_imports_nothing_heavy(args: list[str]) -> None:
     assert heavy(imported_modules(*args)) == []
 
 
+def test_help_makes_only_the_options_it_lists() -> None:
+    # The program's --help lists apply's options; the other commands' types (options.py) and the
+    # enums (kinds.py) cost it their classes' creation and are made when a command needs them.
+    names = imported_modules("--help")
+    assert {"vllm_shim_patch.settings", "vllm_shim_patch.commands"} <= names
+    assert sorted(names & {"vllm_shim_patch.options", "vllm_shim_patch.kinds", "json"}) == []
+    assert "vllm_shim_patch.options" in imported_modules("rehearse", "--help")
+
+
 @pytest.mark.slow
 def test_status_imports_nothing_heavy(sandbox: Sandbox) -> None:
     assert sandbox.run("--vllm-version", "0.16").returncode == 0

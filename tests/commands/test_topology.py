@@ -18,7 +18,8 @@ from wire import on_the_wire
 from vllm_shim_patch.commands.context import Context
 from vllm_shim_patch.commands.rehearse import rehearse
 from vllm_shim_patch.errors import UsageError
-from vllm_shim_patch.settings import RehearseOptions, Settings
+from vllm_shim_patch.options import RehearseOptions
+from vllm_shim_patch.settings import Settings
 from vllm_shim_patch.target import Target
 
 TARGET = Target(python="/env/bin/python", python_version="3.11.7", package="speculators", version="0.3.0",

@@ -47,7 +47,7 @@ def test_a_wheel_rollback_whose_pip_fails_says_what_pip_left(monkeypatch: pytest
     from vllm_shim_patch import target as target_module
     from vllm_shim_patch.commands import installed
     from vllm_shim_patch.fleet import scratch
-    from vllm_shim_patch.settings import RollbackOptions
+    from vllm_shim_patch.options import RollbackOptions
 
     site = tmp_path / "site"
     site.mkdir()

@@ -47,3 +47,19 @@ def test_the_stand_ins_compute_what_transformers_computes(patched: Sandbox, arch
     assert answer["loaded"] > 0  # vLLM's loader took transformers' weights
     # float32 on both sides: the implementations agree to rounding, far below the bfloat16 run's 1e-2.
     assert all(diff < 1e-5 for diff in answer["crosscheck"].values()), answer["crosscheck"]
+
+
+def test_the_stand_in_attention_is_torchs_and_the_same_in_any_chunks(vllm_venv_python: Path) -> None:
+    # A 700-token prompt whole and in four chunks (one of a single row), against torch's own
+    # attention in float64: the rehearsal's check that each sequence equals its prompt's own
+    # forward rests on a row's result not depending on the chunk or block it comes in.
+    out = subprocess.run([str(vllm_venv_python), str(Path(__file__).parent / "attention_check.py"),
+                          str(REHEARSE / "attention.py")], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    answer = json.loads(out.stdout.strip().splitlines()[-1])
+    assert sorted(answer) == ["causal", "sinks", "soft-cap", "window"]
+    for name, found in answer.items():
+        assert found["chunks_equal_whole"] is True, name
+        # float32 results of float64 arithmetic: another CPU's kernels may round a last bit apart.
+        assert found["vs_torch"] <= 1e-6, (name, found)

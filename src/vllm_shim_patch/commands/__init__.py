@@ -15,20 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..settings import (
-    ApplyOptions,
-    AuditOptions,
-    CommandOptions,
-    DiffOptions,
-    NoOptions,
-    RehearseOptions,
-    RollbackOptions,
-    RulesOptions,
-    VerifyOptions,
-    WheelOptions,
-)
+from .. import settings as _settings
 
 if TYPE_CHECKING:
+    from ..settings import CommandOptions
     from .context import Context, Outcome
 
 
@@ -37,13 +27,26 @@ class Command:
     """One command of the table."""
 
     name: str  # as typed after the program's name: "status", "rules list" (a group's command)
-    options: type[CommandOptions]  # its own options
+    # Its own options: the name of a type in `settings` or else in `options` (imported when the
+    # command runs or its own --help is asked for, so `--help` makes no type it does not list).
+    options_type: str
     help: str  # what `--help` says of it
     settings: tuple[str, ...] = ()  # the `Settings` fields it takes beyond the common ones, in order
     function: str = ""  # "module:function" in this package; default: the name's first word, its words joined by _
     # (option, "module:function"): the first whose option is given runs instead of `function`, with
     # the same options (`apply --dry-run` is the diff, `--check` the check): the command never routes.
     modes: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def options(self) -> type[CommandOptions]:
+        """The type of its own options."""
+        found = getattr(_settings, self.options_type, None)
+        if found is None:
+            from .. import options
+
+            found = getattr(options, self.options_type)
+        assert isinstance(found, type) and issubclass(found, _settings.CommandOptions), self.options_type
+        return found
 
     @property
     def where(self) -> tuple[str, str]:
@@ -80,28 +83,28 @@ DEFAULT = "apply"  # what runs when no command is named (the program takes its o
 GROUPS = {"rules": "List, validate and test rule files."}  # a group's help: its commands are "rules NAME"
 
 COMMANDS: tuple[Command, ...] = (
-    Command("apply", ApplyOptions, "Write the planned edits, verify, record (the default command).",
+    Command("apply", "ApplyOptions", "Write the planned edits, verify, record (the default command).",
             settings=("vllm_version", "model", "arch", "tensor_parallel_size", "pipeline_parallel_size", "no_guard"),
             modes=(("dry_run", "diff:dry_run"), ("check", "check:check"), ("wheel_out", "patched_wheel:apply_and_write"))),
-    Command("diff", DiffOptions, "Print the diff apply would write, rule by hunk (--installed: the patch as installed).",
+    Command("diff", "DiffOptions", "Print the diff apply would write, rule by hunk (--installed: the patch as installed).",
             settings=("vllm_version", "no_guard")),
-    Command("status", NoOptions, "Original, patched, drifted, interrupted or not tracked."),
-    Command("log", NoOptions, "Show the overlay's history, newest first.", function="history:history"),
-    Command("rollback", RollbackOptions, "Write the original bytes back, checked against RECORD."),
-    Command("verify", VerifyOptions, "Import changed modules, bind their calls into vLLM."),
-    Command("rehearse", RehearseOptions,
+    Command("status", "NoOptions", "Original, patched, drifted, interrupted or not tracked."),
+    Command("log", "NoOptions", "Show the overlay's history, newest first.", function="history:history"),
+    Command("rollback", "RollbackOptions", "Write the original bytes back, checked against RECORD."),
+    Command("verify", "VerifyOptions", "Import changed modules, bind their calls into vLLM."),
+    Command("rehearse", "RehearseOptions",
             "Run speculators' generator on CPU against the installed vLLM (exit 0 pass, 1 failure, 2 cannot run).",
             settings=("model", "arch", "tensor_parallel_size", "pipeline_parallel_size")),
-    Command("wheel", WheelOptions,
+    Command("wheel", "WheelOptions",
             "Build the patched speculators wheel for a vLLM series (pip/uv install it on every box).",
             settings=("vllm_version", "model", "arch", "tensor_parallel_size", "pipeline_parallel_size")),
-    Command("audit", AuditOptions,
+    Command("audit", "AuditOptions",
             "Check every use of vLLM (imports, calls, methods, attributes), as installed and after the rules.",
             settings=("vllm_version",)),
-    Command("rules list", NoOptions, "List the loaded rules."),
-    Command("rules check", RulesOptions, "Validate rule files (default: the bundled ones and --rules)."),
-    Command("rules test", RulesOptions, "Run the before/after examples embedded in rule files."),
-    Command("rules docs", NoOptions, "Print the rules as a Markdown table (the README's is this; --json: its rows)."),
+    Command("rules list", "NoOptions", "List the loaded rules."),
+    Command("rules check", "RulesOptions", "Validate rule files (default: the bundled ones and --rules)."),
+    Command("rules test", "RulesOptions", "Run the before/after examples embedded in rule files."),
+    Command("rules docs", "NoOptions", "Print the rules as a Markdown table (the README's is this; --json: its rows)."),
 )
 
 

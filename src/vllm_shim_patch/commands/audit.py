@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..settings import AuditOptions
+from ..options import AuditOptions
 from . import preflight
 from .context import Context, Outcome
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..settings import ApplyOptions, DiffOptions
+from ..options import DiffOptions
+from ..settings import ApplyOptions
 from .context import Context, Outcome
 from .pending import desired_files, pending_writes
 

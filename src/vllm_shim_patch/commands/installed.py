@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import TargetError, UsageError
 from ..kinds import PackageState
 from ..report import wheel as text
-from ..settings import RollbackOptions
+from ..options import RollbackOptions
 from .context import Context, Outcome
 
 if TYPE_CHECKING:

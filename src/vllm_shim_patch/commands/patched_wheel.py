@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import Refused, TargetError, UsageError
 from ..fsutil import hash_file
 from ..report import wheel as text
-from ..settings import ApplyOptions, WheelOptions
+from ..options import WheelOptions
+from ..settings import ApplyOptions
 from . import preflight
 from .context import Context, Outcome
 

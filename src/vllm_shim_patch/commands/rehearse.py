@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..settings import RehearseOptions
+from ..options import RehearseOptions
 from .context import Context, Outcome
 
 

@@ -8,7 +8,7 @@ from ..errors import OverlayError, UsageError
 from ..fsutil import hash_file, record_hash
 from ..report import apply as text
 from ..words import listing
-from ..settings import RollbackOptions
+from ..options import RollbackOptions
 from . import preflight
 from .context import Context, Outcome
 

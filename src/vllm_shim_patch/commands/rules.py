@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..settings import NoOptions, RulesOptions
+from ..options import RulesOptions
+from ..settings import NoOptions
 from .context import Context, Outcome
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..settings import VerifyOptions
+from ..options import VerifyOptions
 from .context import Context, Outcome
 
 

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import PatchError, Refused, UsageError
 from ..report import wheel as text
-from ..settings import ApplyOptions, WheelOptions
+from ..options import WheelOptions
+from ..settings import ApplyOptions
 from . import preflight
 from .context import Context, Outcome
 from .patched_wheel import Written, build_here, find_original, notes, output_folder, patched_here, save

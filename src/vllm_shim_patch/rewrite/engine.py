@@ -32,7 +32,7 @@ from .context import CallSite, NeedsHuman, Rewrite
 from .results import FileResult, Site
 from .names import import_names
 from .ops import compile_rule, guardable, observes_only
-from .positions import LazyPositions, positions
+from .positions import LazyPositions, code as code_of, positions
 from .scoped import (
     ImportDrop,
     Scope,
@@ -561,7 +561,7 @@ class _ScopedPass:
             self._site(rule, scope, line, line, Action.ALREADY, "nothing to change", guarded)
             self._note_unbound(rule, transform, new)  # unbound already (a patched file planned again)
             return new
-        code = lazy.found.code if lazy is not None and lazy.found is not None else module.code
+        code = code_of(module)
         to_original = line_map(self.original.decode("utf-8", "surrogateescape"), code)
         edits = [(to_original(a), to_original(b), what) for a, b, what in transform.edits]
         starts = [a for a, _, _ in edits] + [to_original(d.lines[0]) for d in transform.imports_to_drop if d.lines]
@@ -595,7 +595,7 @@ class _ScopedPass:
               unbound: str) -> cst.Module:
         """The transform's edits and sites for a human in a function an earlier rule left unbound:
         each one a "not needed" site at its lines; `module` as it was."""
-        code = lazy.found.code if lazy is not None and lazy.found is not None else module.code
+        code = code_of(module)
         to_original = line_map(self.original.decode("utf-8", "surrogateescape"), code)
         why = f"{unbound} leaves {scope.inner[0]} unbound and nothing in the module refers to it"
         for a, b, what in transform.edits:

@@ -120,10 +120,41 @@ class Positions(Mapping[cst.CSTNode, CodeRange]):
         return len(self._spans)
 
 
+# The modules whose code was generated last, with what came of it (their Positions, or their
+# code alone). A file's scoped rules ask the same module's code more than once (its positions
+# for a transform's edits, its tokens for the imports it drops and the functions it unbinds): a
+# code generation is the costliest step after the visits. A module is immutable and held here,
+# so its identity cannot be reused while it is a key.
+_RECENT: list[tuple[cst.Module, Positions | str]] = []
+_KEEP = 4
+
+
+def _recent(module: cst.Module) -> Positions | str | None:
+    return next((found for held, found in _RECENT if held is module), None)
+
+
+def _remember(module: cst.Module, found: Positions | str) -> None:
+    _RECENT[:] = [(module, found), *[(m, f) for m, f in _RECENT if m is not module]][:_KEEP]
+
+
 def positions(module: cst.Module) -> Positions:
+    found = _recent(module)
+    if isinstance(found, Positions):
+        return found
     state = _IndexState(default_indent=module.default_indent, default_newline=module.default_newline)
     module._codegen(state)
-    return Positions(state)
+    made = Positions(state)
+    _remember(module, made)
+    return made
+
+
+def code(module: cst.Module) -> str:
+    """`module.code`, from its positions or code when one of the last modules asked for."""
+    found = _recent(module)
+    if found is None:
+        found = module.code
+        _remember(module, found)
+    return found.code if isinstance(found, Positions) else found
 
 
 class LazyPositions(Mapping[Any, Any]):

@@ -24,6 +24,7 @@ import libcst as cst
 from libcst.metadata import PositionProvider
 
 from ..vllm_source import parse_scope
+from . import positions
 
 if TYPE_CHECKING:
     from .rule import Rule
@@ -378,7 +379,7 @@ def _provably_unused(module: cst.Module, drops: list[ImportDrop]) -> set[int] | 
     a string alone (a docstring: never an `__all__` entry nor a string annotation, which libcst
     counts as uses): nothing can use it, so RemoveImportsVisitor's analysis of the module would
     call it unused. None: that cannot be shown for every drop."""
-    tokens = _Tokens.read(module.code)
+    tokens = _Tokens.read(positions.code(module))
     if tokens is None:
         return None
     found: set[int] = set()
@@ -398,8 +399,11 @@ def unreferenced(module: cst.Module, name: str) -> bool:
     it refers to it: the definition's own name is its only token, and no string holds it but a
     docstring-like statement (a string in `__all__`, `getattr(...)` or an annotation may be a use)."""
     defined = [s for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef)) and s.name.value == name]
-    tokens = _Tokens.read(module.code)
+    tokens = _Tokens.read(positions.code(module))
     return len(defined) == 1 and tokens is not None and tokens.names(name) == 1 and not tokens.quoted(name)
+
+
+_TOKENS: list[tuple[str, _Tokens | None]] = []  # the last code read, and its tokens
 
 
 @dataclass(frozen=True)
@@ -412,6 +416,15 @@ class _Tokens:
 
     @classmethod
     def read(cls, code: str) -> _Tokens | None:
+        # The same module's tokens serve the imports it drops and each function it unbinds.
+        if _TOKENS and _TOKENS[0][0] is code:
+            return _TOKENS[0][1]
+        found = cls._read(code)
+        _TOKENS[:] = [(code, found)]
+        return found
+
+    @classmethod
+    def _read(cls, code: str) -> _Tokens | None:
         import io
         import tokenize
 

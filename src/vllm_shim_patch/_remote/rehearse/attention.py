@@ -141,24 +141,37 @@ class StandInAttentionImpl:
         return output
 
     def attend(self, q, k, v, start):
-        """Query rows at positions `start`... over the float64 keys and values up to the last of them."""
+        """Query rows at positions `start`... over the float64 keys and values up to the last of them.
+
+        One scores block, changed in place (each copy of it costs as much as the arithmetic): the
+        causal mask on the rows' own keys alone (every earlier key is before every row), the
+        softmax's exponentials left unnormalised until the values are summed, then divided by
+        their row's sum. A row's result depends on its own query and keys only, not on the block
+        or chunk it comes in: a batched forward and a prompt's forward alone agree exactly."""
         import torch
 
-        scores = torch.einsum("qhd,khd->hqk", q.double(), k) * self.scale
+        n = q.shape[0]
+        scores = torch.matmul(q.double().transpose(0, 1), k.permute(1, 2, 0))  # heads x rows x keys
+        scores.mul_(self.scale)
         if self.logits_soft_cap:
-            scores = self.logits_soft_cap * torch.tanh(scores / self.logits_soft_cap)
-        q_pos = torch.arange(start, start + q.shape[0]).unsqueeze(1)
-        k_pos = torch.arange(k.shape[0]).unsqueeze(0)
-        allowed = k_pos <= q_pos
-        if self.sliding_window is not None:
-            allowed &= k_pos > q_pos - self.sliding_window
-        scores = scores.masked_fill(~allowed, float("-inf"))
-        if self.sinks is not None:
-            sink = self.sinks.double().view(-1, 1, 1).expand(-1, q.shape[0], 1)
-            probs = torch.softmax(torch.cat([scores, sink], dim=-1), dim=-1)[..., :-1]
+            scores.div_(self.logits_soft_cap).tanh_().mul_(self.logits_soft_cap)
+        q_pos = torch.arange(start, start + n).unsqueeze(1)
+        if self.sliding_window is None:
+            own = torch.arange(start, k.shape[0]).unsqueeze(0)
+            scores[:, :, start:].masked_fill_(own > q_pos, float("-inf"))
         else:
-            probs = torch.softmax(scores, dim=-1)
-        return torch.einsum("hqk,khd->qhd", probs, v).to(q.dtype)
+            k_pos = torch.arange(k.shape[0]).unsqueeze(0)
+            scores.masked_fill_((k_pos > q_pos) | (k_pos <= q_pos - self.sliding_window), float("-inf"))
+        top = scores.amax(dim=-1, keepdim=True)
+        if self.sinks is not None:
+            sink = self.sinks.double().view(-1, 1, 1)
+            top = torch.maximum(top, sink)
+        scores.sub_(top).exp_()
+        total = scores.sum(dim=-1, keepdim=True)
+        if self.sinks is not None:
+            total += (sink - top).exp()
+        out = torch.matmul(scores, v.permute(1, 0, 2)).div_(total)  # heads x rows x head size
+        return out.transpose(0, 1).to(q.dtype)
 
 
 def backend_class(base, name, impl):
