@@ -144,7 +144,9 @@ def run(target: Target, engine: Engine, req: Request) -> tuple[Answer, dict[str,
         request.write_text(json.dumps(req.to_json()), encoding="utf-8")
         path = os.environ.get("PYTHONPATH")
         env = {**os.environ, "PYTHONPATH": str(site) + (os.pathsep + path if path else ""),
-               "TMPDIR": str(Path(tmp) / "tmp"), "PYTHONDONTWRITEBYTECODE": "1", "VLLM_NO_USAGE_STATS": "1",
+               # vLLM's and torch's caches in the temp folder too: the run leaves nothing behind.
+               "TMPDIR": str(Path(tmp) / "tmp"), "VLLM_CACHE_ROOT": str(Path(tmp) / "tmp" / "vllm"),
+               "PYTHONDONTWRITEBYTECODE": "1", "VLLM_NO_USAGE_STATS": "1",
                "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         try:
             proc = run_grouped([engine.python, str(REMOTE / SCRIPT), "run", str(work), str(request)], stdin=None,
