@@ -144,7 +144,7 @@ def _installed(root: Path, files: dict[str, bytes], editable: str | None = None)
 
 FILES = {"speculators/__init__.py": b"# patched\n", "speculators/data/gen.py": b"X = 1\r\n",
          "speculators-0.3.0.dist-info/METADATA": b"Name: speculators\nVersion: 0.3.0\n",
-         "speculators/__pycache__/gen.cpython-311.pyc": b"\0stale", "../../../bin/speculators": b"#!/bin/sh\n"}
+         "speculators/__pycache__/gen.cpython-311.pyc": b"\0stale", "../../bin/speculators": b"#!/bin/sh\n"}
 
 
 def test_the_engine_runs_a_copy_of_the_target_s_files_byte_for_byte(tmp_path: Path) -> None:

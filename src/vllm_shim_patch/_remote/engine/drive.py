@@ -80,19 +80,29 @@ def _seen(worker: Any) -> tuple[list[list[str]], int]:
     return steps, len(worker.model_runner.requests)
 
 
-def _code_spans(gen_mod: Any, spec_root: str) -> list[CodeSpan]:
+def _extension(generator: Any) -> Any:
+    """The worker extension class speculators names in its config (the workers import it; the
+    driver imports it here to find its source)."""
+    import importlib
+
+    config = getattr(generator, "vllm_config", None)
+    name = getattr(getattr(config, "parallel_config", None), "worker_extension_cls", None)
+    if not isinstance(name, str) or "." not in name:
+        return None
+    module, _, cls = name.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), cls, None)
+    except Exception:  # noqa: BLE001 - without it the spans name generate() alone
+        return None
+
+
+def _code_spans(gen_mod: Any, extension: Any, spec_root: str) -> list[CodeSpan]:
     """Where speculators' code that produced the data lives: generate() and the worker extension's
-    capture methods (the rehearsal's `run._code_spans`, from the generator's module)."""
+    capture methods (the rehearsal's `run._code_spans`)."""
     import inspect
 
     base = os.path.dirname(spec_root)
     funcs = [gen_mod.VllmHiddenStatesGenerator.generate]
-    extension = None
-    for name in ("HiddenStatesWorkerExtension",):
-        for mod in list(sys.modules.values()):
-            if getattr(mod, "__name__", "").startswith("speculators.") and hasattr(mod, name):
-                extension = getattr(mod, name)
-                break
     for name in ("_store_captured_states", "_get_captured_states", "_reset_capture", "_setup_hidden_states_capture"):
         fn = getattr(extension, name, None)
         if fn is not None:
@@ -207,7 +217,7 @@ def run(workdir: str, data: Any) -> dict[str, Any]:
             return answer(CANNOT, "self-check", failure={
                 "exception": "cannot rehearse: the engine's per-sequence check did not catch a capture one row off"})
         if wrong:
-            return answer(FAILED, "done", wrong=tuple(wrong), data_frames=tuple(_code_spans(gen_mod, spec_root)))
+            return answer(FAILED, "done", wrong=tuple(wrong), data_frames=tuple(_code_spans(gen_mod, _extension(generator), spec_root)))
         return answer(PASSED, "done")
     except Exception as e:  # noqa: BLE001 - the run's end is the answer
         failure = frames.describe(e, spec_root, vllm_root)
