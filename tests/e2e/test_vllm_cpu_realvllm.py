@@ -18,8 +18,8 @@ import pytest
 import realdata
 from conftest import EDITS, GENERATOR, WORKER, Sandbox, real_sandbox
 
-from vllm_shim_patch.analysis.handoff import Request
-from vllm_shim_patch.analysis.workloads import PARITY
+from vllm_shim_patch.analysis.rehearse import request as rehearsal_request
+from vllm_shim_patch.target import REMOTE
 
 pytestmark = [pytest.mark.realvllm, pytest.mark.slow, pytest.mark.xdist_group("vllm-cpu")]
 
@@ -88,7 +88,8 @@ def test_apply_keeps_the_verified_patch_and_says_it_was_not_rehearsed(cpu: Sandb
 
 # --- speculators' own generator on the real CPU engine (issue 39 item 1) ------------------------
 #
-# tests/e2e/real_engine.py drives speculators' VllmHiddenStatesGenerator on vllm-cpu's real
+# The product's driver of `rehearse --engine cpu` (_remote/real_engine.py) drives speculators'
+# VllmHiddenStatesGenerator on vllm-cpu's real
 # scheduler, CPU worker, model runner and CPU attention kernels over the rehearsal's own parity
 # workload, and checks each sequence against transformers' forward of its own prompt. What the
 # engine needs on the driver side, and only there: torch.cuda.mem_get_info answered (speculators
@@ -101,11 +102,11 @@ DATA_RULES = ("worker-request-tracking", "generator-abort-completed", "generator
               "generator-flush-finished")
 
 def _engine(sb: Sandbox, workdir: Path) -> dict[str, object]:
-    """tests/e2e/real_engine.py in the sandbox's interpreter, over the rehearsal's request."""
+    """The product's real-engine driver in the sandbox's interpreter, over the rehearsal's request."""
     workdir.mkdir()
     request = workdir / "request.json"
-    request.write_text(json.dumps(Request(PARITY).to_json()))
-    proc = subprocess.run([str(sb.python), str(E2E / "real_engine.py"), str(workdir), str(request)],
+    request.write_text(json.dumps(rehearsal_request().to_json()))
+    proc = subprocess.run([str(sb.python), str(REMOTE / "real_engine.py"), "run", str(workdir), str(request)],
                           capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     answer: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])

