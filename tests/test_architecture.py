@@ -354,3 +354,37 @@ def test_sibling_import_finder(importer: str, imported: str, found: bool) -> Non
     graph = {f"{RELEASES}.{importer}": {f"{RELEASES}.{imported}"}}
     assert sibling_imports(graph, adapters) == ([f"{RELEASES}.{importer} imports {RELEASES}.{imported}"]
                                                 if found else [])
+
+
+def command_modules() -> set[str]:
+    """The modules of `commands/` holding an entry point of the command table (a command's function
+    or one of its modes): read from the table itself, so a new command is held too."""
+    from vllm_shim_patch.commands import COMMANDS
+
+    return {f"{NAME}.commands.{module}" for entry in COMMANDS
+            for module, _ in [entry.where, *(function.split(":") for _, function in entry.modes)]}
+
+
+def command_imports(graph: dict[str, set[str]], commands: set[str]) -> list[str]:
+    """Every import of a command module by another: a command calling a command makes `commands/`
+    as deep as the longest such chain; the steps they share live in modules that are no command."""
+    return sorted(f"{m} imports {d}" for m in sorted(commands) for d in sorted(graph.get(m, ())) if d in commands - {m})
+
+
+def test_no_command_imports_another() -> None:
+    commands = command_modules()
+    # The table names these, among others: the reading is not empty.
+    assert {f"{NAME}.commands.{m}" for m in ("apply", "check", "diff", "wheel", "rollback")} <= commands
+    assert f"{NAME}.commands.patch" not in commands and f"{NAME}.commands.patched_wheel" not in commands
+    assert command_imports(import_graph(), commands) == []
+
+
+@pytest.mark.parametrize(
+    ("graph", "found"),
+    [({"c.wheel": {"c.apply", "c.context"}}, ["c.wheel imports c.apply"]),
+     ({"c.wheel": {"c.patch", "c.context"}, "c.apply": {"c.patch"}}, []),
+     ({"c.apply": {"c.apply"}}, [])],
+    ids=["command-to-command", "shared-step", "itself"],
+)
+def test_command_import_finder(graph: dict[str, set[str]], found: list[str]) -> None:
+    assert command_imports(graph, {"c.wheel", "c.apply"}) == found

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from vllm_shim_patch.commands.apply import _reviewed_plan
+from vllm_shim_patch.commands.patch import _reviewed_plan
 from vllm_shim_patch.report.diff import Hunk
 from vllm_shim_patch.rewrite.plan import Plan
 from vllm_shim_patch.rewrite.results import FileResult, Site

@@ -59,12 +59,12 @@ def test_apply_has_its_modes() -> None:
     # The table, not apply, sends --dry-run to the diff, --check to the check, --wheel-out around apply.
     assert [(e.name, o, f) for e, o, f in MODES] == [
         ("apply", "dry_run", "diff:dry_run"), ("apply", "check", "check:check"),
-        ("apply", "wheel_out", "patched_wheel:apply_and_write")]
+        ("apply", "wheel_out", "apply:wheel_out")]
     apply = command("apply")
     assert apply.chosen(ApplyOptions()) == ("apply", "apply")
     assert apply.chosen(ApplyOptions(dry_run=True, check=True, wheel_out="w")) == ("diff", "dry_run")
     assert apply.chosen(ApplyOptions(check=True, wheel_out="w")) == ("check", "check")
-    assert apply.chosen(ApplyOptions(wheel_out="")) == ("patched_wheel", "apply_and_write")
+    assert apply.chosen(ApplyOptions(wheel_out="")) == ("apply", "wheel_out")
 
 
 @pytest.mark.parametrize(("entry", "option", "function"), MODES, ids=lambda x: getattr(x, "name", str(x)))

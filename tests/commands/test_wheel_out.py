@@ -26,12 +26,12 @@ def test_a_wheel_that_cannot_be_written_after_apply_says_the_patch_is_written(
         raise TargetError(f"cannot write {tmp_path}/w.whl (No space left on device); nothing was written")
 
     monkeypatch.setattr(patched_wheel, "patched_here", lambda ctx: {"kind": "patch"})
-    monkeypatch.setattr(patched_wheel, "build_here", lambda ctx, trailers, original: None)
+    monkeypatch.setattr(patched_wheel, "build_here", lambda ctx, trailers, original, plan: None)
     monkeypatch.setattr(patched_wheel, "save", save)
     ctx = Context(Settings(python=TARGET.python))
     ctx.probe._target = TARGET
     applied = Outcome("patched speculators 0.3.0 for vLLM 0.16: 22 edits in 2 files", {"ok": True}, 0)
-    out = patched_wheel.write_out(ctx, patched_wheel.WheelOut(tmp_path, None), applied)  # type: ignore[arg-type]
+    out = patched_wheel.write_out(ctx, patched_wheel.WheelOut(tmp_path, None), applied, None)  # type: ignore[arg-type]
     line = (f"no wheel written: cannot write {tmp_path}/w.whl (No space left on device); the patch itself is "
             f"applied and recorded (speculators 0.3.0)")
     assert (out.exit_code, out.data["wheel"], out.data["error"], out.notes[-1]) == (1, None, line, line)

@@ -85,7 +85,7 @@ GROUPS = {"rules": "List, validate and test rule files."}  # a group's help: its
 COMMANDS: tuple[Command, ...] = (
     Command("apply", "ApplyOptions", "Write the planned edits, verify, record (the default command).",
             settings=("vllm_version", "model", "arch", "tensor_parallel_size", "pipeline_parallel_size", "no_guard"),
-            modes=(("dry_run", "diff:dry_run"), ("check", "check:check"), ("wheel_out", "patched_wheel:apply_and_write"))),
+            modes=(("dry_run", "diff:dry_run"), ("check", "check:check"), ("wheel_out", "apply:wheel_out"))),
     Command("diff", "DiffOptions", "Print the diff apply would write, rule by hunk (--installed: the patch as installed).",
             settings=("vllm_version", "no_guard")),
     Command("status", "NoOptions", "Original, patched, drifted, interrupted or not tracked."),

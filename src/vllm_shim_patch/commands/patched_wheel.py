@@ -1,10 +1,9 @@
 """The patched wheel of the patch a target holds: the folder it goes to, whether the target holds
 the patch of the release as published (`patched_here`), the wheel built from it (`build_here`)
-and written atomically (`save`), and `apply --wheel-out` around an apply (`prepare_out`,
-`write_out`).
+and written atomically (`save`), and what `apply --wheel-out` does around the apply transaction
+(`prepare_out` before it, `write_out` from the plan it wrote).
 
-The `wheel` command (`wheel.py`) builds from here too, or from a scratch copy it patches with
-apply; this module never runs apply, so apply can hand it `--wheel-out`.
+A step the commands share (`wheel`, `apply --wheel-out`), below them: it runs no command.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
 
     from ..fleet.build import Built
     from ..overlay.pristine import OriginalWheel
+    from ..rewrite.plan import Plan
 
 
 @dataclass(frozen=True)
@@ -165,14 +165,15 @@ def same_series(recorded: str, now: Version) -> bool:
     return in_series(then, now) or in_series(now, then)
 
 
-def build_here(ctx: Context, trailers: dict[str, str], original: OriginalWheel) -> Built:
-    """The wheel of the patch the target holds, once `--check` says it is what the rules plan."""
+def build_here(ctx: Context, trailers: dict[str, str], original: OriginalWheel, plan: Plan | None = None) -> Built:
+    """The wheel of the patch the target holds, once `--check`'s body says it is what the rules
+    plan (`plan`: the one this run's apply wrote, else planned now). The wheel's METADATA records
+    the rehearsal as it was (or that it was not run): the gate asks no rehearsal of its own."""
     from ..fleet import build, facts, rehearsed
     from ..fleet.digest import rules_digest
-    from .check import check
+    from .planned import check_plan
 
-    # The wheel's METADATA records the rehearsal as it was (or that it was not run).
-    gate = check(ctx, ApplyOptions(allow_unrehearsed=True))
+    gate = check_plan(ctx, plan)
     if not gate.ok:
         raise Refused(f"{gate.text.splitlines()[-1]}; nothing was written")
     target, settings = ctx.target, ctx.settings
@@ -217,14 +218,6 @@ class WheelOut:
     original: OriginalWheel
 
 
-def apply_and_write(ctx: Context, opts: ApplyOptions) -> Outcome:
-    """`apply --wheel-out`: the folder and the original wheel checked before anything is written,
-    then apply, then the wheel of the patch it committed (`write_out`)."""
-    from .apply import apply
-
-    return write_out(ctx, prepare_out(ctx, opts), apply(ctx, opts))
-
-
 def prepare_out(ctx: Context, opts: ApplyOptions) -> WheelOut:
     """The folder (writable) and the original wheel (found), else exit 2 before anything is written."""
     assert opts.wheel_out is not None
@@ -236,9 +229,10 @@ def prepare_out(ctx: Context, opts: ApplyOptions) -> WheelOut:
     return WheelOut(folder, original)
 
 
-def write_out(ctx: Context, out: WheelOut, outcome: Outcome) -> Outcome:
+def write_out(ctx: Context, out: WheelOut, outcome: Outcome, plan: Plan | None) -> Outcome:
     """After a passing apply (exit 0, `outcome`), the wheel of the patch it committed (its file and
-    sha256 in the JSON); after any other, `outcome` saying that no wheel was written."""
+    sha256 in the JSON), from `plan`, the plan it wrote (None: planned again); after any other,
+    `outcome` saying that no wheel was written."""
     if not outcome.ok:
         note = "no wheel written: apply did not pass"
         return replace(outcome, data={**outcome.data, "wheel": None}, notes=(*outcome.notes, note))
@@ -246,7 +240,8 @@ def write_out(ctx: Context, out: WheelOut, outcome: Outcome) -> Outcome:
         trailers = patched_here(ctx)
         if trailers is None:
             raise Refused(f"{ctx.who} holds no recorded patch after apply: no wheel written")
-        done = save(out.folder, build_here(ctx, trailers, out.original), "the patch applied here", out.original)
+        built = build_here(ctx, trailers, out.original, plan)
+        done = save(out.folder, built, "the patch applied here", out.original)
     except (Refused, TargetError) as exc:
         # The patch is written and recorded by now: the line says so, never "nothing was written".
         why = str(exc).removesuffix("; nothing was written").removesuffix(": no wheel written")

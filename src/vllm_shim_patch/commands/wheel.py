@@ -2,8 +2,9 @@
 
 From the patch applied here when the target is patched (its overlay's patched bytes, checked to
 be what the rules plan now), else from a scratch copy of the release patched, verified and
-rehearsed against the target's vLLM (the target is not changed). The building is `fleet/`'s, the
-wheel of the patch here `patched_wheel.py`'s; this module picks the source of the bytes.
+rehearsed against the target's vLLM (the target is not changed) by the apply transaction
+(`patch.py`). The building is `fleet/`'s, the wheel of the patch here `patched_wheel.py`'s; this
+module picks the source of the bytes.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def write(ctx: Context, original: OriginalWheel, folder: Path, *, rehearse: bool
 def _scratch(ctx: Context, original: OriginalWheel, *, rehearse: bool, see_target: bool) -> tuple[Built, str]:
     """Apply in a scratch copy of the release (the target untouched), then build from it."""
     from ..fleet import scratch
-    from .apply import apply
+    from .patch import patch
 
     target = ctx.target
     with_vllm = see_target and target.vllm_location is not None
@@ -87,7 +88,8 @@ def _scratch(ctx: Context, original: OriginalWheel, *, rehearse: bool, see_targe
         python = scratch.make(target.python, Path(tmp), original.files, see=see)
         inner = Context(replace(ctx.settings, python=python, state_dir=str(Path(tmp) / "state")), log=ctx.log)
         # Without a vLLM in the copy nothing is rehearsed, and the verdict says so (not: --no-rehearse).
-        outcome = apply(inner, ApplyOptions(no_rehearse=not rehearse and with_vllm, no_index=True))
+        patched = patch(inner, ApplyOptions(no_rehearse=not rehearse and with_vllm, no_index=True))
+        outcome = patched.outcome
         if not outcome.ok:
             raise Refused(f"the patch did not pass in a scratch copy of {ctx.who}: {outcome.text.splitlines()[-1]}; "
                           f"nothing was written")
@@ -96,7 +98,7 @@ def _scratch(ctx: Context, original: OriginalWheel, *, rehearse: bool, see_targe
             raise Refused(f"the scratch copy of {ctx.who} holds no patch after apply: {outcome.text}")
         how = "a scratch copy patched, verified and rehearsed here" if rehearse and with_vllm else \
             "a scratch copy patched and verified here (not rehearsed)"
-        return build_here(inner, trailers, original), how
+        return build_here(inner, trailers, original, patched.plan), how
 
 
 def _sources(folder: str) -> tuple[dict[str, str], list[tuple[str, str]]]:
