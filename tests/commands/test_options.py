@@ -67,6 +67,21 @@ def test_apply_has_its_modes() -> None:
     assert apply.chosen(ApplyOptions(wheel_out="")) == ("apply", "wheel_out")
 
 
+@pytest.mark.parametrize(("given", "named"), [({"dry_run": True}, "dry_run"), ({"check": True}, "check"),
+                                             ({"wheel_out": ""}, "wheel_out")])
+def test_apply_called_with_a_mode_refuses_before_it_writes(given: dict, named: str, tmp_path: Path) -> None:
+    # From Python, apply(ctx, ApplyOptions(dry_run=True)) must not write what was only to be seen.
+    from vllm_shim_patch.commands.apply import apply
+    from vllm_shim_patch.commands.context import Context
+    from vllm_shim_patch.errors import UsageError
+
+    with pytest.raises(UsageError) as e:
+        apply(Context(Settings(python="/nonexistent/python")), ApplyOptions(**given))
+    assert str(e.value) == (f"apply() writes the install and takes no {named}: run "
+                            f"vllm_shim_patch.commands.command('apply').load(opts)(ctx, opts), which picks the "
+                            f"function for {named}")
+
+
 @pytest.mark.parametrize(("entry", "option", "function"), MODES, ids=lambda x: getattr(x, "name", str(x)))
 def test_every_mode_has_its_commands_shape(entry: Command, option: str, function: str) -> None:
     assert option in {f.name for f in dataclasses.fields(entry.options)}

@@ -265,3 +265,46 @@ def test_a_run_that_could_not_finish_is_exit_2_with_its_kind(monkeypatch: pytest
     out, _ = _verdict(monkeypatch, {"ok": False, "outcome": "timeout", "stage": "start", "failure": {"exception": why}})
     assert (out.exit_code, out.text) == (2, f"{HEAD} could not run: {why}")
     assert (out.data["error"], out.data["kind"]) == (out.text, "RehearsalTimeout")
+
+
+SPECULATORS_FRAME = {"file": "speculators/data_generation/vllm_hidden_states_generator.py", "line": 292,
+                     "code": "results = self.executor.collective_rpc(...)", "function": "generate"}
+
+
+@pytest.mark.parametrize(("stage", "frame", "outcome"), [
+    ("init", SPECULATORS_FRAME, "failed"),
+    ("generate-2", SPECULATORS_FRAME, "failed"),
+    # The driver's own steps: its hooks in the workers, the reference forward and the comparison.
+    ("watch", SPECULATORS_FRAME, "cannot_rehearse"),
+    ("verify-1", None, "cannot_rehearse"),
+    # Raised where speculators' code was never on the stack.
+    ("generate-1", None, "cannot_rehearse"),
+])
+def test_only_speculators_own_steps_end_the_engine_run_as_failed(stage: str, frame: Any, outcome: str) -> None:
+    from vllm_shim_patch._remote.engine import drive
+
+    failure = {"exception": "KeyError: 'x'", "speculators_frame": frame}
+    assert drive.ended(stage, failure) == outcome
+    assert failure["exception"] == ("KeyError: 'x'" if outcome == "failed" else
+                                    f"cannot rehearse: the engine driver's step {stage} failed: KeyError: 'x'")
+
+
+def test_a_full_disk_while_copying_the_package_is_one_line_not_a_traceback(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import errno
+    import tempfile
+    import types
+
+    target = _installed(tmp_path / "env", FILES)
+
+    def full(*args: Any) -> Path:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(engine, "copy_package", full)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    with pytest.raises(TargetError) as e:
+        engine.run(target, None, types.SimpleNamespace(timeout=1))  # type: ignore[arg-type]
+    assert str(e.value).startswith(f"cannot copy speculators for the engine into {tmp_path / 'tmp'}/vsp-engine-")
+    assert str(e.value).endswith(": No space left on device; free space or set TMPDIR")
+    assert list((tmp_path / "tmp").iterdir()) == []

@@ -135,13 +135,23 @@ def copy_package(target: Target, into: Path) -> Path:
 def run(target: Target, engine: Engine, req: Request) -> tuple[Answer, dict[str, Any]]:
     """(the rehearsal's answer from the real engine, the driver's per-call facts)."""
     timeout = req.timeout + START_SECONDS
-    with tempfile.TemporaryDirectory(prefix="vsp-engine-", ignore_cleanup_errors=True) as tmp:
-        site = copy_package(target, Path(tmp) / "site")
-        work = Path(tmp) / "work"
-        work.mkdir()
-        (Path(tmp) / "tmp").mkdir()
-        request = Path(tmp) / "request.json"
-        request.write_text(json.dumps(req.to_json()), encoding="utf-8")
+    try:
+        folder = tempfile.TemporaryDirectory(prefix="vsp-engine-", ignore_cleanup_errors=True)
+    except OSError as e:
+        raise TargetError(f"cannot make a temp folder for the engine's copy of {target.package}: "
+                          f"{e.strerror or e}; free space or set TMPDIR") from e
+    with folder as tmp:
+        try:
+            site = copy_package(target, Path(tmp) / "site")
+            work = Path(tmp) / "work"
+            work.mkdir()
+            (Path(tmp) / "tmp").mkdir()
+            request = Path(tmp) / "request.json"
+            request.write_text(json.dumps(req.to_json()), encoding="utf-8")
+        except OSError as e:
+            raise TargetError(f"cannot copy {target.package} for the engine into {tmp}: "
+                              f"{e.strerror or e}{f' ({e.filename})' if e.filename else ''}; free space or "
+                              "set TMPDIR") from e
         path = os.environ.get("PYTHONPATH")
         env = {**os.environ, "PYTHONPATH": str(site) + (os.pathsep + path if path else ""),
                # vLLM's and torch's caches in the temp folder too: the run leaves nothing behind.

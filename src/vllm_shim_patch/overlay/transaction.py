@@ -6,8 +6,9 @@ are the methods of one object, in the order they run.
 baseline steps make the overlay's HEAD what is installed (`record_original` for apply,
 `settle_for_rollback`); `write` journals, then writes each file atomically; then `commit` records
 the files and clears the journal, or `restore` writes back what HEAD holds. A run killed between
-any two steps is finished or undone by the next `begin`. The commands never walk `baseline.py`,
-`repo.py` and `recovery.py` themselves.
+any two steps is finished or undone by the next `begin`. The commands take no step of
+`baseline.py`, `repo.py` and `recovery.py` themselves (rollback's check of the bytes against
+RECORD, `baseline.record_mismatches`, only reads).
 """
 
 from __future__ import annotations

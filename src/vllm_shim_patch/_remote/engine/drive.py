@@ -188,6 +188,7 @@ def run(workdir: str, data: Any) -> dict[str, Any]:
         import cloudpickle
 
         cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        stage = "watch"
         watched = all(generator.executor.collective_rpc(_watch))
         wrong: list[WrongCall] = []
         checks: list[Check] = []
@@ -222,10 +223,23 @@ def run(workdir: str, data: Any) -> dict[str, Any]:
     except Exception as e:  # noqa: BLE001 - the run's end is the answer
         failure = frames.describe(e, spec_root, vllm_root)
         out["error"] = {"exception": failure["exception"], "speculators_frame": failure["speculators_frame"]}
-        return answer(FAILED, stage, failure=failure)
+        return answer(ended(stage, failure), stage, failure=failure)
     finally:
         if generator is not None and hasattr(generator, "executor"):
-            generator.executor.shutdown()
+            try:
+                generator.executor.shutdown()
+            except Exception:  # noqa: BLE001 - the answer is already made; a failed shutdown must not replace it
+                pass
+
+
+def ended(stage: str, failure: dict[str, Any]) -> str:
+    """FAILED where speculators' code raised in its own step (import, init, generate); CANNOT, said
+    so in `failure`, for the driver's own steps (its hooks, the reference forward, the comparison)
+    or an error that never passed through speculators' code: nothing speculators did decides those."""
+    if stage == "watch" or stage.startswith("verify") or failure.get("speculators_frame") is None:
+        failure["exception"] = f"cannot rehearse: the engine driver's step {stage} failed: {failure['exception']}"
+        return CANNOT
+    return FAILED
 
 
 def _one_row_off(prompts: list[list[int]], results: list[dict[str, Any]], layers: tuple[int, ...],

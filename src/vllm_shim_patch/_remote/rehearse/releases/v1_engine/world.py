@@ -1,5 +1,6 @@
 """A world of worker processes as vLLM's own MultiprocExecutor runs it, read from the parent: the
-rank failure, the shards, the shutdown (imports vLLM's modules only through its arguments). What
+rank failure, the shards, the shutdown (pure at import: vLLM's modules come through its arguments,
+or are imported inside the function that needs them). What
 both adapters over such a world (v1-multiproc-tp, v2-multiproc-tp) install and read, whichever
 runner each rank builds: `install`, `workers`, `rank_failure`, `shutdown` and the protocol's
 answers both give alike (`model_of`, `forward_of`, `worker_failure`), each given the adapter's
