@@ -76,3 +76,26 @@ def test_a_wheel_rollback_whose_pip_fails_says_what_pip_left(monkeypatch: pytest
         f"'speculators===0.3.0'")
     assert "nothing was written" not in out.text
     assert (out.data["installed"], out.data["left_by_pip"]) == ("speculators 0.3.0", ["~peculators"])
+
+
+def test_wheel_out_builds_from_the_plan_its_apply_wrote(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Not planned again: the wheel's gate takes the plan object apply's transaction wrote, and
+    # None (planned again) only where apply hands none back (a review that declined hunks).
+    from vllm_shim_patch.commands import apply as apply_cmd
+    from vllm_shim_patch.commands.patch import Patched
+    from vllm_shim_patch.settings import ApplyOptions
+
+    wrote, handed = object(), []
+    applied = Outcome("patched", {"ok": True}, 0)
+    out = patched_wheel.WheelOut(tmp_path, None)  # type: ignore[arg-type]
+    monkeypatch.setattr(patched_wheel, "prepare_out", lambda ctx, opts: out)
+
+    def write_out(ctx: Any, where: Any, outcome: Outcome, plan: Any) -> Outcome:
+        handed.append((where, outcome, plan))
+        return outcome
+
+    monkeypatch.setattr(patched_wheel, "write_out", write_out)
+    for plan in (wrote, None):
+        monkeypatch.setattr(apply_cmd, "patch", lambda ctx, opts, plan=plan: Patched(applied, plan))  # type: ignore[misc]
+        assert apply_cmd.wheel_out(Context(Settings()), ApplyOptions(wheel_out=str(tmp_path))) is applied
+    assert handed == [(out, applied, wrote), (out, applied, None)]
