@@ -38,8 +38,8 @@ def {ASK}(worker):
     from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
 
     cache_config = worker.vllm_config.cache_config
-    layers = get_layers_from_vllm_config(worker.vllm_config, AttentionLayerBase).values()
-    backends = {{layer.get_attn_backend() for layer in layers}}
+    layers = get_layers_from_vllm_config(worker.vllm_config, AttentionLayerBase)
+    backends = {{layers[name].get_attn_backend() for name in layers}}
     size = cache_config.block_size
     if not all(backend.supports_block_size(size) for backend in backends):
         preferred = sorted({{backend.get_preferred_block_size(size) for backend in backends}})
