@@ -55,6 +55,9 @@ def test_guard_keeps_eos_token_id_on_a_017_nightly_built_before_the_change(
         "Request still takes eos_token_id",
         f"{GENERATOR}:69: kv-cache-resolve-layout [not-needed, guarded] not needed for this vLLM: "
         "CacheConfig does not define get_resolved_kv_cache_layout",
+        # generator-kernel-block-size: 0.16's attention backends name no preferred block size (0.18's do).
+        f"{GENERATOR}:69: generator-kernel-block-size [not-needed, guarded] not needed for this vLLM: "
+        "AttentionBackend does not define get_preferred_block_size",
         f"{GENERATOR}:69: generator-v1-runner [not-needed, guarded] not needed for this vLLM: "
         "Model Runner V1 is its only runner (VllmConfig does not define use_v2_model_runner)",
         # The transformers rules: the sandbox has no transformers (--no-deps), so `since` decides.
@@ -175,6 +178,7 @@ def test_the_017_source_alone_selects_and_guards_the_rules(sandbox: Sandbox, vll
         ("executor-sample-tokens", "edited", True),
         ("collective-rpc-single-reply", "edited", True),
         ("kv-cache-resolve-layout", "not-needed", True),
+        ("generator-kernel-block-size", "not-needed", True),
         ("generator-v1-runner", "not-needed", True),
         # The sandbox has no transformers (--no-deps): `since` decides, unguarded.
         ("eagle-attention-mask-fallback", "not-needed", False),

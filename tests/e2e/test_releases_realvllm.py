@@ -57,12 +57,13 @@ RULES_ON_012 = (
 RULES_ON_040 = ("worker-language-model-stack", "worker-capture-hooks", "generator-results-in-input-order")
 # vLLM 0.34.0: Model Runner V1 is gone; the worker's rows through V2's own batch, the KV cache up
 # front, and 0.33's moves and layout. generator-v1-runner is not needed there (no V1 to keep).
-RULES_ON_034 = ('worker-request-tracking', 'worker-no-eagle3-gate', 'worker-capture-hooks', 'worker-v2-forward-batch', 'unify-hybrid-kv-cache-specs-move', 'get-kv-cache-groups-uniform-spec-move', 'kv-cache-config-drop-specs', 'get-kv-cache-config-from-groups-move', 'scheduler-add-block-size', 'cache-config-no-prefix-caching', 'generator-kv-cache-up-front', 'scheduler-config-add-is-encoder-decoder', 'request-drop-eos-token-id', 'generator-abort-completed', 'generator-results-by-request', 'generator-flush-finished', 'executor-sample-tokens', 'collective-rpc-single-reply', 'kv-cache-resolve-layout', 'pydantic-rebuild-torch-namespace')
+RULES_ON_034 = ('worker-request-tracking', 'worker-no-eagle3-gate', 'worker-capture-hooks', 'worker-v2-forward-batch', 'unify-hybrid-kv-cache-specs-move', 'get-kv-cache-groups-uniform-spec-move', 'kv-cache-config-drop-specs', 'get-kv-cache-config-from-groups-move', 'scheduler-add-block-size', 'cache-config-no-prefix-caching', 'generator-kv-cache-up-front', 'scheduler-config-add-is-encoder-decoder', 'request-drop-eos-token-id', 'generator-abort-completed', 'generator-results-by-request', 'generator-flush-finished', 'executor-sample-tokens', 'collective-rpc-single-reply', 'kv-cache-resolve-layout', 'generator-kernel-block-size', 'pydantic-rebuild-torch-namespace')
 RULES_040_ON_034 = (
     "worker-language-model-stack", "worker-capture-hooks", "worker-v2-forward-batch",
     "unify-hybrid-kv-cache-specs-move", "get-kv-cache-groups-uniform-spec-move",
     "get-kv-cache-config-from-groups-move", "generator-kv-cache-up-front", "request-drop-eos-token-id",
-    "generator-results-in-input-order", "kv-cache-resolve-layout", "pydantic-rebuild-torch-namespace",
+    "generator-results-in-input-order", "kv-cache-resolve-layout", "generator-kernel-block-size",
+    "pydantic-rebuild-torch-namespace",
 )
 # V2 orders every batch itself (decodes first): the runner's order differs in every step here.
 V2_PARITY = PARITY_PASSED.replace("differed from scheduler order in 3", "differed from scheduler order in 9")
@@ -142,8 +143,8 @@ EXPECTED = {
     ),
     ("0.34.0", "0.3.0"): Outcome(
         0,
-        "patched speculators 0.3.0 for vLLM 0.34.0: 30 edits in 3 files; vLLM 0.34.0 (static); "
-        f"verification passed: 3 imports ok, 23 calls bind (live); {V2_PARITY}; on Model Runner V2{DEFAULT_MODEL}",
+        "patched speculators 0.3.0 for vLLM 0.34.0: 31 edits in 3 files; vLLM 0.34.0 (static); "
+        f"verification passed: 3 imports ok, 24 calls bind (live); {V2_PARITY}; on Model Runner V2{DEFAULT_MODEL}",
         "patched", RULES_ON_034,
         0, f"speculators 0.3.0 on vLLM 0.34.0: {V2_QUICK}; at tensor parallel size 2, pipeline parallel 1; "
         f"on Model Runner V2{DEFAULT_MODEL}",
@@ -153,8 +154,8 @@ EXPECTED = {
     ),
     ("0.34.0", "0.4.0"): Outcome(
         0,
-        "patched speculators 0.4.0 for vLLM 0.34.0: 14 edits in 3 files; vLLM 0.34.0 (static); "
-        f"verification passed: 3 imports ok, 26 calls bind (live); {V2_PARITY}; on Model Runner V2{DEFAULT_MODEL}",
+        "patched speculators 0.4.0 for vLLM 0.34.0: 16 edits in 3 files; vLLM 0.34.0 (static); "
+        f"verification passed: 3 imports ok, 27 calls bind (live); {V2_PARITY}; on Model Runner V2{DEFAULT_MODEL}",
         "patched", RULES_040_ON_034,
         0, f"speculators 0.4.0 on vLLM 0.34.0: {V2_QUICK}; at tensor parallel size 2, pipeline parallel 1; "
         f"on Model Runner V2{DEFAULT_MODEL}",

@@ -120,8 +120,8 @@ def test_the_rules_patch_speculators_040_for_model_runner_v2(v2: Sandbox) -> Non
     assert realdata.NEW_SPECULATORS == "0.4.0"
     applied = v2.applied  # type: ignore[attr-defined]
     assert (applied.returncode, applied.stdout.strip()) == (0, (
-        "patched speculators 0.4.0 for vLLM 0.34: 14 edits in 3 files; vLLM 0.34 (static); verification passed: "
-        "3 imports ok, 26 calls bind (live); rehearsal passed: 6 calls, 40 sequences (32,697 tokens) match a "
+        "patched speculators 0.4.0 for vLLM 0.34: 16 edits in 3 files; vLLM 0.34 (static); verification passed: "
+        "3 imports ok, 27 calls bind (live); rehearsal passed: 6 calls, 40 sequences (32,697 tokens) match a "
         "per-prompt forward row by row; chunked prefill in 3 of 9 steps; runner order differed from scheduler "
         f"order in 9; on Model Runner V2{DEFAULT_MODEL}")), applied.stderr[-3000:]
     install(v2)

