@@ -67,7 +67,7 @@ def test_after_apply_every_sequence_is_right_on_the_real_cpu_engine_and_nothing_
     assert (data["ok"], data["outcome"], data["stage"], data["vllm"], data["workload"]) == (
         True, "passed", "done", CPU_VLLM, {"name": "parity", "calls": 6, "sequences": 40, "tokens": 32697,
                                           "reorder": [1, 128]})
-    assert data["checks"] == [{"check": "per-sequence check vs a capture one row off", "ok": True}]
+    assert data["checks"] == [{"check": "per-sequence check vs a capture one row off and one of another layer", "ok": True}]
     engine = data["engine"]
     assert (engine["kind"], engine["vllm"], engine["platform"]) == ("cpu", CPU_VLLM, "CpuPlatform")
     # Per call: (sequences, wrong prompts, requests in the runner before it, after it).

@@ -81,6 +81,9 @@ REHEARSAL_PROBLEMS = [
     ({"prompt": 1, "expected": 9, "rows": 9, "input_ids_of": 1, "segments": [[None, None, 9]]},
      "prompt 1 has 9 rows of no prompt"),
     ({"prompt": None, "expected": 8, "rows": 7, "count": True}, "7 results for 8 prompts"),
+    # The real engine's check: each row nearest its own, but nearer another layer's forward.
+    ({"prompt": 0, "expected": 20, "rows": 20, "input_ids_of": 0, "segments": [[0, 0, 20]], "layer": 1,
+      "layer_of": 2}, "prompt 0's states for layer 1 are layer 2's"),
 ]
 
 

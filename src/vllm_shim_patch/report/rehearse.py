@@ -48,6 +48,8 @@ def problem(p: dict[str, Any]) -> str:
         return f"prompt {i} has no states for layer {p.get('layer')}"
     if rows == 0:
         return f"prompt {i} empty"
+    if p.get("layer_of") is not None:
+        return f"prompt {i}'s states for layer {p.get('layer')} are layer {p['layer_of']}'s"
     if len(segs) == 1 and segs[0][0] == i:
         if segs[0][1] == 0:
             return f"prompt {i} truncated {expected:,} -> {rows:,}"

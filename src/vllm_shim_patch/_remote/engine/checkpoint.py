@@ -42,9 +42,10 @@ def write(folder: str) -> Any:
 
 
 def reference(model: Any, prompt: list[int], layers: tuple[int, ...]) -> dict[int, Any]:
-    """Transformers' forward of one prompt alone: the residual stream after each decoder layer."""
+    """Transformers' forward of one prompt alone: the residual stream after each decoder layer
+    (every layer, not only `layers`: a capture of the wrong layer is told by them)."""
     import torch
 
     with torch.no_grad():
         out = model(torch.tensor([prompt]), output_hidden_states=True)
-    return {lid: out.hidden_states[lid + 1][0] for lid in layers}
+    return {lid: out.hidden_states[lid + 1][0] for lid in range(len(out.hidden_states) - 1)}

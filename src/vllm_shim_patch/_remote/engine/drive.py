@@ -216,7 +216,8 @@ def run(workdir: str, data: Any) -> dict[str, Any]:
         fields["max_rel_diff"] = max((c["worst"] for c in calls), default=0.0)
         if not all(c.ok for c in checks):
             return answer(CANNOT, "self-check", failure={
-                "exception": "cannot rehearse: the engine's per-sequence check did not catch a capture one row off"})
+                "exception": "cannot rehearse: the engine's per-sequence check did not catch a capture one row off or "
+                         "of another layer"})
         if wrong:
             return answer(FAILED, "done", wrong=tuple(wrong), data_frames=tuple(_code_spans(gen_mod, _extension(generator), spec_root)))
         return answer(PASSED, "done")
@@ -244,7 +245,8 @@ def ended(stage: str, failure: dict[str, Any]) -> str:
 
 def _one_row_off(prompts: list[list[int]], results: list[dict[str, Any]], layers: tuple[int, ...],
                  refs: list[dict[int, Any]]) -> Check:
-    """The check proves itself on the first call: a capture one row off must be caught."""
+    """The check proves itself on the first call: a capture one row off, and one of the next layer
+    (the nearest rows alone would take it), must be caught."""
     import torch
 
     shifted = [dict(r) for r in results]
@@ -252,5 +254,15 @@ def _one_row_off(prompts: list[list[int]], results: list[dict[str, Any]], layers
     states[0] = torch.roll(states[0], 1, dims=0)
     shifted[0]["hidden_states"] = states
     caught, _ = compare.call_problems(prompts, shifted, layers, refs)
-    return Check("per-sequence check vs a capture one row off", bool(caught),
-                 None if caught else "a shifted capture passed the check")
+    # And a capture of the next layer, in the engine's bfloat16.
+    other = [dict(r) for r in results]
+    states = list(other[0]["hidden_states"])
+    lid = layers[0]
+    nxt = lid + 1 if lid + 1 in refs[0] else lid - 1
+    states[0] = refs[0][nxt].to(torch.bfloat16)
+    other[0]["hidden_states"] = states
+    wrong_layer, _ = compare.call_problems(prompts, other, layers, refs)
+    ok = bool(caught) and bool(wrong_layer) and wrong_layer[0].get("layer_of") == nxt
+    return Check("per-sequence check vs a capture one row off and one of another layer", ok,
+                 None if ok else ("a shifted capture passed the check" if not caught
+                                  else f"a capture of layer {nxt} for layer {lid} passed the check"))
