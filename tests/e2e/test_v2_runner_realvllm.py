@@ -45,7 +45,7 @@ NOT_COMMITTED = (
     r"generator-kv-cache-up-front: CacheConfig\(enable_extensible_kv_cache=False\) allocates the KV cache up "
     r"front\)")
 # The rule that fixes it: its edit still pending at the generator's CacheConfig(...) call.
-KV_FIX = {"rule": "generator-kv-cache-up-front", "path": GENERATOR, "line": 198, "action": "edited"}
+KV_FIX = {"rule": "generator-kv-cache-up-front", "path": GENERATOR, "line": 216, "action": "edited"}
 
 SELF_CHECKS = [
     "kernel_warmup stand-in vs kernel_warmup",
