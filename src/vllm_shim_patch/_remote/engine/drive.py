@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from ..rehearse import frames, workload
-from ..rehearse.handoff import (CANNOT, FAILED, PASSED, Answer, Check, CodeSpan, Installed, Request, Versions,
+from ..rehearse.handoff import (CANNOT, FAILED, PASSED, Answer, Check, Installed, Request, Versions,
                                 WorkloadDone, WrongCall)
 from . import checkpoint, compare
 
@@ -94,30 +94,6 @@ def _extension(generator: Any) -> Any:
         return getattr(importlib.import_module(module), cls, None)
     except Exception:  # noqa: BLE001 - without it the spans name generate() alone
         return None
-
-
-def _code_spans(gen_mod: Any, extension: Any, spec_root: str) -> list[CodeSpan]:
-    """Where speculators' code that produced the data lives: generate() and the worker extension's
-    capture methods (the rehearsal's `run._code_spans`)."""
-    import inspect
-
-    base = os.path.dirname(spec_root)
-    funcs = [gen_mod.VllmHiddenStatesGenerator.generate]
-    for name in ("_store_captured_states", "_get_captured_states", "_reset_capture", "_setup_hidden_states_capture"):
-        fn = getattr(extension, name, None)
-        if fn is not None:
-            funcs.append(fn)
-    spans: list[CodeSpan] = []
-    for fn in funcs:
-        try:
-            lines, first = inspect.getsourcelines(fn)
-            source = inspect.getsourcefile(fn)
-        except (OSError, TypeError):
-            continue
-        if source is not None:
-            spans.append(CodeSpan(os.path.relpath(os.path.abspath(source), base), first, first + len(lines) - 1,
-                                  fn.__name__))
-    return spans
 
 
 def run(workdir: str, data: Any) -> dict[str, Any]:
@@ -219,7 +195,7 @@ def run(workdir: str, data: Any) -> dict[str, Any]:
                 "exception": "cannot rehearse: the engine's per-sequence check did not catch a capture one row off or "
                          "of another layer"})
         if wrong:
-            return answer(FAILED, "done", wrong=tuple(wrong), data_frames=tuple(_code_spans(gen_mod, _extension(generator), spec_root)))
+            return answer(FAILED, "done", wrong=tuple(wrong), data_frames=tuple(frames.code_spans(gen_mod, _extension(generator))))
         return answer(PASSED, "done")
     except Exception as e:  # noqa: BLE001 - the run's end is the answer
         failure = frames.describe(e, spec_root, vllm_root)

@@ -248,3 +248,32 @@ def classify(exc, stage, speculators, vllm, worker_exc=None, own=OWN_ROOT, stand
     # speculators' frame decided, or neither is on the stack (raised in vLLM alone, e.g. on the
     # worker, where the speculators frame is the call that made the RPC).
     return FAILED, failure
+
+
+# The worker extension's methods that capture the states (speculators 0.3.0 and 0.4.0 name them alike).
+CAPTURE_METHODS = ("_store_captured_states", "_get_captured_states", "_reset_capture", "_setup_hidden_states_capture")
+
+
+def code_spans(gen_mod, extension):
+    """Where speculators' code that produced the data lives: generate() and the worker extension's
+    capture methods (for the rule that fixes it), as CodeSpans relative to site-packages. The
+    rehearsal's and the real engine's verdicts name the same spans."""
+    import inspect
+
+    from .handoff import CodeSpan
+
+    spec_root = os.path.dirname(os.path.dirname(os.path.abspath(gen_mod.__file__)))
+    base = os.path.dirname(spec_root)
+    funcs = [gen_mod.VllmHiddenStatesGenerator.generate]
+    funcs += [fn for fn in (getattr(extension, name, None) for name in CAPTURE_METHODS) if fn is not None]
+    spans = []
+    for fn in funcs:
+        try:
+            lines, first = inspect.getsourcelines(fn)
+            source = inspect.getsourcefile(fn)
+        except (OSError, TypeError):
+            continue
+        if source is not None:
+            spans.append(CodeSpan(os.path.relpath(os.path.abspath(source), base), first, first + len(lines) - 1,
+                                  fn.__name__))
+    return spans

@@ -9,7 +9,7 @@ import sys
 
 from . import attention, backends, check, device, families, frames, model_folder, releases, workload
 from .answer import CannotRehearse, Result, Run, Setup, WrongOutput
-from .handoff import CodeSpan, Installed, Request, Steps, Versions, WorkloadDone, WrongCall
+from .handoff import Installed, Request, Steps, Versions, WorkloadDone, WrongCall
 from .families import common, moe
 from .model import modules as model_modules, source as model_source
 
@@ -177,7 +177,7 @@ def _drive(run: Run, work, family, adapter, S, config) -> None:
                               sum(st["runner"] != st["scheduler"] for st in steps)))
     if wrong:
         run.wrong = tuple(wrong)
-        run.data_frames = tuple(_code_spans(sys.modules[type(run.generator).__module__], view.extension))
+        run.data_frames = tuple(frames.code_spans(sys.modules[type(run.generator).__module__], view.extension))
         n = sum(len([p for p in w.problems if p.get("prompt") is not None]) for w in wrong)
         leaks = [w for w in wrong if w.stale_requests or w.worker_holds]
         what = [f"{n} of {work.sequences} sequences wrong"] if n else []
@@ -222,32 +222,6 @@ def _sensitive(run: Run, work, model, base, forward, prompts, results, refs) -> 
     run.check("per-sequence check vs attention numerics", impls and moved > 10 * check.TOLERANCE,
               f"a 5% change of the attention scale moved the states by {moved:.2g} only "
               f"(tolerance {check.TOLERANCE:g}): the weights leave attention uniform")
-
-
-def _code_spans(gen_mod, extension) -> list[CodeSpan]:
-    """Where speculators' code that produced the data lives: generate() and the worker
-    extension's capture methods (for the rule that fixes it)."""
-    import inspect
-
-    spec_root = os.path.dirname(os.path.dirname(os.path.abspath(gen_mod.__file__)))
-    base = os.path.dirname(spec_root)
-    funcs = [gen_mod.VllmHiddenStatesGenerator.generate]
-    for name in ("_store_captured_states", "_get_captured_states", "_reset_capture", "_setup_hidden_states_capture"):
-        fn = getattr(extension, name, None)
-        if fn is not None:
-            funcs.append(fn)
-    spans: list[CodeSpan] = []
-    for fn in funcs:
-        try:
-            lines, first = inspect.getsourcelines(fn)
-            source = inspect.getsourcefile(fn)
-        except (OSError, TypeError):
-            continue
-        if source is None:
-            continue
-        path = os.path.relpath(os.path.abspath(source), base)
-        spans.append(CodeSpan(path, first, first + len(lines) - 1, fn.__name__))
-    return spans
 
 
 def worker_failure(run):
