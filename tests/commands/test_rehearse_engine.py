@@ -308,3 +308,43 @@ def test_a_full_disk_while_copying_the_package_is_one_line_not_a_traceback(
     assert str(e.value).startswith(f"cannot copy speculators for the engine into {tmp_path / 'tmp'}/vsp-engine-")
     assert str(e.value).endswith(": No space left on device; free space or set TMPDIR")
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def _ran(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, outcome: Any) -> Any:
+    """engine.run over an installed target, the driver's process answered by `outcome` (a
+    CompletedProcess, or an exception to raise)."""
+    import types
+
+    def run_grouped(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    monkeypatch.setattr(engine, "run_grouped", run_grouped)
+    target = _installed(tmp_path / "env", FILES)
+    return engine.run(target, types.SimpleNamespace(python="/engine/bin/python"),  # type: ignore[arg-type]
+                      request(quick=True, installed="0.3.0"))
+
+
+def test_the_engine_past_its_time_is_cannot_rehearse_naming_the_time(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    answer, facts = _ran(monkeypatch, tmp_path, subprocess.TimeoutExpired(["python"], 10))
+    limit = request(quick=True).timeout + engine.START_SECONDS
+    assert (answer.outcome, answer.failure["exception"], facts) == (
+        "timeout", f"cannot rehearse: the real engine timed out after {limit:.0f} s (the machine is busy? pass "
+                   f"--timeout)", {})
+
+
+def test_a_crashed_engine_is_one_line_with_its_exit_status_and_last_words(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    died = subprocess.CompletedProcess(["python"], -9, stdout="INFO loading\n", stderr="x\nKilled\n")
+    with pytest.raises(TargetError) as e:
+        _ran(monkeypatch, tmp_path, died)
+    assert str(e.value) == "the real engine crashed its interpreter (exit -9): Killed"
+
+
+def test_an_answer_that_is_not_the_rehearsal_s_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    odd = subprocess.CompletedProcess(["python"], 0, stdout='INFO\n{"answer": {"ok": "yes"}}\n', stderr="")
+    with pytest.raises(TargetError) as e:
+        _ran(monkeypatch, tmp_path, odd)
+    assert str(e.value) == "the real engine's answer is not the rehearsal's: rehearsal answer: no 'captured'"
