@@ -60,7 +60,9 @@ def test_the_steps_record_the_original_write_and_commit(ov: Overlay, site: Path)
     state = ov.state()
     assert state is not None
     assert (state.head["pkg/mod.py"], state.data["head_commit"]) == (record_hash(PATCHED), commit)
-    assert (ov.path / "lock").read_text() == str(os.getpid())  # the last holder, the lock released
+    assert (ov.path / "lock").read_text() == str(os.getpid())  # the last holder
+    with Transaction.begin(Overlay(ov.path, site), _target(site), TRACKED, log.append):
+        pass  # the lock released: the next transaction begins at once (a held one refuses: below)
 
 
 def test_write_journals_first_and_restore_puts_the_files_back(ov: Overlay, site: Path) -> None:
