@@ -806,11 +806,12 @@ def test_real_speculators_generator(
         (r, "edited") for r in rule_ids
     ]
     # speculators 0.4.0's result order is not 0.3.0's bug; the KV cache layout needs resolving from
-    # vLLM 0.29.0 only and the V1 runner pin from 0.25.1 (the moves of 0.33.0, call rules, record no site
-    # where `since` rules them out).
+    # vLLM 0.29.0 only, the backends' block sizes from 0.18.0 and the V1 runner pin from 0.25.1 (the
+    # moves of 0.33.0, call rules, record no site where `since` rules them out).
     assert [(s.rule_id, s.action, s.message) for s in result.sites if s.action != "edited"] == [
         ("generator-results-in-input-order", "already", "nothing to change"),
         ("kv-cache-resolve-layout", "not-needed", "not needed before vLLM 0.29.0"),
+        ("generator-kernel-block-size", "not-needed", "not needed before vLLM 0.18.0"),
         ("generator-v1-runner", "not-needed", "not needed before vLLM 0.25.1")]
     assert file_diff(result) == diff
     compile(result.after, GENERATOR, "exec", dont_inherit=True)
