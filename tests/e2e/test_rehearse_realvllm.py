@@ -106,6 +106,7 @@ SELF_CHECKS = [
     "kernel_warmup stand-in vs kernel_warmup", "get_cpu_memory stand-in vs get_cpu_memory",
     "platform stand-in set_device vs Platform.set_device",
     "platform stand-in is_pin_memory_available vs Platform.is_pin_memory_available",
+    "GEMM stand-in vs torch.nn.functional.linear", "GEMM stand-in rows alone vs in a batch",
     "StandInAttentionImpl.__init__ vs AttentionImpl.__init__", "StandInAttentionImpl.forward vs AttentionImpl.forward",
     "mla_forward_impl vs MLAAttention.forward_impl", "mla_forward_impl vs MLAAttention.__init__",
     "StandInMLAImpl vs MLAAttention's use of self.impl", "StandInMLAImpl vs AttentionImplBase's defaults",
@@ -122,6 +123,7 @@ SELF_CHECKS = [
     "InProcWorkerProc._init_message_queues vs WorkerProc._init_message_queues",
     "BroadcastMQ vs WorkerProc.worker_busy_loop", "RehearsalWorker vs init_worker_distributed_environment",
     "RehearsalWorker.init_device vs Worker.init_device's workspace manager",
+    "forked reference vs a reference in this process",
     "per-sequence check vs a capture one row off", "per-sequence check vs attention numerics",
 ]
 

@@ -52,6 +52,7 @@ SELF_CHECKS = [
     "platform stand-in manual_seed_all vs Platform.manual_seed_all",
     "platform stand-in set_device vs Platform.set_device",
     "platform stand-in is_pin_memory_available vs Platform.is_pin_memory_available",
+    "GEMM stand-in vs torch.nn.functional.linear", "GEMM stand-in rows alone vs in a batch",
     "StandInAttentionImpl.__init__ vs AttentionImpl.__init__", "StandInAttentionImpl.forward vs AttentionImpl.forward",
     "mla_forward_impl vs MLAAttention.forward_impl", "mla_forward_impl vs MLAAttention.__init__",
     "StandInMLAPrefillBackend vs get_mla_prefill_backend", "StandInMLAImpl vs MLAAttention's use of self.impl",

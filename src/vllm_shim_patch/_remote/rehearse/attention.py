@@ -132,16 +132,23 @@ class StandInAttentionImpl:
                                   (key[row:row + n], value[row:row + n]))
             # float64: peaked attention turns rounding differences of a batched forward into
             # visible ones; the comparison is about which rows, not about float32 rounding.
-            k = keys.repeat_interleave(group, dim=1).double()
-            v = values.repeat_interleave(group, dim=1).double()
-            for first, rows in query_blocks(n, self.num_heads, start):
-                at = start + first
-                out[row + first:row + first + rows] = self.attend(
-                    query[row + first:row + first + rows], k[:at + rows], v[:at + rows], at)
+            self.attend_rows(query[row:row + n], keys.repeat_interleave(group, dim=1).double(),
+                             values.repeat_interleave(group, dim=1).double(), start, out[row:row + n])
         return output
 
-    def attend(self, q, k, v, start):
-        """Query rows at positions `start`... over the float64 keys and values up to the last of them.
+    def attend_rows(self, q, k, v, start, out):
+        """Query rows `q` at positions `start`... over float64 keys and values [keys, heads, size]
+        (every key up to the last row), into `out`, block by block. Keys and values are laid out
+        once per call head-major, the shapes BLAS multiplies fastest."""
+        kt = k.permute(1, 2, 0).contiguous()  # heads x size x keys
+        vt = v.permute(1, 2, 0).contiguous()  # heads x size x keys
+        for first, rows in query_blocks(q.shape[0], self.num_heads, start):
+            at = start + first
+            out[first:first + rows] = self.attend(q[first:first + rows], kt[:, :, :at + rows], vt[:, :, :at + rows], at)
+
+    def attend(self, q, kt, vt, start):
+        """Query rows at positions `start`... over the float64 keys and values (heads x size x keys)
+        up to the last of them.
 
         One scores block, changed in place (each copy of it costs as much as the arithmetic): the
         causal mask on the rows' own keys alone (every earlier key is before every row), the
@@ -150,28 +157,37 @@ class StandInAttentionImpl:
         or chunk it comes in: a batched forward and a prompt's forward alone agree exactly."""
         import torch
 
-        n = q.shape[0]
-        scores = torch.matmul(q.double().transpose(0, 1), k.permute(1, 2, 0))  # heads x rows x keys
-        scores.mul_(self.scale)
+        n, keys = q.shape[0], kt.shape[2]
+        # The scale on the query rows (rows x size), not on the scores block (rows x keys).
+        scores = torch.matmul(q.double().transpose(0, 1).mul_(self.scale), kt)  # heads x rows x keys
         if self.logits_soft_cap:
             scores.div_(self.logits_soft_cap).tanh_().mul_(self.logits_soft_cap)
         q_pos = torch.arange(start, start + n).unsqueeze(1)
         if self.sliding_window is None:
-            own = torch.arange(start, k.shape[0]).unsqueeze(0)
-            scores[:, :, start:].masked_fill_(own > q_pos, float("-inf"))
+            own = torch.arange(start, keys).unsqueeze(0)
+            masked, mask = scores[:, :, start:], own > q_pos
         else:
-            k_pos = torch.arange(k.shape[0]).unsqueeze(0)
-            scores.masked_fill_((k_pos > q_pos) | (k_pos <= q_pos - self.sliding_window), float("-inf"))
+            k_pos = torch.arange(keys).unsqueeze(0)
+            masked, mask = scores, (k_pos > q_pos) | (k_pos <= q_pos - self.sliding_window)
+        masked.masked_fill_(mask, float("-inf"))
         top = scores.amax(dim=-1, keepdim=True)
         if self.sinks is not None:
             sink = self.sinks.double().view(-1, 1, 1)
             top = torch.maximum(top, sink)
-        scores.sub_(top).exp_()
+        scores.sub_(top)
+        # A masked key's exp(-inf) takes torch's scalar path, 2.4x slower than a finite score's
+        # (a tenth of a rehearsal's scores are masked): its score is set to 0 for the exp, and its
+        # weight to an exact 0 after.
+        masked.masked_fill_(mask, 0.0)
+        scores.exp_()
+        masked.masked_fill_(mask, 0.0)
         total = scores.sum(dim=-1, keepdim=True)
         if self.sinks is not None:
             total += (sink - top).exp()
-        out = torch.matmul(scores, v.permute(1, 0, 2)).div_(total)  # heads x rows x head size
-        return out.transpose(0, 1).to(q.dtype)
+        # values x weights: heads x size x rows (BLAS's faster orientation for a short size), then
+        # each row divided by its weights' sum.
+        out = torch.matmul(vt, scores.transpose(1, 2)).div_(total.transpose(1, 2))
+        return out.permute(2, 0, 1).to(q.dtype)
 
 
 def backend_class(base, name, impl):

@@ -76,6 +76,9 @@ class Workers(Protocol):
     model: Any  # the model the reference forward runs (the unsharded one)
     forward: Callable[..., Any]  # its forward: (input ids, positions, segments, KV history) -> states
     extension: type  # the worker class speculators' capture methods are read from (their code spans)
+    # The generator's forwards run in this process (one in-process worker): the references are
+    # computed alongside them by a forked child (`references.Forked`).
+    in_process: bool
 
     def set_reorder(self, threshold: int | None) -> None:
         """Every runner reorders its batch as an attention backend with this threshold would."""

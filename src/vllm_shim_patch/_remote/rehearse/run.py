@@ -7,7 +7,8 @@ import importlib
 import os
 import sys
 
-from . import attention, backends, check, device, families, frames, model_folder, releases, workload
+from . import (attention, backends, check, device, families, frames, gemm, model_folder, references, releases,
+               workload)
 from .answer import CannotRehearse, Result, Run, Setup, WrongOutput
 from .handoff import Installed, Request, Steps, Versions, WorkloadDone, WrongCall
 from .families import common, moe
@@ -102,12 +103,13 @@ def run(run: Run, req: Request) -> None:
     experts = moe.in_config(families.text(family, config))
     run.real[:] = REAL + adapter.REAL + family.REAL
     run.stood_in[:] = ([model_folder.STOOD_IN.format(description=description, tokenizer=tokenizer)]
-                       + device.STOOD_IN + [attention.STOOD_IN] + moe.stood_in(experts) + adapter.STOOD_IN
+                       + device.STOOD_IN + [gemm.STOOD_IN, attention.STOOD_IN] + moe.stood_in(experts) + adapter.STOOD_IN
                        + family.STOOD_IN + STOOD_IN)
     run.setup = Setup(adapter.NAME, adapter.RUNNER, family.NAME, arch,
                       "folder" if folder else ("arch" if req.arch else "default"), req.topology)
     modules = model_modules(family, arch)
     device.install()
+    gemm.install()
     backends.install()
     if experts:
         moe.install()
@@ -116,6 +118,7 @@ def run(run: Run, req: Request) -> None:
     run.standins = (adapter, S)
     run.stage = "self-check"
     device.self_check(run)
+    gemm.self_check(run)
     backends.self_check(run)
     if experts:
         moe.self_check(run)
@@ -143,35 +146,28 @@ def _drive(run: Run, work, family, adapter, S, config) -> None:
     family.self_check(run, model)
     run.layers = _layer_kinds(model)
     run.iterations = 0  # count generate()'s forward passes only, not warm-up
-    warm_up = len(view.steps())
-    worst, seen = 0.0, warm_up
-    earlier: set[str] = set()
-    wrong: list[WrongCall] = []
-    for b, call in enumerate(work.calls):
-        run.stage = f"generate-{b + 1}"
-        view.set_reorder(call.reorder)
-        prompts = workload.prompts(call, families.text(family, config)["vocab_size"])
-        results = run.generator.generate(prompts)
-        run.stage = f"verify-{b + 1}"
-        view.after_call()
-        refs = [common.reference_states(model, base, p, work.layers, forward) for p in prompts]
-        if b == 0:
-            _sensitive(run, work, model, base, forward, prompts, results, refs)
-        problems, diff = check.call_problems(prompts, results, work.layers, refs)
-        for r in results:
-            for lid, h in zip(work.layers, r.get("hidden_states") or ()):
-                run.captured.setdefault(str(lid), []).append(list(h.shape))
-        worst = max(worst, diff)
-        every = view.steps()
-        steps, seen = every[seen:], len(every)
-        run.iterations = len(every) - warm_up
-        this_call = {r for st in steps for r in st["scheduler"]}
-        stale = sorted({r for st in steps for r in st["requests"]} & earlier)
-        held = view.holds()
-        if problems or stale or held:
-            wrong.append(WrongCall(b + 1, len(prompts), tuple(problems), len(stale), tuple(held)))
-        earlier |= this_call
-    steps = view.steps()[warm_up:]
+    vocab = families.text(family, config)["vocab_size"]
+    calls = [workload.prompts(call, vocab) for call in work.calls]
+    forked = references.Forked(run.tmpdir, model, base, work.layers, forward, calls)
+    if view.in_process:
+        forked.start()
+    seen = _Seen(len(view.steps()))
+    try:
+        for b, call in enumerate(work.calls):
+            run.stage = f"generate-{b + 1}"
+            view.set_reorder(call.reorder)
+            results = run.generator.generate(calls[b])
+            run.stage = f"verify-{b + 1}"
+            view.after_call()
+            refs = forked.get(b)
+            if b == 0:
+                references.self_check(run, forked, calls[b], refs, model, base, work.layers, forward)
+                _sensitive(run, work, calls[b], results, refs, forked.scaled())
+            seen.call(run, view, work, b, calls[b], results, refs)
+    finally:
+        forked.close()
+    worst, wrong = seen.worst, seen.wrong
+    steps = view.steps()[seen.warm_up:]
     run.result = Result(worst, WorkloadDone.of(work),
                         Steps(len(steps), sum(st["chunked"] for st in steps),
                               sum(st["runner"] != st["scheduler"] for st in steps)))
@@ -186,6 +182,33 @@ def _drive(run: Run, work, family, adapter, S, config) -> None:
     run.stage = "done"
 
 
+class _Seen:
+    """What the calls so far showed: the worst difference, the steps read, the requests of earlier
+    calls, the calls that went wrong."""
+
+    def __init__(self, warm_up):
+        self.warm_up = self.read = warm_up
+        self.worst = 0.0
+        self.earlier: set[str] = set()
+        self.wrong: list[WrongCall] = []
+
+    def call(self, run, view, work, b, prompts, results, refs):
+        problems, diff = check.call_problems(prompts, results, work.layers, refs)
+        for r in results:
+            for lid, h in zip(work.layers, r.get("hidden_states") or ()):
+                run.captured.setdefault(str(lid), []).append(list(h.shape))
+        self.worst = max(self.worst, diff)
+        every = view.steps()
+        steps, self.read = every[self.read:], len(every)
+        run.iterations = len(every) - self.warm_up
+        this_call = {r for st in steps for r in st["scheduler"]}
+        stale = sorted({r for st in steps for r in st["requests"]} & self.earlier)
+        held = view.holds()
+        if problems or stale or held:
+            self.wrong.append(WrongCall(b + 1, len(prompts), tuple(problems), len(stale), tuple(held)))
+        self.earlier |= this_call
+
+
 def _layer_kinds(model) -> dict[str, int]:
     """How many of vLLM's attention layers (by class) and expert layers (by role, "MoE": vLLM
     0.24 made FusedMoE a factory, not a class) the model was built with."""
@@ -197,7 +220,7 @@ def _layer_kinds(model) -> dict[str, int]:
     return kinds
 
 
-def _sensitive(run: Run, work, model, base, forward, prompts, results, refs) -> None:
+def _sensitive(run: Run, work, prompts, results, refs, scaled) -> None:
     """The check proves itself on each run: a capture one row off must be caught, and the weights
     must make attention matter (a 5% change of every attention scale, what a dropped q scaling does,
     moves the states far beyond the tolerance). Otherwise "passed" would mean nothing."""
@@ -209,17 +232,9 @@ def _sensitive(run: Run, work, model, base, forward, prompts, results, refs) -> 
     shifted[0]["hidden_states"] = states
     caught, _ = check.call_problems(prompts, shifted, work.layers, refs)
     run.check("per-sequence check vs a capture one row off", bool(caught), "a shifted capture passed the check")
-    impls = [m.impl for m in model.modules() if hasattr(getattr(m, "impl", None), "scale")]
-    for impl in impls:
-        impl.scale *= 1.05
-    try:
-        scaled = common.reference_states(model, base, prompts[0], work.layers, forward)
-    finally:
-        for impl in impls:
-            impl.scale /= 1.05
-    moved = max(check.relative(scaled[lid], refs[0][lid]) for lid in work.layers)
+    moved = 0.0 if scaled is None else max(check.relative(scaled[lid], refs[0][lid]) for lid in work.layers)
     run.sensitivity = moved
-    run.check("per-sequence check vs attention numerics", impls and moved > 10 * check.TOLERANCE,
+    run.check("per-sequence check vs attention numerics", scaled is not None and moved > 10 * check.TOLERANCE,
               f"a 5% change of the attention scale moved the states by {moved:.2g} only "
               f"(tolerance {check.TOLERANCE:g}): the weights leave attention uniform")
 

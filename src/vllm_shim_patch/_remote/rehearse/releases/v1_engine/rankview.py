@@ -11,6 +11,8 @@ class RankWorkers:
     """`executor`: the generator's MultiprocExecutor; `reference`: the unsharded model's runner
     (in this process); `extension`: the class of speculators' worker extension."""
 
+    in_process = False
+
     def __init__(self, executor, reference, extension, folder, method):
         self.executor, self.folder = executor, folder
         self.model = reference.model

@@ -6,6 +6,8 @@ capture state read directly. No vLLM imported here.
 class InProcessWorkers:
     """The worker of the one in-process WorkerProc: tensor parallel 1, pipeline parallel 1."""
 
+    in_process = True
+
     def __init__(self, worker, executor):
         self.worker = worker
         self.runner = worker.model_runner

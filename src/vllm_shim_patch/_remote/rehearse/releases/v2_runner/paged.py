@@ -59,11 +59,7 @@ class PagedAttentionImpl(attention.StandInAttentionImpl):
             blocks = m.block_table_tensor[i, :-(-length // block_size)].long()
             kk = keys[blocks].reshape(-1, kv_heads, k.shape[-1])[:length].repeat_interleave(group, 1).double()
             vv = values[blocks].reshape(-1, kv_heads, v.shape[-1])[:length].repeat_interleave(group, 1).double()
-            start = length - (b - a)
-            for first, rows in attention.query_blocks(b - a, heads, start):
-                at = start + first
-                out[a + first:a + first + rows] = self.attend(q[a + first:a + first + rows], kk[:at + rows],
-                                                              vv[:at + rows], at)
+            self.attend_rows(q[a:b], kk, vv, length - (b - a), out[a:b])
         return output
 
 
