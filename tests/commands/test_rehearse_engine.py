@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -361,7 +362,7 @@ def test_a_speculators_the_engine_imports_from_elsewhere_than_the_copy_is_exit_2
     elsewhere = "/cpu/lib/python3.11/site-packages/speculators/__init__.py"
 
     def run_grouped(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        copy = kwargs["env"]["PYTHONPATH"].split(":")[0]  # the copy is first on the engine's path
+        copy = kwargs["env"]["PYTHONPATH"].split(os.pathsep)[0]  # the copy is first on the engine's path
         file = f"{copy}/speculators/__init__.py" if where == "copy" else elsewhere
         answer = {**START, "ok": True, "outcome": "passed", "stage": "done", "workload": WORKLOAD,
                   "max_rel_diff": 0.2377, "versions": {"speculators": {"version": "0.3.0", "file": file},
