@@ -216,6 +216,18 @@ def test_after_apply_the_audit_is_clean_and_after_rollback_it_is_not(sandbox: Sa
     assert data["rules_installed_in"] == [WORKER, GENERATOR]
     assert {k: data["summary"][k] for k in ("uses", "added", "ok", "fixed", "remaining", "unknown")} == {
         "uses": 72, "added": 0, "ok": 72, "fixed": 0, "remaining": 0, "unknown": 0}
+    # A line of one's own on top of the patched generator: its uses as installed are paired with
+    # the plan's through the installed bytes (each one line above after the rules), none taken
+    # out or added.
+    path = sandbox.site / GENERATOR
+    patched = path.read_bytes()
+    path.write_bytes(b"# a local note\n" + patched)
+    edited = json.loads(sandbox.run("--vllm-source", src, "audit", "--json").stdout)
+    path.write_bytes(patched)
+    assert edited["rules_installed_in"] == [WORKER]
+    assert {k: edited["summary"][k] for k in ("uses", "added", "ok")} == {"uses": 72, "added": 0, "ok": 72}
+    moved = [(u["line"], (u["after"] or {}).get("line")) for u in edited["uses"] if u["path"] == GENERATOR]
+    assert len(moved) == 52 and moved == [(line, line - 1) for line, _ in moved]
     no_rules = sandbox.run("--vllm-source", src, "audit", "--no-rules")
     assert no_rules.returncode == 0, no_rules.stdout
     # The sandbox holds speculators alone: none of the packages it imports is installed to check.
@@ -260,8 +272,8 @@ def test_speculators_030_on_vllm_0102_names_each_import_and_no_follow_on_mismatc
 
 def test_speculators_030_on_vllm_0330_the_bundled_moves_fix_the_imports(sandbox: Sandbox) -> None:
     """vLLM 0.33.0 moved three names speculators 0.3.0 imports; the bundled moves point the import
-    at the new module and the calls follow it (the calls as installed are the moves' removed uses,
-    unknown like the import they read; the moved calls are added uses, and bind)."""
+    at the new module and the calls follow it: each call as installed (unknown, like the import it
+    reads) is paired with itself after the rules, and binds there."""
     rows, summary = findings(sandbox, "0.33.0")
     moves = {"_get_kv_cache_groups_uniform_spec": "get-kv-cache-groups-uniform-spec-move",
              "get_kv_cache_config_from_groups": "get-kv-cache-config-from-groups-move",
@@ -270,17 +282,15 @@ def test_speculators_030_on_vllm_0330_the_bundled_moves_fix_the_imports(sandbox:
         *((GENERATOR, line, "import", f"{KV_UTILS}.{name}", "ok", "", [moves[name]])
           for line, name in ((16, "_get_kv_cache_groups_uniform_spec"), (17, "get_kv_cache_config_from_groups"),
                              (18, "unify_hybrid_kv_cache_specs"))),
-        (GENERATOR, 130, "call", f"{KV_UTILS}.unify_hybrid_kv_cache_specs", "unknown",
-         _see_import("unify_hybrid_kv_cache_specs"), [moves["unify_hybrid_kv_cache_specs"]]),
-        (GENERATOR, 131, "call", f"{KV_UTILS}._get_kv_cache_groups_uniform_spec", "unknown",
-         _see_import("_get_kv_cache_groups_uniform_spec"), [moves["_get_kv_cache_groups_uniform_spec"]]),
-        (GENERATOR, 136, "call", f"{KV_UTILS}.get_kv_cache_config_from_groups", "unknown",
-         _see_import("get_kv_cache_config_from_groups"),
+        (GENERATOR, 130, "call", f"{KV_UTILS}.unify_hybrid_kv_cache_specs", "ok", "",
+         [moves["unify_hybrid_kv_cache_specs"]]),
+        (GENERATOR, 131, "call", f"{KV_UTILS}._get_kv_cache_groups_uniform_spec", "ok", "",
+         [moves["_get_kv_cache_groups_uniform_spec"]]),
+        (GENERATOR, 136, "call", f"{KV_UTILS}.get_kv_cache_config_from_groups", "ok", "",
          ["kv-cache-config-drop-specs", moves["get_kv_cache_config_from_groups"], "kv-cache-resolve-layout"]),
-        # Its result's attribute: unpaired since generator-kernel-block-size's uses come before the
-        # moved calls (the pairing aligns (kind, name) sequences), so as installed, like the call.
-        (GENERATOR, 143, "attribute", f"{KV_UTILS}.get_kv_cache_config_from_groups.num_blocks", "unknown",
-         _see_import("get_kv_cache_config_from_groups"), []),
+        # Its result's attribute, after generator-kernel-block-size's inserted uses: paired with
+        # itself too (its line is one the rules keep).
+        (GENERATOR, 143, "attribute", f"{KV_UTILS}.get_kv_cache_config_from_groups.num_blocks", "ok", "", []),
     ]
     assert [(r[1], r[4], r[6]) for r in rows[7:]] == [
         (148, "ok", ["scheduler-add-block-size"]), (194, "ok", ["scheduler-config-add-is-encoder-decoder"]),
@@ -360,10 +370,10 @@ def test_speculators_040_on_vllm_0340_reads_the_v1_runners_input_batch(sandbox: 
     rows, summary = _runner_rows(sandbox)
     assert rows == [f"  {WORKER}:106: attribute {RUNNER_INPUT_BATCH}: mismatch ({NO_INPUT_BATCH}) "
                     "-> taken out by worker-v2-forward-batch"]
-    assert summary == "101 uses: 96 ok, 5 fixed by the rules, 0 still mismatched, 0 unknown"
+    assert summary == "94 uses: 89 ok, 5 fixed by the rules, 0 still mismatched, 0 unknown"
     rows, summary = _runner_rows(sandbox, "--skip", "worker-v2-forward-batch")
     assert rows == [f"  {WORKER}:106: attribute {RUNNER_INPUT_BATCH}: mismatch ({NO_INPUT_BATCH}) -> no rule fixes this"]
-    assert summary == "101 uses: 96 ok, 4 fixed by the rules, 1 still mismatched, 0 unknown"
+    assert summary == "94 uses: 89 ok, 4 fixed by the rules, 1 still mismatched, 0 unknown"
 
 
 def test_speculators_030_on_vllm_0340_the_request_tracking_alone_would_write_a_v1_read(sandbox: Sandbox) -> None:
@@ -371,8 +381,8 @@ def test_speculators_030_on_vllm_0340_the_request_tracking_alone_would_write_a_v
     rule takes out again: without it the audit names the rule's own line."""
     rows, summary = _runner_rows(sandbox)
     assert rows == []
-    assert summary == "91 uses: 85 ok, 6 fixed by the rules, 0 still mismatched, 0 unknown"
+    assert summary == "87 uses: 81 ok, 6 fixed by the rules, 0 still mismatched, 0 unknown"
     rows, summary = _runner_rows(sandbox, "--skip", "worker-v2-forward-batch")
     assert rows == [f"  {WORKER}:154: attribute {RUNNER_INPUT_BATCH}: mismatch ({NO_INPUT_BATCH}) (added by the "
                     "rules; line of the patched file) -> the rules write this; fix the rule"]
-    assert summary == "92 uses: 85 ok, 6 fixed by the rules, 1 still mismatched, 0 unknown"
+    assert summary == "88 uses: 81 ok, 6 fixed by the rules, 1 still mismatched, 0 unknown"

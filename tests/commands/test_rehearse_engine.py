@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -348,3 +349,36 @@ def test_an_answer_that_is_not_the_rehearsal_s_is_one_line(monkeypatch: pytest.M
     with pytest.raises(TargetError) as e:
         _ran(monkeypatch, tmp_path, odd)
     assert str(e.value) == "the real engine's answer is not the rehearsal's: rehearsal answer: no 'captured'"
+
+
+@pytest.mark.parametrize("where", ["copy", "elsewhere"])
+def test_a_speculators_the_engine_imports_from_elsewhere_than_the_copy_is_exit_2_naming_where(
+        monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """A .pth or sitecustomize of the engine's environment may put its own speculators ahead of the
+    copy on its path: a verdict about those files is not one about the target's. The driver's
+    answer names the file it imported; from the copy (the control), the run stands."""
+    from wire import START
+
+    elsewhere = "/cpu/lib/python3.11/site-packages/speculators/__init__.py"
+
+    def run_grouped(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        copy = kwargs["env"]["PYTHONPATH"].split(os.pathsep)[0]  # the copy is first on the engine's path
+        file = f"{copy}/speculators/__init__.py" if where == "copy" else elsewhere
+        answer = {**START, "ok": True, "outcome": "passed", "stage": "done", "workload": WORKLOAD,
+                  "max_rel_diff": 0.2377, "versions": {"speculators": {"version": "0.3.0", "file": file},
+                                                       "vllm": {"version": "0.16.0"}}}
+        line = json.dumps({"answer": answer, "calls": CALLS, "seconds": {"total": 40.0}})
+        return subprocess.CompletedProcess(argv, 0, stdout=f"INFO vLLM logs first\n{line}\n", stderr="")
+
+    monkeypatch.setattr(engine, "probe", lambda kind, python, target: ENGINE)
+    monkeypatch.setattr(engine, "run_grouped", run_grouped)
+    monkeypatch.setattr(Context, "plan", lambda self, *a, **k: None)
+    out = rehearse(_ctx(), RehearseOptions(engine="cpu", engine_python="/cpu"))
+    if where == "copy":
+        assert (out.exit_code, out.data["outcome"]) == (0, "passed")
+        return
+    why = (f"cannot rehearse: the engine imported speculators from {elsewhere}, not the target's copy (a .pth "
+           f"or sitecustomize of the engine's environment puts it first)")
+    assert (out.exit_code, out.text) == (2, f"{HEAD} could not run: {why}")
+    assert (out.data["ok"], out.data["outcome"], out.data["error"], out.data["kind"]) == (
+        False, "cannot_rehearse", out.text, "CannotRehearse")

@@ -135,7 +135,7 @@ def test_a_failed_write_is_settled_at_once(ov: Overlay, site: Path, monkeypatch:
     assert ov.journal() is None
 
 
-def test_rollback_steps_save_edits_made_outside_and_refuse_another_release(ov: Overlay, site: Path) -> None:
+def test_rollback_steps_save_edits_made_outside_and_refuse_an_unknown_state(ov: Overlay, site: Path) -> None:
     _patch(ov, site, [])
     (site / "pkg/mod.py").write_bytes(b"edited by hand\n")
     with Transaction.begin(ov, _target(site), TRACKED, lambda _: None) as txn:
@@ -147,3 +147,57 @@ def test_rollback_steps_save_edits_made_outside_and_refuse_another_release(ov: O
         with pytest.raises(OverlayError) as info:
             txn.resolve("nothing-here")
     assert str(info.value) == "no state 'nothing-here' in the overlay (see `patch-speculators log`)"
+
+
+FILES_2 = {"pkg/__init__.py": b"", "pkg/mod.py": b"from m import X\r\nX(a, eos=2)\r\n",
+           "pkg-2.0.dist-info/METADATA": b"Name: pkg\nVersion: 2.0\n"}
+TRACKED_2 = ["pkg-2.0.dist-info/METADATA", "pkg/__init__.py", "pkg/mod.py"]
+
+
+def _release_2(site: Path) -> Target:
+    """pkg 2.0 installed over the patched 1.0, as pip leaves it (RECORD-exact)."""
+    (site / "pkg-1.0.dist-info/METADATA").unlink()
+    write_tree(site, FILES_2)
+    record = [RecordEntry(p, record_hash(d), len(d)) for p, d in FILES_2.items()]
+    return Target(python="/fake/bin/python", python_version="3.11.0", package="pkg", version="2.0",
+                  location=site, record=tuple(record), editable=None, vllm_version=None, vllm_location=None)
+
+
+def _files(site: Path) -> dict[str, bytes]:
+    return {p.relative_to(site).as_posix(): p.read_bytes() for p in site.rglob("*") if p.is_file()}
+
+
+def test_a_state_of_another_release_is_refused_by_name(ov: Overlay, site: Path) -> None:
+    """Once 2.0 is installed, 1.0's states are not a rollback target: `resolve` refuses them,
+    naming both releases, and resolves 2.0's own original (pip's bytes, the new baseline)."""
+    patched = _patch(ov, site, [])
+    target = _release_2(site)
+    with Transaction.begin(Overlay(ov.path, site, allowed=TRACKED_2), target, TRACKED_2, lambda _: None) as txn:
+        assert txn.settle_for_rollback() is None  # 2.0 as pip wrote it: its own original
+        before = (_files(site), ov.head_commit())
+        for label in ("patched", patched):
+            with pytest.raises(OverlayError) as info:
+                txn.resolve(label)
+            assert str(info.value) == (f"{label} is a state of pkg 1.0, but pkg 2.0 is installed: roll back within "
+                                       f"the installed version, or reinstall pkg 1.0 first")
+        assert (_files(site), ov.head_commit()) == before
+        original = txn.resolve("original")
+        assert read_trailers(ov, original)["package"] == "pkg 2.0"
+        assert txn.changes_to(original, original=True) == {}
+
+
+def test_another_release_edited_by_hand_is_refused_before_the_baseline(ov: Overlay, site: Path) -> None:
+    """2.0 installed, then edited: the overlay holds no original of 2.0 and never writes 1.0's, so
+    `settle_for_rollback` refuses, naming the edited file, and nothing is written or recorded."""
+    _patch(ov, site, [])
+    target = _release_2(site)
+    (site / "pkg/mod.py").write_bytes(b"edited by hand\n")
+    before = (_files(site), ov.head_commit())
+    with pytest.raises(OverlayError) as info:
+        with Transaction.begin(Overlay(ov.path, site, allowed=TRACKED_2), target, TRACKED_2, lambda _: None) as txn:
+            txn.settle_for_rollback()
+    assert str(info.value) == (
+        "pkg 2.0 is installed where the overlay recorded pkg 1.0, and 1 file of pkg 2.0 differs from its RECORD: "
+        "pkg/mod.py; the overlay holds no original of pkg 2.0, so nothing was written: reinstall it (pip install "
+        "--force-reinstall --no-deps pkg==2.0) and run again; rollback never writes another release's files")
+    assert (_files(site), ov.head_commit()) == before

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
 import pytest
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
-from vllm_shim_patch.rewrite.positions import LazyPositions, positions
+from vllm_shim_patch.rewrite.positions import _KEEP, LazyPositions, code, positions
 
 SOURCES = {
     "plain": "import a\n\n\ndef f(x, *, y=1):\n    return g(\n        x,\n    )[0]\n",
@@ -63,3 +64,55 @@ def test_lazy_positions_are_made_on_first_use_only() -> None:
     assert lazy.found is not None and lazy.found.code == "x = f(1)\n"
     with pytest.raises(KeyError):
         lazy[object]  # noqa: B018
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[cst.Module]:
+    """Every module whose code is generated from now on (positions' and `Module.code` alike)."""
+    made: list[cst.Module] = []
+    real = cst.Module._codegen
+
+    def counted(self: cst.Module, state: Any) -> None:
+        made.append(self)
+        real(self, state)
+
+    monkeypatch.setattr(cst.Module, "_codegen", counted)
+    return made
+
+
+def test_a_module_s_code_is_generated_once_for_its_positions_and_its_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    made = _counting(monkeypatch)
+    module = cst.parse_module("x = f(1)\n")
+    assert code(module) == "x = f(1)\n"
+    assert code(module) == "x = f(1)\n" and [id(m) for m in made] == [id(module)]  # the code alone, kept
+    found = positions(module)  # the code alone has no positions: generated once more, then kept
+    assert positions(module) is found and code(module) == found.code == "x = f(1)\n"
+    assert [id(m) for m in made] == [id(module), id(module)]
+
+
+def test_a_changed_module_is_never_served_the_code_of_the_one_it_came_from(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The keys are the modules themselves: a module made from another (a transform's result, equal
+    in all but one name) gets its own code and positions, and so does one parsed anew from the
+    same text (equal, not the same)."""
+    made = _counting(monkeypatch)
+    module = cst.parse_module("x = f(1)\n")
+    old = positions(module)
+    changed = module.visit(_AddArg())
+    assert positions(changed).code == code(changed) == "x = f(1, k = b)\n"
+    call = changed.body[0].body[0].value  # type: ignore[attr-defined]
+    assert positions(changed)[call] == CodeRange(CodePosition(1, 4), CodePosition(1, 15))
+    again = cst.parse_module("x = f(1)\n")
+    assert again.deep_equals(module) and positions(again) is not old and positions(again).code == old.code
+    assert [id(m) for m in made] == [id(module), id(changed), id(again)]
+
+
+def test_no_module_is_served_the_code_of_one_gone_before_it() -> None:
+    """A module is held while it is a key, so a new module can never take a dropped one's identity
+    and its code (a module's code alone, unlike its positions, holds no node of it): modules made
+    and dropped one after another, more than the cache keeps, each get their own code."""
+    import gc
+
+    for i in range(3 * _KEEP):
+        module = cst.parse_module(f"x = {i}\n")
+        assert code(module) == f"x = {i}\n"
+        del module
+        gc.collect()

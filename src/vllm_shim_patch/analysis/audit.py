@@ -142,7 +142,7 @@ def audit_plan(pending: Sequence[FileResult], uses: dict[str, list[CallRecord]],
                after_uses: dict[str, list[CallRecord]], checker: Checker, version: str) -> list[AuditRow]:
     """Check every use of vLLM in the files as `uses` read them and, where a pending result of the
     plan changes a file, after it (a result's EDITED sites name the rules that fix a use on their
-    line)."""
+    line; its `before` is the bytes `uses` read, its `after` the bytes `after_uses` read)."""
     changed = {r.path: r for r in pending}
     rows = []
     for path in sorted(uses):
@@ -165,7 +165,7 @@ def audit_plan(pending: Sequence[FileResult], uses: dict[str, list[CallRecord]],
         removed: set[int] = set()
         if result is not None:
             checked_after = _check_file(after_uses.get(path, []), checker)
-            pairs = _pair(before_uses, after_uses.get(path, []))
+            pairs = _pair(before_uses, after_uses.get(path, []), result.before, result.after)
             for i, j in pairs:
                 after[i] = checked_after[j]
             paired = {j for _, j in pairs}
@@ -199,15 +199,76 @@ def _check_file(uses: list[CallRecord], checker: Checker) -> list[Binding]:
     return [b if b is not None else checker.check(u, missing) for u, b in zip(uses, first)]
 
 
-def _pair(before: list[CallRecord], after: list[CallRecord]) -> list[tuple[int, int]]:
-    """Which use after the rules is which use before: the same sequence of (kind, name), with a
-    replaced stretch paired in order (a rename changes the name, not the position)."""
+def _pair(before: list[CallRecord], after: list[CallRecord], old: bytes = b"", new: bytes = b""
+          ) -> list[tuple[int, int]]:
+    """Which use after the rules is which use before (`old`, `new`: the bytes each list was read
+    from). A use on a line the rules left as it was is the use on that line after them: a move
+    renames what the line calls, not the line, and code a rule inserts before it does not take its
+    place. The uses between two such lines are paired by their sequence of (kind, name), and an
+    import left over with one the rules wrote elsewhere."""
     keys_a = [(u.kind, u.callee) for u in before]
     keys_b = [(u.kind, u.callee) for u in after]
+    at_line: dict[int, list[int]] = {}
+    for j, u in enumerate(after):
+        at_line.setdefault(u.line, []).append(j)
+    on_line: dict[int, list[int]] = {}
+    for i, u in enumerate(before):
+        on_line.setdefault(u.line, []).append(i)
+    kept = _kept_lines(old, new)
+    anchors: list[tuple[int, int]] = []
+    for line, mine in on_line.items():
+        theirs = at_line.get(kept.get(line, -1), [])
+        for a, b in _align([keys_a[i] for i in mine], [keys_b[j] for j in theirs]):
+            # Both lists are in line order, so anchors only ever go forward (kept for safety).
+            if not anchors or (mine[a] > anchors[-1][0] and theirs[b] > anchors[-1][1]):
+                anchors.append((mine[a], theirs[b]))
+    pairs: list[tuple[int, int]] = []
+    i0 = j0 = 0
+    for i, j in [*anchors, (len(before), len(after))]:
+        pairs += [(i0 + a, j0 + b) for a, b in _align(keys_a[i0:i], keys_b[j0:j])]
+        if i < len(before):
+            pairs.append((i, j))
+        i0, j0 = i + 1, j + 1
+    # An import the rules wrote elsewhere is the same import: a move splits `from m import a, b`
+    # in two, and what lands out of the kept lines' order is paired by its name, the same name
+    # first, then the same last name (what a move keeps).
+    for short in (False, True):
+        done = {i for i, _ in pairs}
+        paired = {j for _, j in pairs}
+        left: dict[tuple[str, str], list[int]] = {}
+        for j, key in enumerate(keys_b):
+            if key[0] == IMPORT and j not in paired:
+                left.setdefault(_name(key, short), []).append(j)
+        pairs += [(i, left[_name(key, short)].pop(0)) for i, key in enumerate(keys_a)
+                  if key[0] == IMPORT and i not in done and left.get(_name(key, short))]
+    return sorted(pairs)
+
+
+def _name(key: tuple[str, str], short: bool) -> tuple[str, str]:
+    return (key[0], key[1].rsplit(".", 1)[-1]) if short else key
+
+
+def _kept_lines(old: bytes, new: bytes) -> dict[int, int]:
+    """Each line of `old` the rules left as it was -> its line in `new` (1-based, as uses are)."""
+    if not old or not new:
+        return {}
+    matcher = SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
+    return {a + k + 1: b + k + 1 for a, b, size in matcher.get_matching_blocks() for k in range(size)}
+
+
+def _align(keys_a: list[tuple[str, str]], keys_b: list[tuple[str, str]]) -> list[tuple[int, int]]:
+    """The same sequence of (kind, name), with a replaced stretch of the same kinds paired in order
+    (a rename changes the name, not the position); in one whose lengths or kinds differ (uses the
+    rules added or took out among renamed ones), the uses of one kind and last name are paired."""
     pairs = []
     for tag, i1, i2, j1, j2 in SequenceMatcher(None, keys_a, keys_b, autojunk=False).get_opcodes():
-        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+        if tag == "equal" or (tag == "replace" and [k for k, _ in keys_a[i1:i2]] == [k for k, _ in keys_b[j1:j2]]):
             pairs += list(zip(range(i1, i2), range(j1, j2)))
+        elif tag == "replace":
+            short_a = [_name(key, True) for key in keys_a[i1:i2]]
+            short_b = [_name(key, True) for key in keys_b[j1:j2]]
+            for a, b, size in SequenceMatcher(None, short_a, short_b, autojunk=False).get_matching_blocks():
+                pairs += [(i1 + a + k, j1 + b + k) for k in range(size)]
     return pairs
 
 

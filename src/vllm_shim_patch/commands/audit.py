@@ -45,8 +45,9 @@ def audit(ctx: Context, opts: AuditOptions) -> Outcome:
         if now == r.after:
             applied.append(r.path)
         else:
-            # Edited since (by hand, or by older rules): which rule fixes which line is not known.
-            pending.append(r if now == r.before else replace(r, sites=()))
+            # Edited since (by hand, or by older rules): which rule fixes which line is not known,
+            # and the uses as installed are paired with the plan's through the installed bytes.
+            pending.append(r if now == r.before else replace(r, before=now or b"", sites=()))
     unscanned: dict[str, str] = {}
     # The classes vLLM mixes into its Worker, as installed and as the rules leave them.
     extensions = worker_extensions([*installed.values(), *(r.after for r in pending)])
