@@ -59,11 +59,12 @@ def segments(rows, refs, tolerance=SAME_ROW):
     return [tuple(s) for s in out]
 
 
-def call_problems(prompts, results, layers, refs, tolerance=TOLERANCE):
+def call_problems(prompts, results, layers, refs, tolerance=TOLERANCE, attribute=True):
     """One entry per wrong sequence of a call (empty: every sequence is right).
 
     refs[i][layer] is the reference of prompt i. An entry: {"prompt", "expected", "rows",
-    "input_ids_of" (the prompt whose ids came back, or None), "segments", "layer"}."""
+    "input_ids_of" (the prompt whose ids came back, or None), "segments", "layer"}; "segments"
+    empty without `attribute` (which rows are whose: the report's, not the verdict's)."""
     problems = []
     worst = 0.0
     if len(results) != len(prompts):
@@ -91,6 +92,6 @@ def call_problems(prompts, results, layers, refs, tolerance=TOLERANCE):
             "prompt": i, "expected": len(prompt), "layer": lid,
             "rows": None if states is None else int(states.shape[0]),
             "input_ids_of": ids_of,
-            "segments": [] if states is None else segments(states, [r[lid] for r in refs]),
+            "segments": [] if states is None or not attribute else segments(states, [r[lid] for r in refs]),
         })
     return problems, worst

@@ -72,6 +72,35 @@ def install():
     torch.set_num_threads(1)
 
 
+# At most this many threads once the process computes alone: the model's largest operations
+# (a block of attention scores) are a few million numbers.
+MOST_THREADS = 4
+
+
+def threads_for_what_is_idle():
+    """The threads this process's torch may use now: 1, or one more per core nothing else is
+    running on, read the instant it is asked (/proc/loadavg's runnable count, this process's own
+    thread among them; where it cannot be read, 1). Called between generate() calls once the
+    forked references are done: two threads on an idle machine nearly halve the attention's time,
+    and on a busy one (CI's workers, a GPU box loading a model) OpenMP's spin-waits made two
+    threads 12x slower than one. The results do not depend on it: every sum the check reads is
+    float64, where another split of its terms moves nothing a bfloat16 row shows."""
+    import os
+
+    import torch
+
+    try:
+        with open("/proc/loadavg", encoding="ascii") as f:
+            running = int(f.read().split()[3].split("/")[0])
+        cores = len(os.sched_getaffinity(0))
+    except (OSError, ValueError, IndexError, AttributeError):
+        running, cores = 1, 1
+    n = max(1, min(MOST_THREADS, cores - running + 1))
+    if n != torch.get_num_threads():
+        torch.set_num_threads(n)
+    return n
+
+
 @contextlib.contextmanager
 def building():
     """While the model is built: tensors that model code places on current_platform.device_type

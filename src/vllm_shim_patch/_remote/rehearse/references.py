@@ -85,6 +85,13 @@ class Forked:
         with open(path, "rb") as f:
             return pickle.load(f)
 
+    def done(self):
+        """The forked child has computed every call's references (False where they are computed
+        here, in turn)."""
+        if not self.forked:
+            return False
+        return os.path.exists(_path(self.folder, len(self.calls) - 1))
+
     def close(self):
         pid, self.pid = self.pid, None
         if pid is None:

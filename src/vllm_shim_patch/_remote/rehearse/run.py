@@ -164,6 +164,8 @@ def _drive(run: Run, work, family, adapter, S, config) -> None:
                 references.self_check(run, forked, calls[b], refs, model, base, work.layers, forward)
                 _sensitive(run, work, calls[b], results, refs, forked.scaled())
             seen.call(run, view, work, b, calls[b], results, refs)
+            if forked.done():
+                device.threads_for_what_is_idle()
     finally:
         forked.close()
     worst, wrong = seen.worst, seen.wrong
@@ -230,7 +232,7 @@ def _sensitive(run: Run, work, prompts, results, refs, scaled) -> None:
     states = [h.clone() for h in shifted[0]["hidden_states"]]
     states[0] = torch.roll(states[0], 1, dims=0)
     shifted[0]["hidden_states"] = states
-    caught, _ = check.call_problems(prompts, shifted, work.layers, refs)
+    caught, _ = check.call_problems(prompts, shifted, work.layers, refs, attribute=False)
     run.check("per-sequence check vs a capture one row off", bool(caught), "a shifted capture passed the check")
     moved = 0.0 if scaled is None else max(check.relative(scaled[lid], refs[0][lid]) for lid in work.layers)
     run.sensitivity = moved
