@@ -282,7 +282,15 @@ def script() -> NoReturn:
     """The console script and `python -m vllm_shim_patch`: `main`, then out without the
     interpreter's teardown, which frees libcst's classes and a run's syntax trees one object at
     a time (~100 ms of a ~1.8 s dry run, with nothing left to do). An embedding caller (a test's
-    CliRunner) calls `main` and keeps its interpreter."""
+    CliRunner) calls `main` and keeps its interpreter.
+
+    The cycle collector is off for the run: a first dry run allocates libcst's classes and syntax
+    trees, which hold next to no cycles, and the collector walked them 153 times (~50-90 ms of
+    CPU, on the critical path) to free next to nothing: the peak memory of a dry run and of an
+    audit is within 0.5 MB of what it was with it (44 and 39 MB)."""
+    import gc
+
+    gc.disable()
     try:
         main(prog_name=PROG)
     except SystemExit as exc:

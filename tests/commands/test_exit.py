@@ -41,6 +41,12 @@ def test_the_exit_code_of_an_error_is_kept() -> None:
                         "--help)\n")
 
 
+def test_the_console_run_collects_no_cycles_and_an_embedding_one_does() -> None:
+    check = "atexit.register(lambda: print('collector on' if __import__('gc').isenabled() else 'collector off'))"
+    assert _run(check, "--version").stdout.splitlines()[1] == "collector off"
+    assert _run(check, "--version", entry="main").stdout.splitlines()[1] == "collector on"
+
+
 def test_the_embedding_entry_keeps_the_teardown() -> None:
     """`main` (what CliRunner calls) exits the ordinary way: the finalizer runs at teardown, which
     the console script skips (the two tests above)."""
