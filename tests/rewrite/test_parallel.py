@@ -93,6 +93,15 @@ def test_a_failed_child_has_its_files_made_here(fails: object) -> None:
     assert _made_by(results) == [("a.py", "parent"), ("b.py", "parent"), ("c.py", "parent"), ("d.py", "parent")]
 
 
+def test_no_child_to_be_had_means_every_file_is_made_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fork() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(parallel.os, "fork", fork)
+    results = transform_all(_Engine(), FILES)  # type: ignore[arg-type]
+    assert _made_by(results) == [("a.py", "parent"), ("b.py", "parent"), ("c.py", "parent"), ("d.py", "parent")]
+
+
 def test_an_unreadable_answer_has_its_files_made_here(monkeypatch: pytest.MonkeyPatch) -> None:
     def garbled(sent: bytes, status: int, count: int) -> object:
         return real(sent[:-1], status, count)

@@ -53,13 +53,17 @@ def transform_all(engine: Engine, files: Sequence[tuple[str, bytes]], fork: bool
                 pid = os.fork()
                 if pid == 0:
                     _child(engine, [files[i] for i in theirs], read, write, blocked)
+            except OSError:  # no child (out of memory or processes): every file is made here
+                theirs = []
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        os.close(write)
-        write = -1
+        fd, write = write, -1  # forgotten first: an fd closed twice may be another file's by then
+        os.close(fd)
         for i, (path, data) in enumerate(files):
             if i not in theirs:
                 results[i] = engine.transform(data, path)
+        if not pid:
+            return [results[i] for i in range(len(files))]
         sent = _read_all(read)  # to its end: the child closes it as it exits
         with held():  # reaped and forgotten together: a pid once reaped may be another process's
             status = os.waitpid(pid, 0)[1]
