@@ -1,3 +1,3 @@
-from vllm_shim_patch.cli import script
+from vllm_shim_patch.cli import main
 
-script()
+main(prog_name="patch-speculators")
