@@ -1,3 +1,3 @@
-from vllm_shim_patch.cli import main
+from vllm_shim_patch.cli import script
 
-main(prog_name="patch-speculators")
+script()

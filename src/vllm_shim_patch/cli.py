@@ -276,3 +276,47 @@ def _build() -> None:
 
 
 _build()
+
+
+def script() -> NoReturn:
+    """The console script and `python -m vllm_shim_patch`: `main`, then out without the
+    interpreter's teardown, which frees libcst's classes and a run's syntax trees one object at
+    a time (~100 ms of a ~1.8 s dry run, with nothing left to do). An embedding caller (a test's
+    CliRunner) calls `main` and keeps its interpreter.
+
+    The cycle collector is off for the run: a first dry run allocates libcst's classes and syntax
+    trees, which hold next to no cycles, and the collector walked them 153 times (~50-90 ms of
+    CPU, on the critical path) to free next to nothing: the peak memory of a dry run and of an
+    audit is within 0.5 MB of what it was with it (44 and 39 MB)."""
+    import gc
+
+    gc.disable()
+    try:
+        main(prog_name=PROG)
+    except SystemExit as exc:
+        if exc.code is None or type(exc.code) is int:
+            _exit_now(exc.code or 0)
+        raise
+    raise AssertionError("click's main returned")  # standalone mode always exits
+
+
+def _exit_now(code: int) -> None:
+    """Leave with `code` as the interpreter would, less its teardown: exit handlers run and the
+    output flushed first. Returns (the caller exits the ordinary way) where that would differ: a
+    thread still running (it is joined at exit), or output that cannot be flushed (Python's own
+    message and status for it)."""
+    import atexit
+    import os
+    import threading
+
+    if threading.active_count() > 1:
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001  (the ordinary exit says it, as it always did)
+        return
+    os._exit(code)

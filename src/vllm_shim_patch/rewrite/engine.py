@@ -102,6 +102,15 @@ class Engine:
         """
         return any(top in data and pattern.search(data) for top, pattern in self._needles.items())
 
+    def weight(self, data: bytes, path: str) -> int:
+        """An estimate of the libcst work `transform` does on the file (0: none), to share files
+        between processes (rewrite/parallel.py): its size, once for the call pass and once more
+        for each region's rule of its module (whether it applies is decided later)."""
+        module_name = module_of(path)
+        scoped = sum(1 for e in self._scoped if module_name is None or e[1].module == module_name)
+        calls = self.mentions(data) if self.prefilter else True
+        return len(data) * (int(calls) + scoped)
+
     def transform(self, data: bytes, path: str = "<string>") -> FileResult:
         # What a codemod prints goes to stderr: stdout is the diff or the JSON a script reads.
         with contextlib.redirect_stdout(sys.stderr):

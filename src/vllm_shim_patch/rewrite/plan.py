@@ -115,6 +115,7 @@ def make_plan(
             return Plan(target, version, note, signature_kind, pack.rules, tuple(cached), cached=True)
     from .engine import Engine
     from .grammar import TargetGrammar
+    from .parallel import transform_all
 
     engine = Engine(pack.rules, version, signatures, declined, facts, compile_here=False)
     grammar = TargetGrammar(target)  # started now: its start-up overlaps the engine's work
@@ -122,7 +123,7 @@ def make_plan(
         if files is None:
             results = engine.run(target.location, target.python_files())
         else:
-            results = [engine.transform(data, path) for path, data in sorted(files.items())]
+            results = transform_all(engine, sorted(files.items()))
         results = grammar.check(results)
     finally:
         grammar.close()
