@@ -123,7 +123,7 @@ SELF_CHECKS = [
     "InProcWorkerProc._init_message_queues vs WorkerProc._init_message_queues",
     "BroadcastMQ vs WorkerProc.worker_busy_loop", "RehearsalWorker vs init_worker_distributed_environment",
     "RehearsalWorker.init_device vs Worker.init_device's workspace manager",
-    "forked reference vs a reference in this process",
+    "forked reference vs model forward in this process",
     "per-sequence check vs a capture one row off", "per-sequence check vs attention numerics",
 ]
 

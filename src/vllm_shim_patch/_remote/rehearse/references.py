@@ -183,5 +183,5 @@ def self_check(run, forked, prompts, refs, model, base, layers, forward):
     i = min(range(len(prompts)), key=lambda k: len(prompts[k]))
     here = common.reference_states(model, base, prompts[i], layers, forward)
     same = sorted(here) == sorted(refs[i]) and all(torch.equal(here[k], refs[i][k]) for k in here)
-    run.check("forked reference vs a reference in this process", same,
+    run.check("forked reference vs model forward in this process", same,
               f"prompt {i + 1}: the forked child's states differ from this process's")
