@@ -33,9 +33,11 @@ Acts only where `_store_captured_states` is exactly speculators 0.4.0's, or 0.3.
 
 from __future__ import annotations
 
+import textwrap
+
 import libcst as cst
 
-from vllm_shim_patch.rewrite.scoped import ScopedTransform, same_code, statements
+from vllm_shim_patch.rewrite.scoped import ScopedTransform, load_beside, same_code, statements
 
 STORE = "_store_captured_states"
 SETUP = "_setup_hidden_states_capture"
@@ -61,28 +63,10 @@ def _store_captured_states(self, aux_hidden_states):
         self._request_metadata.append(sorted_metadata)
 '''
 
-# speculators 0.3.0's method as worker-request-tracking writes it.
-STORE_030 = '''
-def _store_captured_states(self, aux_hidden_states):
-    if self._captured_states is None:
-        self._captured_states = [[h] for h in aux_hidden_states]
-    else:
-        for i, h in enumerate(aux_hidden_states):
-            self._captured_states[i].append(h)
-    requests = getattr(self, "_request_metadata", None)
-    if requests is not None:
-        metadata, self._current_request_metadata = self._current_request_metadata, None
-        if metadata is None:
-            requests.append(None)
-        else:
-            order = {req_id: i for i, req_id in enumerate(self.model_runner.input_batch.req_ids)}
-            missing = sorted(set(metadata) - set(order))
-            if missing:
-                raise RuntimeError(f"requests {missing} are not in the model runner's batch")
-            if sum(metadata.values()) > aux_hidden_states[0].shape[0]:
-                raise RuntimeError("the forward has fewer rows than the tokens scheduled for it")
-            requests.append(sorted(metadata.items(), key=lambda item: order[item[0]]))
-'''
+# speculators 0.3.0's method as worker-request-tracking writes it (its original with the tail that
+# codemod appends: one source for both, so this codemod matches whatever that one writes).
+_TRACKING = load_beside(__file__, "worker_request_tracking")
+STORE_030 = _TRACKING.ORIGINAL[STORE] + textwrap.indent(_TRACKING.STORE_TAIL, "    ")
 
 V2_040 = '''
 def _store_captured_states(self, aux_hidden_states):
