@@ -140,31 +140,21 @@ def _zip_reader(path: Path, target: Target) -> _Reader:
 
 def _cached(target: Target) -> Iterator[tuple[str, _Reader]]:
     """(label, reader) for every cached copy of the installed release, cheapest first."""
-    info = dist_info(target)
-    stem = info.removesuffix(".dist-info").lower()
-    pip = _pip_cache_dir()
-    if pip is not None and (pip / "wheels").is_dir():
-        for whl in sorted((pip / "wheels").rglob("*.whl")):
-            if whl.name.lower().startswith(stem + "-"):
-                yield f"the pip cache ({whl})", _zip_reader(whl, target)
-    uv = _uv_cache_dir()
-    if uv.is_dir():
-        # uv keeps each wheel unpacked under archive-v*/<id>/, its dist-info folder as installed.
-        for folder in sorted(uv.glob(f"archive-v*/*/{info}")):
-            root = folder.parent
+    for label, path, folder in _cache_copies(target):
+        if not folder:
+            yield label, _zip_reader(path, target)
+            continue
 
-            def read_folder(paths: list[str], root: Path = root) -> tuple[dict[str, bytes], str | None]:
-                def read(p: str) -> bytes | None:
-                    try:
-                        return (root / p).read_bytes()
-                    except OSError:
-                        return None
+        def read_folder(paths: list[str], root: Path = path) -> tuple[dict[str, bytes], str | None]:
+            def read(p: str) -> bytes | None:
+                try:
+                    return (root / p).read_bytes()
+                except OSError:
+                    return None
 
-                return _exact(target, paths, read)
+            return _exact(target, paths, read)
 
-            yield f"the uv cache ({root})", read_folder
-    for body in _http_bodies(pip, info):
-        yield f"the pip cache ({body})", _zip_reader(body, target)
+        yield label, read_folder
 
 
 def _download(target: Target, folder: str, log: Log) -> tuple[Path | None, str]:
@@ -297,6 +287,12 @@ def _candidates(target: Target) -> Iterator[tuple[str, Path, bool]]:
     here = _installed_from(target)
     if here is not None:
         yield f"the wheel it was installed from ({here})", here, False
+    yield from _cache_copies(target)
+
+
+def _cache_copies(target: Target) -> Iterator[tuple[str, Path, bool]]:
+    """(label, path, whether it is an unpacked folder) of the release's wheel in pip's and uv's
+    caches, cheapest first: pip's built wheels, uv's unpacked archives, pip's HTTP bodies."""
     info = dist_info(target)
     stem = info.removesuffix(".dist-info").lower()
     pip = _pip_cache_dir()
@@ -306,6 +302,7 @@ def _candidates(target: Target) -> Iterator[tuple[str, Path, bool]]:
                 yield f"the pip cache ({whl})", whl, False
     uv = _uv_cache_dir()
     if uv.is_dir():
+        # uv keeps each wheel unpacked under archive-v*/<id>/, its dist-info folder as installed.
         for folder in sorted(uv.glob(f"archive-v*/*/{info}")):
             yield f"the uv cache ({folder.parent})", folder.parent, True
     for body in _http_bodies(pip, info):
