@@ -57,8 +57,12 @@ def test_the_embedding_entry_keeps_the_teardown() -> None:
 
 
 def test_a_thread_still_running_is_joined_as_at_an_ordinary_exit() -> None:
-    started = ("import threading, time\n"
-               "threading.Thread(target=lambda: (time.sleep(0.3), print('thread done'))).start()")
+    # The thread runs until the ordinary exit's thread shutdown lets it go: still running when the
+    # script decides how to leave, however long the import took.
+    started = ("import threading\n"
+               "let_go = threading.Event()\n"
+               "threading._register_atexit(let_go.set)\n"
+               "threading.Thread(target=lambda: (let_go.wait(), print('thread done'))).start()")
     r = _run(started, "--version")
     assert r.returncode == 0
     # An ordinary exit: the thread's line, then the exit handler's, then the teardown's.

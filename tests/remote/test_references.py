@@ -114,3 +114,52 @@ def test_a_child_killed_before_its_call_is_cannot_rehearse(forked, monkeypatch: 
     assert f.pid is None
     os.close(read)
     os.close(write)
+
+
+def _lie_once_about(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`os.path.exists` says no once for `path`: as if the parent looked just before the child
+    wrote it."""
+    real = references.os.path.exists
+    lied: list[str] = []
+
+    def exists(p: str) -> bool:
+        if p == path and not lied:
+            lied.append(p)
+            return False
+        return real(p)
+
+    monkeypatch.setattr(references.os.path, "exists", exists)
+
+
+def test_a_file_written_just_before_the_child_ended_is_read(forked, monkeypatch: pytest.MonkeyPatch) -> None:
+    f = forked().start()
+    os.waitid(os.P_PID, f.pid, os.WEXITED | os.WNOWAIT)  # ended, every file written, not reaped yet
+    last = len(CALLS) - 1
+    _lie_once_about(references._path(f.folder, last), monkeypatch)
+    assert [r["prompt"] for r in f.get(last)] == CALLS[last]
+
+
+def test_with_sigchld_ignored_an_ended_child_is_no_traceback(forked, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGCHLD ignored (inherited from whoever started the tool): the kernel reaps the child and
+    waitpid has nothing to wait for."""
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        f = forked().start()
+        child = f.pid
+        while True:  # until the kernel has reaped it
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                break
+            os.sched_yield()
+        last = len(CALLS) - 1
+        _lie_once_about(references._path(f.folder, last), monkeypatch)
+        assert [r["prompt"] for r in f.get(last)] == CALLS[last]
+        os.remove(references._path(f.folder, 1))
+        f.pid = child  # as if still held: the wait finds no child
+        with pytest.raises(CannotRehearse) as e:
+            f.get(1)
+        assert str(e.value) == ("the reference process ended before call 2's states (its wait status "
+                                "unknown: SIGCHLD is ignored here)")
+    finally:
+        signal.signal(signal.SIGCHLD, previous)

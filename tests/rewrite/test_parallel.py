@@ -122,29 +122,98 @@ def test_an_unreadable_answer_has_its_files_made_here(monkeypatch: pytest.Monkey
     assert {reason for _, reason in _made_by(results)} == {"parent"}
 
 
-def test_an_interrupt_here_kills_and_reaps_the_child(tmp_path: Path) -> None:
-    """The parent is interrupted while the child works (it waits, blocked, on a pipe nobody
-    writes): the interrupt comes out, and the child is gone, reaped (no such process)."""
+def test_an_interrupt_here_kills_and_reaps_the_child() -> None:
+    """The parent is interrupted while the child works (paused until a signal ends it): the
+    interrupt comes out, and the child is gone, reaped (no such process). The child keeps only
+    its pipe's end and the standard streams, so it tells its pid through fd 0, a pipe's write end
+    for the moment of the fork; the parent gives its own copy up first, so a child that died
+    before telling is an empty read, not a wait for ever."""
     said, tell = os.pipe()
-    wait, _never = os.pipe()
+    stdin = os.dup(0)
+    os.dup2(tell, 0)
+    os.close(tell)
 
     def child(path: str) -> None:
-        os.write(tell, str(os.getpid()).encode())
-        os.read(wait, 1)  # blocks until killed
+        os.write(0, str(os.getpid()).encode())
+        signal.pause()
 
     pids: list[int] = []
 
     def parent(path: str) -> None:
+        os.dup2(stdin, 0)
         pids.append(int(os.read(said, 64)))
         raise KeyboardInterrupt
 
-    with pytest.raises(KeyboardInterrupt):
-        transform_all(_Engine(in_child=child, in_parent=parent), FILES)  # type: ignore[arg-type]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            transform_all(_Engine(in_child=child, in_parent=parent), FILES)  # type: ignore[arg-type]
+    finally:
+        os.dup2(stdin, 0)
+        os.close(stdin)
+        os.close(said)
     assert pids and pids[0] != os.getpid()
     with pytest.raises(ProcessLookupError):
         os.kill(pids[0], 0)
-    for fd in (said, tell, wait, _never):
-        os.close(fd)
+
+
+def test_the_child_keeps_no_descriptor_of_the_parents(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An overlay lock's descriptor, say: co-held by a child, the lock outlives a killed tool."""
+    held = os.open(tmp_path / "lock", os.O_CREAT | os.O_RDWR)
+
+    def look(path: str) -> None:
+        try:
+            os.fstat(held)
+            print(f"{path}: open")
+        except OSError:
+            print(f"{path}: closed")
+
+    try:
+        results = transform_all(_Engine(in_child=look), FILES)  # type: ignore[arg-type]
+        os.fstat(held)  # still open here
+    finally:
+        os.close(held)
+    assert _made_by(results)[0] == ("a.py", "child")
+    assert capsys.readouterr().err == "a.py: closed\nd.py: closed\n"
+
+
+def test_with_sigchld_ignored_the_files_are_made_here() -> None:
+    """The kernel reaps the child itself, so how it ended cannot be read: its answer is not
+    trusted (`_can_fork` refuses this case; here SIGCHLD is ignored past the check)."""
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        results = transform_all(_Engine(), FILES)  # type: ignore[arg-type]
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
+    assert _made_by(results) == [("a.py", "parent"), ("b.py", "parent"), ("c.py", "parent"), ("d.py", "parent")]
+
+
+FLUSHED = """
+import sys
+from vllm_shim_patch.kinds import FileStatus
+from vllm_shim_patch.rewrite import parallel
+from vllm_shim_patch.rewrite.results import FileResult
+
+class Engine:
+    def weight(self, data, path):
+        return 1
+    def transform(self, data, path):
+        if path == "b.py":  # the child's
+            sys.__stdout__.write("child\\n")
+            sys.__stdout__.flush()
+        return FileResult(path, FileStatus.UNCHANGED, data, data)
+
+print("pending", end=" ")  # block-buffered: stdout is a pipe
+parallel.transform_all(Engine(), [("a.py", b""), ("b.py", b"")])
+print("done")
+"""
+
+
+def test_output_pending_at_the_fork_is_written_once() -> None:
+    """A child that writes through a stream bound before (sys.__stdout__, a logging handler's)
+    would otherwise write the parent's pending bytes too."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    r = subprocess.run([sys.executable, "-c", FLUSHED], capture_output=True, text=True, check=False, env=env)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "pending child\ndone\n", "")
 
 
 CAN_FORK = """
@@ -157,19 +226,21 @@ thread.start()
 beside = _can_fork()
 release.set()
 thread.join()
-print(alone, beside)
+import signal
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+print(alone, beside, _can_fork())
 """
 
 
-def test_a_second_thread_means_no_fork() -> None:
+def test_a_second_thread_or_an_ignored_sigchld_means_no_fork() -> None:
     """In a fresh interpreter (this one may have pytest's threads): alone it forks, with a second
-    thread it does not."""
+    thread it does not, nor with SIGCHLD ignored (the kernel would reap the child)."""
     r = subprocess.run([sys.executable, "-c", CAN_FORK], capture_output=True, text=True, check=False)
-    assert (r.returncode, r.stdout, r.stderr) == (0, "True False\n", "")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "True False False\n", "")
 
 
 @pytest.mark.slow  # the real wheels
-def test_the_plan_of_a_real_release_is_the_same_in_two_processes() -> None:
+def test_the_plan_of_a_real_release_is_the_same_in_two_processes(monkeypatch: pytest.MonkeyPatch) -> None:
     import realdata
     from packaging.version import Version
 
@@ -177,6 +248,14 @@ def test_the_plan_of_a_real_release_is_the_same_in_two_processes() -> None:
     from vllm_shim_patch.rules.loader import load_pack
 
     rules = load_pack().rules
+    answers: list[object] = []
+    real = parallel._answer
+
+    def spied(sent: bytes, status: int | None, count: int) -> object:
+        answers.append(real(sent, status, count))
+        return answers[-1]
+
+    monkeypatch.setattr(parallel, "_answer", spied)
     # Each release once, for a vLLM that changes it (the prefilter's test covers the versions).
     for speculators, vllm in zip(realdata.SPECULATORS, ("0.17", "0.33", "0.25.1"), strict=False):
         with zipfile.ZipFile(realdata.speculators_wheel(speculators)) as zf:
@@ -185,5 +264,8 @@ def test_the_plan_of_a_real_release_is_the_same_in_two_processes() -> None:
         engine = Engine(rules, Version(vllm), compile_here=False, codemod_seconds=None)
         assert len(parallel._share([engine.weight(d, p) for p, d in files])) > 0
         one = [engine.transform(data, path) for path, data in files]
+        answers.clear()
         assert transform_all(engine, files) == one
+        # The child's answer was used, not redone here (a failed child passes the line above).
+        assert len(answers) == 1 and answers[0] is not None
         assert any(r.status is FileStatus.CHANGED for r in one)

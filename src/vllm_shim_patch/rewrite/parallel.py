@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .results import FileResult
 
 _SIGNALS = {signal.SIGINT, signal.SIGTERM}
+_MAX_FD = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1 << 16
 
 
 def transform_all(engine: Engine, files: Sequence[tuple[str, bytes]], fork: bool = True) -> list[FileResult]:
@@ -48,6 +49,10 @@ def transform_all(engine: Engine, files: Sequence[tuple[str, bytes]], fork: bool
         # An interrupt arriving now is raised once the child's pid is known (held), and never in
         # the child before it takes the default action for it (blocked across the fork).
         with held():
+            # Flushed first: the child leaves by os._exit, but a stream it writes through would
+            # carry the parent's pending bytes a second time.
+            sys.stdout.flush()
+            sys.stderr.flush()
             blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
             try:
                 pid = os.fork()
@@ -66,7 +71,11 @@ def transform_all(engine: Engine, files: Sequence[tuple[str, bytes]], fork: bool
             return [results[i] for i in range(len(files))]
         sent = _read_all(read)  # to its end: the child closes it as it exits
         with held():  # reaped and forgotten together: a pid once reaped may be another process's
-            status = os.waitpid(pid, 0)[1]
+            status: int | None
+            try:
+                status = os.waitpid(pid, 0)[1]
+            except ChildProcessError:  # reaped by the kernel (SIGCHLD ignored since the check)
+                status = None
             pid = 0
         answer = _answer(sent, status, len(theirs))
         if answer is not None:
@@ -75,23 +84,27 @@ def transform_all(engine: Engine, files: Sequence[tuple[str, bytes]], fork: bool
             if printed:
                 sys.stderr.write(printed)
     finally:
-        if pid:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(OSError):
-                os.waitpid(pid, 0)
-        os.close(read)
-        if write >= 0:
-            os.close(write)
+        with held():  # a second interrupt here would leave the child unreaped and the pipe open
+            if pid:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(OSError):
+                    os.waitpid(pid, 0)
+            os.close(read)
+            if write >= 0:
+                os.close(write)
     # The child's files it did not answer for, made here.
     return [results[i] if i in results else engine.transform(data, path) for i, (path, data) in enumerate(files)]
 
 
 def _can_fork() -> bool:
     """Linux (a forked copy of an interpreter elsewhere is not safe to run on: macOS's system
-    libraries), and no other thread: one holding a lock at the fork would leave it held in the
-    child (its OS threads, not Python's alone: a C library's too)."""
+    libraries), no other thread (one holding a lock at the fork would leave it held in the child:
+    its OS threads, not Python's alone: a C library's too), and SIGCHLD not ignored (inherited
+    from whoever started the tool: the kernel would reap the child before its status is read)."""
     if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return False
+    if signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:
         return False
     try:
         return len(os.listdir("/proc/self/task")) == 1
@@ -123,7 +136,11 @@ def _child(engine: Engine, files: list[tuple[str, bytes]], read: int, write: int
         for signum in _SIGNALS:
             signal.signal(signum, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        os.close(read)
+        # Every descriptor inherited but its own pipe's end and the standard streams: the overlay
+        # lock's (co-held while the child lives, even past the parent's death), the target
+        # grammar's pipes, the read end.
+        os.closerange(3, write)
+        os.closerange(write + 1, _MAX_FD)
         import gc
 
         gc.disable()  # a collection would touch, and so copy, every page of the parent's heap
@@ -146,9 +163,9 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _answer(sent: bytes, status: int, count: int) -> tuple[list[FileResult], str] | None:
-    """The child's results and what was printed, or None: it failed."""
-    if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+def _answer(sent: bytes, status: int | None, count: int) -> tuple[list[FileResult], str] | None:
+    """The child's results and what was printed, or None: it failed (or how it ended is unknown)."""
+    if status is None or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
         return None
     try:
         made, printed = pickle.loads(sent)

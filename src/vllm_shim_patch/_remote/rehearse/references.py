@@ -74,16 +74,31 @@ class Forked:
         path = _path(self.folder, b)
         failed = os.path.join(self.folder, "references-failed")
         while not os.path.exists(path):
-            if os.path.exists(failed):
-                with open(failed, encoding="utf-8") as f:
-                    raise CannotRehearse(f"the reference forward failed: {f.read().strip()}")
-            done, status = (0, 0) if self.pid is None else os.waitpid(self.pid, os.WNOHANG)
-            if done or self.pid is None:
-                self.pid = None
-                raise CannotRehearse(f"the reference process ended before {what} (wait status {status})")
+            _raise_if_failed(failed)
+            ended = self._ended()
+            if ended is not None:
+                # Looked at again: the child may have written its file, or its failure, and ended
+                # between the looks above and the wait.
+                if os.path.exists(path):
+                    break
+                _raise_if_failed(failed)
+                raise CannotRehearse(f"the reference process ended before {what} ({ended})")
             time.sleep(POLL_SECONDS)
         with open(path, "rb") as f:
             return pickle.load(f)
+
+    def _ended(self):
+        """How the child ended (its wait status), or None while it runs."""
+        if self.pid is None:
+            return "wait status 0"
+        try:
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:  # reaped by the kernel: this process ignores SIGCHLD
+            done, status = self.pid, None
+        if not done:
+            return None
+        self.pid = None
+        return "its wait status unknown: SIGCHLD is ignored here" if status is None else f"wait status {status}"
 
     def done(self):
         """The forked child has computed every call's references (False where they are computed
@@ -104,6 +119,12 @@ class Forked:
             os.waitpid(pid, 0)
         except ChildProcessError:
             pass
+
+
+def _raise_if_failed(failed):
+    if os.path.exists(failed):
+        with open(failed, encoding="utf-8") as f:
+            raise CannotRehearse(f"the reference forward failed: {f.read().strip()}")
 
 
 def _references(args, prompts):
