@@ -15,7 +15,10 @@ import contextlib
 import signal
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import tempfile
 
 _held = 0
 _pending = False
@@ -61,3 +64,23 @@ def held() -> Iterator[None]:
         if not _held and _pending:
             _pending = False
             raise KeyboardInterrupt
+
+
+def temp_dir(prefix: str, ignore_cleanup_errors: bool = False) -> tempfile.TemporaryDirectory[str]:
+    """`tempfile.TemporaryDirectory`, made where no interrupt can fall between the folder's
+    creation and its cleanup's registration (inside its constructor, after `mkdtemp`): there the
+    folder would have no owner. A signal sent as soon as the folder appears lands in that window
+    on a loaded machine. An interrupt held there removes the folder before it is raised; raised
+    after, it finds the object owning the folder (leaving its `with`, or dropped, it removes it)."""
+    import tempfile  # here: the CLI installs this module first, and --help makes no temp folder
+
+    made = None
+    try:
+        with held():
+            made = tempfile.TemporaryDirectory(prefix=prefix, ignore_cleanup_errors=ignore_cleanup_errors)
+    except KeyboardInterrupt:
+        if made is not None:
+            with held():
+                made.cleanup()
+        raise
+    return made

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TargetError, UsageError
+from ..interrupts import temp_dir
 from ..target import REMOTE, resolve_python, run_grouped, run_remote
 from .handoff import CANNOT, TIMEOUT, Answer, HandoffError
 
@@ -136,7 +137,7 @@ def run(target: Target, engine: Engine, req: Request) -> tuple[Answer, dict[str,
     """(the rehearsal's answer from the real engine, the driver's per-call facts)."""
     timeout = req.timeout + START_SECONDS
     try:
-        folder = tempfile.TemporaryDirectory(prefix="vsp-engine-", ignore_cleanup_errors=True)
+        folder = temp_dir("vsp-engine-", ignore_cleanup_errors=True)
     except OSError as e:
         raise TargetError(f"cannot make a temp folder for the engine's copy of {target.package}: "
                           f"{e.strerror or e}; free space or set TMPDIR") from e

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import VerifyError
+from ..interrupts import temp_dir
 from ..target import json_answer, run_remote
 from .handoff import Answer, HandoffError
 
@@ -47,7 +47,7 @@ def run_session(target: Target, *, modules: list[str] | None = None, callees: li
     }
     timeout = IMPORT_SECONDS + (rehearse.timeout if rehearse else 0.0)
     # A neutral working folder: nothing in the user's cwd may shadow a module of the target.
-    with tempfile.TemporaryDirectory(prefix="vsp-session-", ignore_cleanup_errors=True) as cwd:
+    with temp_dir("vsp-session-", ignore_cleanup_errors=True) as cwd:
         # The target's temp folder is inside ours (the rehearsal's vsp-rehearse-*, torch's files):
         # a target killed when the tool is interrupted cannot remove its own, so ours takes them.
         tmp = os.path.join(cwd, "tmp")

@@ -3,12 +3,12 @@ the wheel's RECORD, its `vsp/patch.json` and the originals it keeps say everythi
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TargetError, UsageError
+from ..interrupts import temp_dir
 from ..kinds import PackageState
 from ..report import wheel as text
 from ..options import RollbackOptions
@@ -85,7 +85,7 @@ def rollback(ctx: Context, opts: RollbackOptions, wheel: InstalledWheel) -> Outc
         return Outcome(text.rollback_drifted(ctx.who, wheel, drift), {**data, "drift": drift}, 1)
     try:
         files = wheel.original_files(ctx.target)
-        with tempfile.TemporaryDirectory(prefix="vsp-rollback-") as tmp:
+        with temp_dir("vsp-rollback-") as tmp:
             path, requirement = scratch.write_original(files, Path(tmp))
             try:
                 scratch.pip_install(ctx.target.python, path.parent, requirement, force=True)

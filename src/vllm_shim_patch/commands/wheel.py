@@ -9,12 +9,12 @@ module picks the source of the bytes.
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import PatchError, Refused, UsageError
+from ..interrupts import temp_dir
 from ..report import wheel as text
 from ..options import WheelOptions
 from ..settings import ApplyOptions
@@ -78,7 +78,7 @@ def _scratch(ctx: Context, original: OriginalWheel, *, rehearse: bool, see_targe
             f"apply the patch first (the wheel then carries its verdict), build where the target's vLLM is "
             f"installed, or pass --no-rehearse to build from a scratch copy verified without a rehearsal; "
             f"nothing was written")
-    with tempfile.TemporaryDirectory(prefix="vsp-wheel-") as tmp:
+    with temp_dir("vsp-wheel-") as tmp:
         see = scratch.site_dirs(target.python) if with_vllm else []
         against = (f"with the target's vLLM {target.vllm_version}" if with_vllm
                    else f"against the vLLM source {ctx.settings.vllm_source}" if ctx.settings.vllm_source

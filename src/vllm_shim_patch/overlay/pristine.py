@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from ..fsutil import record_hash
+from ..interrupts import temp_dir
 
 if TYPE_CHECKING:
     from ..settings import Log
@@ -191,7 +191,7 @@ def _download(target: Target, folder: str, log: Log) -> tuple[Path | None, str]:
 def _from_index(target: Target, paths: list[str], log: Log) -> tuple[Pristine | None, str]:
     """(the files from `pip download`, or None; what happened, for the message)."""
     spec = f"{target.package}=={target.version}"
-    with tempfile.TemporaryDirectory(prefix="vsp-pristine-") as tmp:
+    with temp_dir("vsp-pristine-") as tmp:
         whl, failed = _download(target, tmp, log)
         if whl is None:
             return None, failed
@@ -363,7 +363,7 @@ def original_wheel(target: Target, wheel: str | None, use_index: bool, log: Log)
     if not use_index:
         searched += ", the package index not asked (--no-index)"
     else:
-        with tempfile.TemporaryDirectory(prefix="vsp-original-") as tmp:
+        with temp_dir("vsp-original-") as tmp:
             whl, why_not = _download(target, tmp, log)
             if whl is not None:
                 files, why = _read_whole(whl, False, target)
